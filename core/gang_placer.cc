@@ -1,0 +1,284 @@
+#include "core/gang_placer.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace gangsched {
+namespace {
+
+// The resource a pod is packed by: GPUs for GPU pods, cpu otherwise.
+ResourceId KeyResource(const ResourceVector& pod) {
+  return pod.Get(kGpu) > 0 ? kGpu : kCpu;
+}
+
+// One attempt of a whole request inside an optional topology domain.
+class Attempt {
+ public:
+  Attempt(const std::vector<Node>& nodes, const ResourceTable& resources,
+          const GangRequest& request, const PlacerOptions& options,
+          std::optional<std::string> domain)
+      : nodes_(nodes),
+        resources_(resources),
+        request_(request),
+        options_(options),
+        domain_(std::move(domain)) {
+    group_nodes_.resize(request.groups.size());
+    for (size_t g = 0; g < request.groups.size(); ++g) {
+      for (NodeId n : request.groups[g].bound_nodes) {
+        ++group_nodes_[g][n.value()];
+      }
+    }
+  }
+
+  bool Run(GangPlacement* out) {
+    // Pods left per group in this request: STRICT_PACK needs room for all.
+    std::vector<int64_t> left(request_.groups.size(), 0);
+    for (const auto& replica : request_.replicas)
+      left[replica.group] += replica.pods;
+
+    out->nodes.clear();
+    int64_t total_pods = 0;
+    for (int64_t n : left) total_pods += n;
+    int64_t placed_pods = 0;
+    for (const auto& replica : request_.replicas) {
+      const PlacementGroup& group = request_.groups[replica.group];
+      std::vector<NodeId> placed;
+      for (int32_t p = 0; p < replica.pods; ++p) {
+        std::optional<NodeId> node =
+            PickNode(replica.group, left[replica.group]);
+        if (!node) {
+          out->message =
+              absl::StrCat("placed ", placed_pods, " of ", total_pods,
+                           " pods, then no node fits the next pod of group ",
+                           group.name, " (", DescribeRejections(), ")");
+          return false;
+        }
+        extra_[node->value()] += group.pod;
+        ++group_nodes_[replica.group][node->value()];
+        --left[replica.group];
+        ++placed_pods;
+        placed.push_back(*node);
+      }
+      out->nodes.push_back(std::move(placed));
+    }
+    return true;
+  }
+
+ private:
+  ResourceVector FreeOf(const Node& node) const {
+    ResourceVector free =
+        options_.ignore_usage ? node.allocatable : node.allocatable - node.used;
+    auto it = extra_.find(&node - nodes_.data());
+    if (it != extra_.end()) free -= it->second;
+    return free;
+  }
+
+  void Reject(const std::string& reason) { ++rejections_[reason]; }
+
+  std::string DescribeRejections() const {
+    std::vector<std::string> parts;
+    for (const auto& [reason, count] : rejections_) {
+      parts.push_back(absl::StrCat(count, " ", reason));
+    }
+    if (parts.empty()) return "no nodes";
+    return absl::StrJoin(parts, ", ");
+  }
+
+  // Reason the node cannot take a pod of `group`, or empty when it can.
+  std::optional<std::string> Check(const Node& node, uint32_t group_index,
+                                   int64_t pods_left) const {
+    const PlacementGroup& group = request_.groups[group_index];
+    uint32_t id = static_cast<uint32_t>(&node - nodes_.data());
+    if (!node.schedulable && !options_.ignore_usage) return "cordoned";
+    if (group.node_selector && !node.Matches(*group.node_selector)) {
+      return "node selector mismatch";
+    }
+    if (domain_ && node.Label(request_.gang.topology_key) != *domain_) {
+      return "outside topology domain";
+    }
+    const auto& used_by_group = group_nodes_[group_index];
+    switch (group.placement.strategy) {
+      case PlacementStrategy::kStrictSpread:
+        if (used_by_group.contains(id))
+          return "strict spread: node already used by group";
+        break;
+      case PlacementStrategy::kStrictPack:
+        if (!used_by_group.empty() && !used_by_group.contains(id)) {
+          return "strict pack: group is on another node";
+        }
+        break;
+      default:
+        break;
+    }
+    ResourceVector need = group.pod;
+    if (group.placement.strategy == PlacementStrategy::kStrictPack &&
+        used_by_group.empty()) {
+      need = group.pod * pods_left;  // the first node must take the group
+    }
+    ResourceVector free = FreeOf(node);
+    for (size_t r = 0; r < need.size(); ++r) {
+      ResourceId rid(static_cast<uint32_t>(r));
+      if (need.Get(rid) > free.Get(rid)) {
+        return absl::StrCat("insufficient ", resources_.Name(rid));
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::optional<NodeId> PickNode(uint32_t group_index, int64_t pods_left) {
+    const PlacementGroup& group = request_.groups[group_index];
+    const ResourceId key = KeyResource(group.pod);
+    const bool gpu_pod = key == kGpu;
+    const auto& used_by_group = group_nodes_[group_index];
+    const PlacementStrategy strategy = group.placement.strategy;
+    const bool spread = strategy == PlacementStrategy::kSpread ||
+                        strategy == PlacementStrategy::kStrictSpread;
+
+    // Lexicographic score, smaller is better.
+    using Score = std::tuple<int, int, int64_t, int64_t, uint32_t>;
+    std::optional<Score> best;
+    rejections_.clear();
+    for (uint32_t i = 0; i < nodes_.size(); ++i) {
+      const Node& node = nodes_[i];
+      if (!node.live) continue;
+      if (auto why = Check(node, group_index, pods_left)) {
+        Reject(*why);
+        continue;
+      }
+      ResourceVector after = FreeOf(node) - group.pod;
+      int64_t key_left = after.Get(key);
+      int64_t mem_left = after.Get(kMemory);
+      // CPU-only pods keep off GPU nodes when they can.
+      int gpu_tier = (!gpu_pod && node.allocatable.Get(kGpu) > 0) ? 1 : 0;
+      bool on_group_node = used_by_group.contains(i);
+      int group_tier = 0;
+      if (strategy == PlacementStrategy::kPack ||
+          strategy == PlacementStrategy::kStrictPack) {
+        group_tier = on_group_node ? 0 : 1;
+      } else if (spread) {
+        group_tier = on_group_node ? 1 : 0;
+      }
+      Score score = spread
+                        ? Score{group_tier, gpu_tier, -key_left, -mem_left, i}
+                        : Score{group_tier, gpu_tier, key_left, mem_left, i};
+      if (!best || score < *best) best = score;
+    }
+    if (!best) return std::nullopt;
+    return NodeId(std::get<4>(*best));
+  }
+
+  const std::vector<Node>& nodes_;
+  const ResourceTable& resources_;
+  const GangRequest& request_;
+  const PlacerOptions& options_;
+  std::optional<std::string> domain_;
+  absl::flat_hash_map<uint32_t, ResourceVector> extra_;
+  std::vector<absl::flat_hash_map<uint32_t, int>> group_nodes_;
+  std::map<std::string, int> rejections_;
+};
+
+// Topology domains to try, in order: the one the gang already runs in
+// first, then by free capacity of the gang's key resource (least free first
+// for bin-packing, most free first for spreading).
+std::vector<std::string> CandidateDomains(const std::vector<Node>& nodes,
+                                          const GangRequest& request,
+                                          const PlacerOptions& options) {
+  const std::string& key = request.gang.topology_key;
+  for (NodeId n : request.gang_bound_nodes) {
+    absl::string_view value = nodes[n.value()].Label(key);
+    if (!value.empty() && request.gang.required) return {std::string(value)};
+  }
+  ResourceId key_resource = kCpu;
+  for (const auto& group : request.groups) {
+    if (group.pod.Get(kGpu) > 0) key_resource = kGpu;
+  }
+  std::map<std::string, int64_t> free_by_domain;
+  for (const Node& node : nodes) {
+    if (!node.live) continue;
+    absl::string_view value = node.Label(key);
+    if (value.empty()) continue;
+    int64_t free = options.ignore_usage ? node.allocatable.Get(key_resource)
+                                        : node.allocatable.Get(key_resource) -
+                                              node.used.Get(key_resource);
+    free_by_domain[std::string(value)] += free;
+  }
+  std::vector<std::pair<int64_t, std::string>> order;
+  for (auto& [domain, free] : free_by_domain) order.emplace_back(free, domain);
+  bool spread = request.gang.strategy == PlacementStrategy::kSpread;
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first)
+      return spread ? a.first > b.first : a.first < b.first;
+    return a.second < b.second;
+  });
+  std::vector<std::string> out;
+  for (auto& [free, domain] : order) out.push_back(domain);
+  return out;
+}
+
+}  // namespace
+
+GangPlacement TryPlaceGang(const std::vector<Node>& nodes,
+                           const ResourceTable& resources,
+                           const GangRequest& request,
+                           const PlacerOptions& options) {
+  GangPlacement out;
+  if (request.gang.topology_key.empty()) {
+    Attempt attempt(nodes, resources, request, options, std::nullopt);
+    out.result =
+        attempt.Run(&out) ? PlaceResult::kPlaced : PlaceResult::kRetryLater;
+    return out;
+  }
+  std::vector<std::string> domains = CandidateDomains(nodes, request, options);
+  std::string first_failure;
+  for (const std::string& domain : domains) {
+    Attempt attempt(nodes, resources, request, options, domain);
+    if (attempt.Run(&out)) {
+      out.result = PlaceResult::kPlaced;
+      return out;
+    }
+    if (first_failure.empty()) {
+      first_failure = absl::StrCat(request.gang.topology_key, "=", domain, ": ",
+                                   out.message);
+    }
+  }
+  if (!request.gang.required) {
+    Attempt attempt(nodes, resources, request, options, std::nullopt);
+    if (attempt.Run(&out)) {
+      out.result = PlaceResult::kPlaced;
+      return out;
+    }
+    out.result = PlaceResult::kRetryLater;
+    return out;
+  }
+  out.result = PlaceResult::kRetryLater;
+  out.message =
+      domains.empty()
+          ? absl::StrCat("no node has the topology label ",
+                         request.gang.topology_key)
+          : absl::StrCat("no ", request.gang.topology_key,
+                         " domain fits the gang; first tried ", first_failure);
+  return out;
+}
+
+GangPlacement PlaceGang(const std::vector<Node>& nodes,
+                        const ResourceTable& resources,
+                        const GangRequest& request) {
+  GangPlacement now = TryPlaceGang(nodes, resources, request, {});
+  if (now.result == PlaceResult::kPlaced) return now;
+  GangPlacement ever =
+      TryPlaceGang(nodes, resources, request, {.ignore_usage = true});
+  if (ever.result != PlaceResult::kPlaced) {
+    ever.result = PlaceResult::kNeverFits;
+    ever.nodes.clear();
+    return ever;
+  }
+  now.nodes.clear();
+  return now;
+}
+
+}  // namespace gangsched

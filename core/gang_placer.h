@@ -1,0 +1,72 @@
+// Gang placement as a pure function over a read-only view of the nodes.
+//
+// The caller describes the pods to place (replicas of groups, each replica
+// atomic) and the placer answers with one node per pod or with why not. The
+// placer books tentatively in a scratch map and never touches the nodes, so
+// a failed gang leaves nothing behind; the caller commits a success.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/node.h"
+#include "core/resources.h"
+#include "core/spec.h"
+
+namespace gangsched {
+
+struct PlacementGroup {
+  ResourceVector pod;  // resources of one pod
+  const Labels* node_selector = nullptr;
+  PlacementSpec placement;  // effective (group's, else the workload's)
+  std::string name;
+  // Nodes the group's already-bound pods sit on (one entry per pod).
+  std::vector<NodeId> bound_nodes;
+};
+
+// `pods` pods of one replica of group `group`, placed all-or-nothing.
+struct PlacementReplica {
+  uint32_t group = 0;
+  int32_t pods = 1;
+};
+
+struct GangRequest {
+  std::vector<PlacementGroup> groups;
+  std::vector<PlacementReplica> replicas;  // in placement order
+  PlacementSpec gang;                      // gang-wide topology
+  // Nodes where the workload already has pods (keeps a required topology).
+  std::vector<NodeId> gang_bound_nodes;
+};
+
+enum class PlaceResult { kPlaced, kRetryLater, kNeverFits };
+
+struct GangPlacement {
+  PlaceResult result = PlaceResult::kRetryLater;
+  // Per replica of the request, one node per pod.
+  std::vector<std::vector<NodeId>> nodes;
+  // Why not, for people ("group worker: no node fits a pod: 3 insufficient
+  // nvidia.com/gpu, 1 cordoned").
+  std::string message;
+};
+
+struct PlacerOptions {
+  // Treat every node as empty and cordoned nodes as usable: answers "could
+  // this ever fit the current node set?".
+  bool ignore_usage = false;
+};
+
+// Tries the request against the nodes as they are now.
+GangPlacement TryPlaceGang(const std::vector<Node>& nodes,
+                           const ResourceTable& resources,
+                           const GangRequest& request,
+                           const PlacerOptions& options);
+
+// TryPlaceGang, and when it fails, the same against empty nodes to tell
+// "retry later" (kRetryLater) from "can never fit" (kNeverFits).
+GangPlacement PlaceGang(const std::vector<Node>& nodes,
+                        const ResourceTable& resources,
+                        const GangRequest& request);
+
+}  // namespace gangsched

@@ -1,0 +1,43 @@
+// A queue of the tree as the core keeps it: its spec interned to resource
+// ids, and the roll-ups of its subtree (allocated, allocated by
+// non-preemptible work, requested) kept up to date on every bind / unbind.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/resources.h"
+#include "core/spec.h"
+
+namespace gangsched {
+
+struct Queue {
+  QueueSpec spec;
+  QueueId id;
+  QueueId parent;  // invalid for a top-level queue
+  std::vector<QueueId> children;
+  bool live = false;
+  uint64_t created_seq = 0;  // "older queue" tie-breaker
+  // Per resource id; kUnlimited where the queue sets none. A resource the
+  // queue does not list is not constrained by it.
+  ResourceVector quota;
+  ResourceVector limit;
+  std::vector<bool> has_quota;
+  std::vector<bool> has_limit;
+  // Subtree roll-ups.
+  ResourceVector allocated;
+  ResourceVector allocated_non_preemptible;
+  ResourceVector requested;
+  int32_t pending_workloads = 0;
+  int32_t running_workloads = 0;
+  int32_t workload_count = 0;  // workloads held by this leaf (any state)
+
+  bool IsLeaf() const { return children.empty(); }
+  // The cap on `resource`, or kUnlimited.
+  int64_t LimitOf(ResourceId resource) const;
+  int64_t QuotaOf(ResourceId resource) const;
+};
+
+}  // namespace gangsched

@@ -1,0 +1,113 @@
+#include "core/resources.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace gangsched {
+
+void ResourceVector::Set(ResourceId id, int64_t amount) {
+  if (id.value() >= amounts_.size()) {
+    if (amount == 0) return;
+    amounts_.resize(id.value() + 1, 0);
+  }
+  amounts_[id.value()] = amount;
+}
+
+ResourceVector& ResourceVector::operator+=(const ResourceVector& other) {
+  if (other.amounts_.size() > amounts_.size()) {
+    amounts_.resize(other.amounts_.size(), 0);
+  }
+  for (size_t i = 0; i < other.amounts_.size(); ++i) {
+    amounts_[i] += other.amounts_[i];
+  }
+  return *this;
+}
+
+ResourceVector& ResourceVector::operator-=(const ResourceVector& other) {
+  if (other.amounts_.size() > amounts_.size()) {
+    amounts_.resize(other.amounts_.size(), 0);
+  }
+  for (size_t i = 0; i < other.amounts_.size(); ++i) {
+    amounts_[i] -= other.amounts_[i];
+  }
+  return *this;
+}
+
+ResourceVector ResourceVector::operator*(int64_t factor) const {
+  ResourceVector out = *this;
+  for (auto& amount : out.amounts_) amount *= factor;
+  return out;
+}
+
+bool operator==(const ResourceVector& a, const ResourceVector& b) {
+  size_t n = std::max(a.amounts_.size(), b.amounts_.size());
+  for (size_t i = 0; i < n; ++i) {
+    ResourceId id(static_cast<uint32_t>(i));
+    if (a.Get(id) != b.Get(id)) return false;
+  }
+  return true;
+}
+
+bool ResourceVector::FitsIn(const ResourceVector& capacity) const {
+  for (size_t i = 0; i < amounts_.size(); ++i) {
+    if (amounts_[i] > 0 &&
+        amounts_[i] > capacity.Get(ResourceId(static_cast<uint32_t>(i)))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ResourceVector::IsZero() const {
+  return std::all_of(amounts_.begin(), amounts_.end(),
+                     [](int64_t a) { return a == 0; });
+}
+
+ResourceTable::ResourceTable() {
+  Intern("cpu");
+  Intern("memory");
+  Intern(kGpuName);
+}
+
+ResourceId ResourceTable::Intern(absl::string_view name) {
+  auto it = ids_.find(name);
+  if (it != ids_.end()) return it->second;
+  ResourceId id(static_cast<uint32_t>(names_.size()));
+  names_.emplace_back(name);
+  scales_.push_back(ScaleFor(name));
+  ids_.emplace(std::string(name), id);
+  return id;
+}
+
+ResourceId ResourceTable::Find(absl::string_view name) const {
+  auto it = ids_.find(name);
+  return it == ids_.end() ? ResourceId() : it->second;
+}
+
+ResourceVector ResourceTable::FromNamed(const NamedResources& named) {
+  ResourceVector vec;
+  for (const auto& [name, amount] : named) vec.Add(Intern(name), amount);
+  return vec;
+}
+
+NamedResources ResourceTable::ToNamed(const ResourceVector& vec) const {
+  NamedResources out;
+  for (size_t i = 0; i < vec.size(); ++i) {
+    ResourceId id(static_cast<uint32_t>(i));
+    if (vec.Get(id) != 0) out.emplace_back(Name(id), vec.Get(id));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string ResourceTable::Describe(const ResourceVector& vec) const {
+  std::string out;
+  for (const auto& [name, amount] : ToNamed(vec)) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", name, "=",
+                    FormatQuantity(amount, ScaleFor(name)));
+  }
+  return out.empty() ? "nothing" : out;
+}
+
+}  // namespace gangsched

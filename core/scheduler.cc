@@ -1,0 +1,1070 @@
+#include "core/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace gangsched {
+namespace {
+
+constexpr absl::string_view kHeadGroup = "head";
+
+int32_t ReplicasOf(int32_t pods, int32_t pods_per_replica) {
+  return pods / pods_per_replica;
+}
+
+}  // namespace
+
+std::vector<PriorityClass> DefaultPriorityClasses() {
+  return {{"train", 50, true},
+          {"build-preemptible", 75, true},
+          {"build", 100, false},
+          {"inference", 125, false}};
+}
+
+Scheduler::Scheduler(SchedulerOptions options) : options_(options) {
+  priority_classes_ = DefaultPriorityClasses();
+  default_class_ = std::string(kDefaultPriorityClass);
+}
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+absl::Status Scheduler::SetPriorityClasses(std::vector<PriorityClass> classes,
+                                           std::string default_class) {
+  absl::flat_hash_map<std::string, bool> seen;
+  for (const auto& c : classes) {
+    if (c.name.empty()) {
+      return absl::InvalidArgumentError(
+          "priority_classes: a class has no name");
+    }
+    if (!seen.emplace(c.name, true).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("priority_classes: duplicate class \"", c.name, "\""));
+    }
+  }
+  if (!seen.contains(default_class)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("default_priority_class: \"", default_class,
+                     "\" is not a defined class"));
+  }
+  priority_classes_ = std::move(classes);
+  default_class_ = std::move(default_class);
+  return absl::OkStatus();
+}
+
+const PriorityClass* Scheduler::FindClass(absl::string_view name) const {
+  if (name.empty()) name = default_class_;
+  for (const auto& c : priority_classes_) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
+  auto existing = queue_ids_.find(spec.name);
+  QueueId parent;
+  if (!spec.parent.empty()) {
+    auto it = queue_ids_.find(spec.parent);
+    if (it == queue_ids_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("queue.parent: queue \"", spec.parent, "\" not found"));
+    }
+    parent = it->second;
+    // Walking up from the parent must not reach the queue itself.
+    for (QueueId q = parent; q.valid(); q = queues_[q.value()].parent) {
+      if (queues_[q.value()].spec.name == spec.name) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "queue.parent: \"", spec.parent, "\" would make a cycle"));
+      }
+    }
+    if (queues_[parent.value()].workload_count > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("queue.parent: queue \"", spec.parent,
+                       "\" holds workloads; only leaf queues hold workloads"));
+    }
+  }
+
+  QueueId id;
+  if (existing != queue_ids_.end()) {
+    id = existing->second;
+    Queue& q = queues_[id.value()];
+    if (q.parent != parent) {
+      if (q.parent.valid()) {
+        auto& siblings = queues_[q.parent.value()].children;
+        siblings.erase(std::find(siblings.begin(), siblings.end(), id));
+      }
+      if (parent.valid()) queues_[parent.value()].children.push_back(id);
+    }
+  } else {
+    id = QueueId(static_cast<uint32_t>(queues_.size()));
+    queues_.emplace_back();
+    queues_.back().id = id;
+    queues_.back().live = true;
+    queues_.back().created_seq = ++queue_seq_;
+    queue_ids_.emplace(spec.name, id);
+    if (parent.valid()) queues_[parent.value()].children.push_back(id);
+  }
+  Queue& q = queues_[id.value()];
+  q.spec = spec;
+  q.parent = parent;
+  q.quota.Clear();
+  q.limit.Clear();
+  q.has_quota.assign(resources_.size() + spec.resources.size(), false);
+  q.has_limit.assign(resources_.size() + spec.resources.size(), false);
+  for (const auto& [name, res] : spec.resources) {
+    ResourceId r = resources_.Intern(name);
+    if (r.value() >= q.has_quota.size()) {
+      q.has_quota.resize(r.value() + 1, false);
+      q.has_limit.resize(r.value() + 1, false);
+    }
+    if (res.quota != kUnlimited) {
+      q.quota.Set(r, res.quota);
+      q.has_quota[r.value()] = true;
+    }
+    if (res.limit != kUnlimited) {
+      q.limit.Set(r, res.limit);
+      q.has_limit[r.value()] = true;
+    }
+  }
+  // The tree may have changed shape: rebuild the roll-ups from the bindings.
+  for (Queue& each : queues_) {
+    each.allocated.Clear();
+    each.allocated_non_preemptible.Clear();
+  }
+  for (const auto& w : workloads_) {
+    if (!w || w->state == WorkloadState::kReleased) continue;
+    AddToQueuePath(w->queue, w->BoundResources(), !w->preemptible);
+  }
+  RecomputeQueueCounters();
+  return id;
+}
+
+absl::Status Scheduler::DeleteQueue(absl::string_view name) {
+  auto it = queue_ids_.find(name);
+  if (it == queue_ids_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("name: queue \"", name, "\" not found"));
+  }
+  Queue& q = queues_[it->second.value()];
+  if (!q.children.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("name: queue \"", name, "\" has child queues"));
+  }
+  if (q.workload_count > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "name: queue \"", name, "\" holds ", q.workload_count, " workloads"));
+  }
+  if (q.parent.valid()) {
+    auto& siblings = queues_[q.parent.value()].children;
+    siblings.erase(std::find(siblings.begin(), siblings.end(), q.id));
+  }
+  q.live = false;
+  q.spec.name.clear();
+  queue_ids_.erase(it);
+  return absl::OkStatus();
+}
+
+const Queue* Scheduler::FindQueue(absl::string_view name) const {
+  auto it = queue_ids_.find(name);
+  return it == queue_ids_.end() ? nullptr : &queues_[it->second.value()];
+}
+
+// ---------------------------------------------------------------------------
+// Nodes
+
+NodeId Scheduler::FindNodeId(absl::string_view name) const {
+  auto it = node_ids_.find(name);
+  return it == node_ids_.end() ? NodeId() : it->second;
+}
+
+void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
+                          NodeChangeAnswer* answer) {
+  NodeId id = FindNodeId(spec.name);
+  if (!id.valid()) {
+    if (!free_node_ids_.empty()) {
+      id = NodeId(free_node_ids_.back());
+      free_node_ids_.pop_back();
+    } else {
+      id = NodeId(static_cast<uint32_t>(nodes_.size()));
+      nodes_.emplace_back();
+    }
+    node_ids_.emplace(spec.name, id);
+    nodes_[id.value()] = Node{};
+    nodes_[id.value()].name = spec.name;
+    nodes_[id.value()].live = true;
+  }
+  Node& node = nodes_[id.value()];
+  node.allocatable = resources_.FromNamed(spec.allocatable);
+  node.labels = spec.labels;
+  node.schedulable = spec.schedulable;
+  // Lost capacity loses slots, newest bindings first, until the node holds
+  // no more than its allocatable.
+  while (!node.used.FitsIn(node.allocatable) && !node.slots.empty()) {
+    SlotKey key = node.slots.back();
+    Workload& w = *workloads_[key.workload.value()];
+    Unbind(w, key.group, key.index);
+    Event& e = Record(EventType::kReleased, w, now);
+    e.released.push_back({w.spec.groups[key.group].name, key.index});
+  }
+  answer->accepted.push_back(spec.name);
+}
+
+void Scheduler::RemoveNode(NodeId id, absl::Time now) {
+  Node& node = nodes_[id.value()];
+  // Group the lost slots per workload so each gets one event.
+  absl::flat_hash_map<uint32_t, std::vector<SlotRef>> lost;
+  while (!node.slots.empty()) {
+    SlotKey key = node.slots.back();
+    Workload& w = *workloads_[key.workload.value()];
+    Unbind(w, key.group, key.index);
+    lost[key.workload.value()].push_back(
+        {w.spec.groups[key.group].name, key.index});
+  }
+  for (auto& [wid, slots] : lost) {
+    Workload& w = *workloads_[wid];
+    Event& e = Record(EventType::kReleased, w, now);
+    e.released = std::move(slots);
+  }
+  node_ids_.erase(node.name);
+  node = Node{};
+  free_node_ids_.push_back(id.value());
+}
+
+NodeChangeAnswer Scheduler::UpsertNodes(const std::vector<NodeSpec>& nodes,
+                                        absl::Time now) {
+  NodeChangeAnswer answer;
+  for (const auto& spec : nodes) ApplyNode(spec, now, &answer);
+  return answer;
+}
+
+NodeChangeAnswer Scheduler::RemoveNodes(const std::vector<std::string>& names,
+                                        absl::Time now) {
+  NodeChangeAnswer answer;
+  for (const auto& name : names) {
+    NodeId id = FindNodeId(name);
+    if (!id.valid()) {
+      answer.not_found.push_back(name);
+      continue;
+    }
+    RemoveNode(id, now);
+    answer.removed.push_back(name);
+  }
+  return answer;
+}
+
+NodeChangeAnswer Scheduler::SyncNodes(const std::vector<NodeSpec>& nodes,
+                                      absl::Time now) {
+  absl::flat_hash_map<absl::string_view, bool> wanted;
+  for (const auto& spec : nodes) wanted[spec.name] = true;
+  std::vector<std::string> gone;
+  for (const auto& [name, id] : node_ids_) {
+    if (!wanted.contains(name)) gone.push_back(name);
+  }
+  std::sort(gone.begin(), gone.end());
+  NodeChangeAnswer answer = RemoveNodes(gone, now);
+  for (const auto& spec : nodes) ApplyNode(spec, now, &answer);
+  return answer;
+}
+
+// ---------------------------------------------------------------------------
+// Workloads
+
+const Workload* Scheduler::FindWorkload(absl::string_view id) const {
+  auto it = workload_ids_.find(id);
+  return it == workload_ids_.end() ? nullptr
+                                   : workloads_[it->second.value()].get();
+}
+
+absl::Status Scheduler::ValidateAgainstState(const WorkloadSpec& spec,
+                                             const Workload* existing) const {
+  const Queue* queue = FindQueue(spec.queue);
+  if (queue == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("workload.queue: queue \"", spec.queue, "\" not found"));
+  }
+  if (!queue->IsLeaf()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("workload.queue: queue \"", spec.queue,
+                     "\" has child queues; only leaf queues hold workloads"));
+  }
+  if (FindClass(spec.priority_class) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("workload.priority_class: class \"",
+                                            spec.priority_class,
+                                            "\" not found"));
+  }
+  if (existing == nullptr || existing->state == WorkloadState::kReleased) {
+    return absl::OkStatus();
+  }
+  bool bound = existing->BoundPods() > 0;
+  if (bound && spec.queue != existing->spec.queue) {
+    return absl::FailedPreconditionError(
+        "workload.queue: cannot move a workload with bound pods to another "
+        "queue");
+  }
+  for (size_t g = 0; g < existing->spec.groups.size(); ++g) {
+    const GroupSpec& old_group = existing->spec.groups[g];
+    const GroupState& state = existing->groups[g];
+    auto it = std::find_if(
+        spec.groups.begin(), spec.groups.end(),
+        [&](const GroupSpec& s) { return s.name == old_group.name; });
+    if (it == spec.groups.end()) {
+      if (state.BoundPods() > 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "workload.groups: group \"", old_group.name,
+            "\" has bound pods and cannot be removed; release them first"));
+      }
+      continue;
+    }
+    if (state.BoundPods() > 0 &&
+        (it->resources != old_group.resources ||
+         it->pods_per_replica != old_group.pods_per_replica)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("workload.groups[", it - spec.groups.begin(),
+                       "]: resources and "
+                       "pods_per_replica of group \"",
+                       it->name, "\" cannot change while it has bound pods"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
+  auto found = workload_ids_.find(spec.id);
+  Workload* existing = found == workload_ids_.end()
+                           ? nullptr
+                           : workloads_[found->second.value()].get();
+  if (absl::Status s = ValidateAgainstState(spec, existing); !s.ok()) return s;
+  if (existing && existing->state == WorkloadState::kReleased) {
+    Forget(*existing);
+    existing = nullptr;
+  }
+  const PriorityClass* cls = FindClass(spec.priority_class);
+
+  if (existing == nullptr) {
+    WorkloadId id;
+    if (!free_workload_ids_.empty()) {
+      id = WorkloadId(free_workload_ids_.back());
+      free_workload_ids_.pop_back();
+    } else {
+      id = WorkloadId(static_cast<uint32_t>(workloads_.size()));
+      workloads_.emplace_back();
+    }
+    auto w = std::make_unique<Workload>();
+    w->id = id;
+    w->created = now;
+    w->submit_seq = ++submit_seq_;
+    w->queue = queue_ids_.at(spec.queue);
+    w->spec.id = spec.id;
+    existing = w.get();
+    workloads_[id.value()] = std::move(w);
+    workload_ids_.emplace(spec.id, id);
+    ++queues_[existing->queue.value()].workload_count;
+  }
+  Workload& w = *existing;
+
+  // Priority class changes move bound resources between the preemptible and
+  // non-preemptible roll-ups.
+  ResourceVector bound = w.BoundResources();
+  if (!bound.IsZero()) AddToQueuePath(w.queue, bound * -1, !w.preemptible);
+  w.priority = cls->value;
+  w.preemptible = cls->preemptible;
+  if (!bound.IsZero()) AddToQueuePath(w.queue, bound, !w.preemptible);
+
+  // Groups keep their first-seen position so slot keys on nodes stay valid;
+  // new groups are appended. A removed group (never with bound pods) shifts
+  // the later ones down, so their slot keys are re-keyed.
+  std::vector<GroupSpec> merged;
+  std::vector<GroupState> states;
+  std::vector<uint32_t> old_index;
+  for (uint32_t g = 0; g < w.spec.groups.size(); ++g) {
+    auto it = std::find_if(
+        spec.groups.begin(), spec.groups.end(),
+        [&](const GroupSpec& s) { return s.name == w.spec.groups[g].name; });
+    if (it == spec.groups.end()) continue;
+    merged.push_back(*it);
+    states.push_back(std::move(w.groups[g]));
+    old_index.push_back(g);
+  }
+  for (const GroupSpec& s : spec.groups) {
+    bool known =
+        std::any_of(merged.begin(), merged.end(),
+                    [&](const GroupSpec& m) { return m.name == s.name; });
+    if (!known) {
+      merged.push_back(s);
+      states.emplace_back();
+      old_index.push_back(static_cast<uint32_t>(old_index.size()));
+    }
+  }
+  w.groups = std::move(states);
+  w.spec = spec;
+  w.spec.groups = std::move(merged);
+  for (uint32_t g = 0; g < w.groups.size(); ++g) {
+    if (old_index[g] == g) continue;
+    for (int32_t i = 0; i < static_cast<int32_t>(w.groups[g].slot_node.size());
+         ++i) {
+      NodeId n = w.groups[g].slot_node[i];
+      if (!n.valid()) continue;
+      for (SlotKey& key : nodes_[n.value()].slots) {
+        if (key.workload == w.id && key.group == old_index[g] &&
+            key.index == i) {
+          key.group = g;
+        }
+      }
+    }
+  }
+
+  std::vector<SlotRef> dropped;
+  for (uint32_t g = 0; g < w.groups.size(); ++g) {
+    const GroupSpec& gs = w.spec.groups[g];
+    GroupState& state = w.groups[g];
+    state.pod = resources_.FromNamed(gs.resources);
+    state.pods_per_replica = gs.pods_per_replica;
+    state.min_replicas = ReplicasOf(gs.min_count, gs.pods_per_replica);
+    int32_t want = ReplicasOf(gs.desired_count, gs.pods_per_replica);
+    int32_t live = state.LiveReplicas();
+    // Grow: revive the lowest free replica indices first.
+    for (int32_t r = 0; live < want; ++r) {
+      if (r >= static_cast<int32_t>(state.replica_live.size())) {
+        state.replica_live.push_back(0);
+        state.slot_node.resize(state.replica_live.size() * gs.pods_per_replica);
+      }
+      if (!state.replica_live[r]) {
+        state.replica_live[r] = 1;
+        ++live;
+      }
+    }
+    // Shrink: drop the highest live replicas, unbinding their pods.
+    for (int32_t r = static_cast<int32_t>(state.replica_live.size()) - 1;
+         live > want && r >= 0; --r) {
+      if (!state.replica_live[r]) continue;
+      for (int32_t p = 0; p < gs.pods_per_replica; ++p) {
+        int32_t slot = r * gs.pods_per_replica + p;
+        if (state.slot_node[slot].valid()) {
+          Unbind(w, g, slot);
+          dropped.push_back({gs.name, slot});
+        }
+      }
+      state.replica_live[r] = 0;
+      --live;
+    }
+  }
+  w.group_order.clear();
+  for (uint32_t g = 0; g < w.groups.size(); ++g) {
+    if (w.spec.groups[g].name == kHeadGroup) w.group_order.push_back(g);
+  }
+  for (uint32_t g = 0; g < w.groups.size(); ++g) {
+    if (w.spec.groups[g].name != kHeadGroup) w.group_order.push_back(g);
+  }
+  w.updated = now;
+  if (!dropped.empty()) {
+    Event& e = Record(EventType::kReleased, w, now);
+    e.released = std::move(dropped);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReleaseAnswer> Scheduler::Release(
+    absl::string_view workload_id, const std::vector<SlotRef>& slots,
+    bool shrink, absl::Time now) {
+  auto found = workload_ids_.find(workload_id);
+  if (found == workload_ids_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("workload_id: workload \"", workload_id, "\" not found"));
+  }
+  Workload& w = *workloads_[found->second.value()];
+  ReleaseAnswer answer;
+  answer.workload_id = w.spec.id;
+  if (w.state == WorkloadState::kReleased) {
+    if (!slots.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "workload_id: workload \"", workload_id, "\" is already released"));
+    }
+    answer.state = w.state;
+    return answer;
+  }
+
+  if (slots.empty()) {
+    for (uint32_t g = 0; g < w.groups.size(); ++g) {
+      for (int32_t i = 0;
+           i < static_cast<int32_t>(w.groups[g].slot_node.size()); ++i) {
+        if (!w.groups[g].slot_node[i].valid()) continue;
+        Unbind(w, g, i);
+        answer.released.push_back({w.spec.groups[g].name, i});
+      }
+    }
+    w.state = WorkloadState::kReleased;
+    w.pending = {};
+    --queues_[w.queue.value()].workload_count;
+    released_order_.push_back(w.id);
+    Event& e = Record(EventType::kReleased, w, now);
+    e.released = answer.released;
+    answer.state = w.state;
+    while (released_order_.size() > options_.released_retention) {
+      WorkloadId old = released_order_.front();
+      released_order_.pop_front();
+      if (workloads_[old.value()] &&
+          workloads_[old.value()]->state == WorkloadState::kReleased) {
+        Forget(*workloads_[old.value()]);
+      }
+    }
+    return answer;
+  }
+
+  // Validate every slot before touching anything.
+  std::vector<std::pair<uint32_t, int32_t>> targets;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const SlotRef& ref = slots[i];
+    auto it =
+        std::find_if(w.spec.groups.begin(), w.spec.groups.end(),
+                     [&](const GroupSpec& g) { return g.name == ref.group; });
+    if (it == w.spec.groups.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("slots[", i, "].group: workload \"", workload_id,
+                       "\" has no group \"", ref.group, "\""));
+    }
+    uint32_t g = static_cast<uint32_t>(it - w.spec.groups.begin());
+    const GroupState& state = w.groups[g];
+    if (ref.index < 0 ||
+        ref.index >= static_cast<int32_t>(state.slot_node.size()) ||
+        !state.replica_live[ref.index / state.pods_per_replica]) {
+      return absl::NotFoundError(absl::StrCat("slots[", i, "].index: group \"",
+                                              ref.group, "\" has no slot ",
+                                              ref.index));
+    }
+    if (std::find(targets.begin(), targets.end(),
+                  std::make_pair(g, ref.index)) == targets.end()) {
+      targets.emplace_back(g, ref.index);
+    }
+  }
+  if (shrink) {
+    // Shrinking removes whole replicas and never goes below the minimum.
+    absl::flat_hash_map<uint32_t, int32_t> removed_pods;
+    for (auto [g, index] : targets) {
+      const GroupState& state = w.groups[g];
+      int32_t h = state.pods_per_replica;
+      int32_t replica = index / h;
+      for (int32_t p = 0; p < h; ++p) {
+        if (std::find(targets.begin(), targets.end(),
+                      std::make_pair(g, replica * h + p)) == targets.end()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "slots: shrink must release whole replicas; group \"",
+              w.spec.groups[g].name, "\" has ", h,
+              " pods per replica and slot ", replica * h + p, " of replica ",
+              replica, " is missing"));
+        }
+      }
+      ++removed_pods[g];
+    }
+    for (auto [g, count] : removed_pods) {
+      const GroupSpec& gs = w.spec.groups[g];
+      if (gs.desired_count - count < gs.min_count) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("slots: shrinking group \"", gs.name, "\" to ",
+                         gs.desired_count - count,
+                         " pods would go below its min_count ", gs.min_count));
+      }
+    }
+  }
+  for (auto [g, index] : targets) {
+    GroupState& state = w.groups[g];
+    if (state.slot_node[index].valid()) Unbind(w, g, index);
+    answer.released.push_back({w.spec.groups[g].name, index});
+    if (shrink) {
+      state.replica_live[index / state.pods_per_replica] = 0;
+      --w.spec.groups[g].desired_count;
+    }
+  }
+  Event& e = Record(EventType::kReleased, w, now);
+  e.released = answer.released;
+  answer.state = w.state;
+  return answer;
+}
+
+void Scheduler::Forget(Workload& w) {
+  workload_ids_.erase(w.spec.id);
+  uint32_t id = w.id.value();
+  workloads_[id].reset();
+  free_workload_ids_.push_back(id);
+}
+
+// ---------------------------------------------------------------------------
+// Bookkeeping
+
+void Scheduler::AddToQueuePath(QueueId leaf, const ResourceVector& amount,
+                               bool non_preemptible) {
+  for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent) {
+    queues_[q.value()].allocated += amount;
+    if (non_preemptible) queues_[q.value()].allocated_non_preemptible += amount;
+  }
+}
+
+void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node) {
+  GroupState& state = w.groups[group];
+  state.slot_node[slot] = node;
+  Node& n = nodes_[node.value()];
+  n.used += state.pod;
+  n.slots.push_back({w.id, group, slot});
+  AddToQueuePath(w.queue, state.pod, !w.preemptible);
+}
+
+void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
+  GroupState& state = w.groups[group];
+  NodeId node = state.slot_node[slot];
+  state.slot_node[slot] = NodeId();
+  Node& n = nodes_[node.value()];
+  n.used -= state.pod;
+  SlotKey key{w.id, group, slot};
+  auto it = std::find(n.slots.begin(), n.slots.end(), key);
+  if (it != n.slots.end()) {
+    *it = n.slots.back();
+    n.slots.pop_back();
+  }
+  AddToQueuePath(w.queue, state.pod * -1, !w.preemptible);
+}
+
+Event& Scheduler::Record(EventType type, Workload& w, absl::Time now) {
+  Event& e = events_.emplace_back();
+  e.revision = ++revision_;
+  e.type = type;
+  e.workload = w.spec.id;
+  e.state = w.state;
+  e.pending = w.pending;
+  e.time = now;
+  w.revision = revision_;
+  w.updated = now;
+  return e;
+}
+
+void Scheduler::SetState(Workload& w, WorkloadState state, absl::Time now) {
+  if (state == WorkloadState::kRunning && w.state != WorkloadState::kRunning) {
+    w.running_since = now;
+  }
+  w.state = state;
+}
+
+void Scheduler::SetPending(Workload& w, PendingReason reason, absl::Time now) {
+  bool changed = reason.code != w.pending.code;
+  w.pending = std::move(reason);
+  if (changed) Record(EventType::kStateChanged, w, now);
+}
+
+std::vector<Event> Scheduler::TakeEvents() {
+  std::vector<Event> out;
+  out.swap(events_);
+  return out;
+}
+
+void Scheduler::RecomputeQueueCounters() {
+  for (Queue& q : queues_) {
+    q.requested = q.allocated;
+    q.pending_workloads = 0;
+    q.running_workloads = 0;
+  }
+  for (const auto& w : workloads_) {
+    if (!w || w->state == WorkloadState::kReleased) continue;
+    ResourceVector demand;
+    for (const auto& group : w->groups) {
+      demand += group.pod * (group.LivePods() - group.BoundPods());
+    }
+    bool pending = w->state == WorkloadState::kPending;
+    for (QueueId q = w->queue; q.valid(); q = queues_[q.value()].parent) {
+      queues_[q.value()].requested += demand;
+      if (pending) {
+        ++queues_[q.value()].pending_workloads;
+      } else {
+        ++queues_[q.value()].running_workloads;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Planning and placement
+
+GangRequest Scheduler::BaseRequest(const Workload& w) const {
+  GangRequest request;
+  request.gang = w.spec.placement;
+  for (uint32_t g = 0; g < w.groups.size(); ++g) {
+    const GroupSpec& gs = w.spec.groups[g];
+    PlacementGroup pg;
+    pg.pod = w.groups[g].pod;
+    pg.node_selector = &gs.node_selector;
+    pg.placement = gs.placement.value_or(w.spec.placement);
+    pg.name = gs.name;
+    for (NodeId n : w.groups[g].slot_node) {
+      if (n.valid()) {
+        pg.bound_nodes.push_back(n);
+        request.gang_bound_nodes.push_back(n);
+      }
+    }
+    request.groups.push_back(std::move(pg));
+  }
+  return request;
+}
+
+Scheduler::PlannedRequest Scheduler::PlanGangMinimum(const Workload& w) const {
+  PlannedRequest plan;
+  plan.request = BaseRequest(w);
+  for (uint32_t g : w.group_order) {
+    const GroupState& state = w.groups[g];
+    int32_t h = state.pods_per_replica;
+    int32_t bound = state.BoundReplicas();
+    int32_t need = state.min_replicas - bound;
+    // Complete partly bound replicas first, then whole new ones.
+    for (int pass = 0; pass < 2 && need > 0; ++pass) {
+      for (int32_t r = 0;
+           r < static_cast<int32_t>(state.replica_live.size()) && need > 0;
+           ++r) {
+        if (!state.replica_live[r] || state.ReplicaBound(r)) continue;
+        std::vector<int32_t> missing;
+        for (int32_t p = 0; p < h; ++p) {
+          if (!state.slot_node[r * h + p].valid()) missing.push_back(r * h + p);
+        }
+        bool partial = static_cast<int32_t>(missing.size()) < h;
+        if ((pass == 0) != partial) continue;
+        plan.request.replicas.push_back(
+            {g, static_cast<int32_t>(missing.size())});
+        plan.slots.emplace_back(g, std::move(missing));
+        --need;
+      }
+    }
+  }
+  return plan;
+}
+
+Scheduler::PlannedRequest Scheduler::PlanElasticReplica(
+    const Workload& w) const {
+  PlannedRequest plan;
+  for (uint32_t g : w.group_order) {
+    const GroupState& state = w.groups[g];
+    int32_t h = state.pods_per_replica;
+    for (int32_t r = 0; r < static_cast<int32_t>(state.replica_live.size());
+         ++r) {
+      if (!state.replica_live[r] || state.ReplicaBound(r)) continue;
+      std::vector<int32_t> missing;
+      for (int32_t p = 0; p < h; ++p) {
+        if (!state.slot_node[r * h + p].valid()) missing.push_back(r * h + p);
+      }
+      plan.request = BaseRequest(w);
+      plan.request.replicas.push_back(
+          {g, static_cast<int32_t>(missing.size())});
+      plan.slots.emplace_back(g, std::move(missing));
+      return plan;
+    }
+  }
+  return plan;
+}
+
+PendingReason Scheduler::CheckQueues(const Workload& w,
+                                     const ResourceVector& extra) const {
+  for (QueueId qid = w.queue; qid.valid(); qid = queues_[qid.value()].parent) {
+    const Queue& q = queues_[qid.value()];
+    for (size_t i = 0; i < extra.size(); ++i) {
+      ResourceId r(static_cast<uint32_t>(i));
+      int64_t need = extra.Get(r);
+      if (need <= 0) continue;
+      QuantityScale scale = resources_.Scale(r);
+      int64_t limit = q.LimitOf(r);
+      if (limit != kUnlimited && q.allocated.Get(r) + need > limit) {
+        return {PendingCode::kQueueLimit,
+                absl::StrCat(
+                    "queue ", q.spec.name, ": ", resources_.Name(r), " limit ",
+                    FormatQuantity(limit, scale), ", allocated ",
+                    FormatQuantity(q.allocated.Get(r), scale), ", this needs ",
+                    FormatQuantity(need, scale), " more")};
+      }
+      int64_t quota = q.QuotaOf(r);
+      if (!w.preemptible && quota != kUnlimited &&
+          q.allocated_non_preemptible.Get(r) + need > quota) {
+        return {
+            PendingCode::kQueueQuota,
+            absl::StrCat(
+                "queue ", q.spec.name, ": non-preemptible ", resources_.Name(r),
+                " would exceed quota ", FormatQuantity(quota, scale),
+                " (non-preemptible allocated ",
+                FormatQuantity(q.allocated_non_preemptible.Get(r), scale),
+                ", this needs ", FormatQuantity(need, scale), ")")};
+      }
+    }
+  }
+  return {};
+}
+
+namespace {
+
+ResourceVector RequestTotal(const GangRequest& request) {
+  ResourceVector total;
+  for (const auto& replica : request.replicas) {
+    total += request.groups[replica.group].pod * replica.pods;
+  }
+  return total;
+}
+
+int32_t RequestPods(const GangRequest& request) {
+  int32_t pods = 0;
+  for (const auto& replica : request.replicas) pods += replica.pods;
+  return pods;
+}
+
+}  // namespace
+
+void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
+                       const GangPlacement& placement, absl::Time now) {
+  std::vector<Binding> bound;
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    const auto& [g, slots] = plan.slots[i];
+    for (size_t p = 0; p < slots.size(); ++p) {
+      NodeId node = placement.nodes[i][p];
+      Bind(w, g, slots[p], node);
+      bound.push_back(
+          {w.spec.groups[g].name, slots[p], nodes_[node.value()].name});
+    }
+  }
+  if (w.state == WorkloadState::kPending && w.AtMinimum()) {
+    SetState(w, WorkloadState::kRunning, now);
+    w.pending = {};
+  }
+  Event& e = Record(EventType::kBound, w, now);
+  e.bindings = std::move(bound);
+}
+
+void Scheduler::RunCycle(absl::Time now) {
+  std::vector<Workload*> order;
+  for (const auto& w : workloads_) {
+    if (w && w->state != WorkloadState::kReleased) order.push_back(w.get());
+  }
+  // Higher priority first, then older.
+  std::sort(order.begin(), order.end(),
+            [](const Workload* a, const Workload* b) {
+              if (a->priority != b->priority) return a->priority > b->priority;
+              return a->submit_seq < b->submit_seq;
+            });
+
+  // 1. Running gangs that lost slots below their minimum come first.
+  for (Workload* w : order) {
+    if (w->state != WorkloadState::kRunning || w->AtMinimum()) continue;
+    PlannedRequest plan = PlanGangMinimum(*w);
+    if (plan.request.replicas.empty()) continue;
+    if (CheckQueues(*w, RequestTotal(plan.request)).code != PendingCode::kNone)
+      continue;
+    GangPlacement placement =
+        TryPlaceGang(nodes_, resources_, plan.request, {});
+    if (placement.result == PlaceResult::kPlaced)
+      Commit(*w, plan, placement, now);
+  }
+
+  // 2. Pending gangs, all-or-nothing.
+  for (Workload* w : order) {
+    if (w->state != WorkloadState::kPending) continue;
+    PlannedRequest plan = PlanGangMinimum(*w);
+    ResourceVector total = RequestTotal(plan.request);
+    PendingReason reason = CheckQueues(*w, total);
+    if (reason.code != PendingCode::kNone) {
+      SetPending(*w, std::move(reason), now);
+      continue;
+    }
+    GangPlacement placement = PlaceGang(nodes_, resources_, plan.request);
+    if (placement.result == PlaceResult::kPlaced) {
+      Commit(*w, plan, placement, now);
+      continue;
+    }
+    std::string what =
+        absl::StrCat("gang minimum of ", RequestPods(plan.request), " pods (",
+                     resources_.Describe(total), ")");
+    if (placement.result == PlaceResult::kNeverFits) {
+      SetPending(*w,
+                 {PendingCode::kUnsatisfiable,
+                  absl::StrCat(what, " can never fit the current nodes: ",
+                               placement.message)},
+                 now);
+    } else {
+      SetPending(*w,
+                 {PendingCode::kCapacity,
+                  absl::StrCat(what, " does not fit the free capacity now: ",
+                               placement.message)},
+                 now);
+    }
+  }
+
+  // 3. Elastic growth: one replica per workload per round, in order, until a
+  //    round places nothing.
+  std::vector<Workload*> growing;
+  for (Workload* w : order) {
+    if (w->state == WorkloadState::kRunning && w->AtMinimum())
+      growing.push_back(w);
+  }
+  while (!growing.empty()) {
+    std::vector<Workload*> next;
+    for (Workload* w : growing) {
+      PlannedRequest plan = PlanElasticReplica(*w);
+      if (plan.request.replicas.empty()) continue;
+      if (CheckQueues(*w, RequestTotal(plan.request)).code !=
+          PendingCode::kNone) {
+        continue;
+      }
+      GangPlacement placement =
+          TryPlaceGang(nodes_, resources_, plan.request, {});
+      if (placement.result != PlaceResult::kPlaced) continue;
+      Commit(*w, plan, placement, now);
+      next.push_back(w);
+    }
+    growing.swap(next);
+  }
+  RecomputeQueueCounters();
+}
+
+// ---------------------------------------------------------------------------
+// Answers
+
+std::vector<Binding> Scheduler::BindingsOf(const Workload& w) const {
+  std::vector<Binding> out;
+  for (uint32_t g : w.group_order) {
+    const GroupState& state = w.groups[g];
+    for (int32_t i = 0; i < static_cast<int32_t>(state.slot_node.size()); ++i) {
+      if (state.slot_node[i].valid()) {
+        out.push_back({w.spec.groups[g].name, i,
+                       nodes_[state.slot_node[i].value()].name});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
+  std::vector<ScaleHint> hints;
+  for (uint32_t g : w.group_order) {
+    const GroupSpec& gs = w.spec.groups[g];
+    const GroupState& state = w.groups[g];
+    ScaleHint hint{gs.name, 0};
+    int32_t h = state.pods_per_replica;
+    int32_t room = (gs.max_count - state.LivePods()) / h;
+    if (w.state != WorkloadState::kRunning || room <= 0) {
+      hints.push_back(hint);
+      continue;
+    }
+    // Unbound live pods are placed before any new replica.
+    GangRequest request = BaseRequest(w);
+    int32_t unbound_replicas = 0;
+    for (int32_t r = 0; r < static_cast<int32_t>(state.replica_live.size());
+         ++r) {
+      if (!state.replica_live[r] || state.ReplicaBound(r)) continue;
+      int32_t missing = 0;
+      for (int32_t p = 0; p < h; ++p)
+        missing += !state.slot_node[r * h + p].valid();
+      request.replicas.push_back({g, missing});
+      ++unbound_replicas;
+    }
+    // Queue limits cap the growth too.
+    ResourceVector replica_res = state.pod * h;
+    ResourceVector pending_need =
+        state.pod * (state.LivePods() - state.BoundPods());
+    for (QueueId qid = w.queue; qid.valid();
+         qid = queues_[qid.value()].parent) {
+      const Queue& q = queues_[qid.value()];
+      for (size_t i = 0; i < replica_res.size(); ++i) {
+        ResourceId r(static_cast<uint32_t>(i));
+        if (replica_res.Get(r) <= 0) continue;
+        int64_t limit = q.LimitOf(r);
+        int64_t quota = q.QuotaOf(r);
+        auto cap = [&](int64_t bound_amount, int64_t cap_amount) {
+          int64_t headroom = cap_amount - bound_amount - pending_need.Get(r);
+          room = std::min<int64_t>(
+              room, std::max<int64_t>(0, headroom / replica_res.Get(r)));
+        };
+        if (limit != kUnlimited) cap(q.allocated.Get(r), limit);
+        if (!w.preemptible && quota != kUnlimited) {
+          cap(q.allocated_non_preemptible.Get(r), quota);
+        }
+      }
+    }
+    for (int32_t k = 0; k < room; ++k) request.replicas.push_back({g, h});
+    GangPlacement placement = TryPlaceGang(nodes_, resources_, request, {});
+    int32_t placed =
+        static_cast<int32_t>(placement.nodes.size()) - unbound_replicas;
+    hint.grantable = std::max(0, placed) * h;
+    hints.push_back(hint);
+  }
+  return hints;
+}
+
+absl::StatusOr<AllocateAnswer> Scheduler::Answer(
+    absl::string_view workload_id) const {
+  const Workload* w = FindWorkload(workload_id);
+  if (w == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("workload_id: workload \"", workload_id, "\" not found"));
+  }
+  AllocateAnswer answer;
+  answer.workload_id = w->spec.id;
+  answer.state = w->state;
+  answer.bindings = BindingsOf(*w);
+  answer.pending = w->pending;
+  answer.scale_hints = ScaleHintsOf(*w);
+  answer.revision = revision_;
+  return answer;
+}
+
+absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec) {
+  const Workload* existing = FindWorkload(spec.id);
+  if (absl::Status s = ValidateAgainstState(spec, existing); !s.ok()) return s;
+  if (existing && existing->state != WorkloadState::kReleased) {
+    return Answer(spec.id);
+  }
+  // Model the new workload without registering it.
+  Workload w;
+  w.spec = spec;
+  w.queue = queue_ids_.at(spec.queue);
+  const PriorityClass* cls = FindClass(spec.priority_class);
+  w.priority = cls->value;
+  w.preemptible = cls->preemptible;
+  for (uint32_t g = 0; g < spec.groups.size(); ++g) {
+    const GroupSpec& gs = spec.groups[g];
+    GroupState state;
+    state.pod = resources_.FromNamed(gs.resources);
+    state.pods_per_replica = gs.pods_per_replica;
+    state.min_replicas = ReplicasOf(gs.min_count, gs.pods_per_replica);
+    state.replica_live.assign(ReplicasOf(gs.desired_count, gs.pods_per_replica),
+                              1);
+    state.slot_node.assign(gs.desired_count, NodeId());
+    w.groups.push_back(std::move(state));
+  }
+  for (uint32_t g = 0; g < w.groups.size(); ++g) {
+    if (spec.groups[g].name == kHeadGroup) w.group_order.push_back(g);
+  }
+  for (uint32_t g = 0; g < w.groups.size(); ++g) {
+    if (spec.groups[g].name != kHeadGroup) w.group_order.push_back(g);
+  }
+
+  AllocateAnswer answer;
+  answer.workload_id = spec.id;
+  answer.revision = revision_;
+  for (const auto& gs : spec.groups) answer.scale_hints.push_back({gs.name, 0});
+  PlannedRequest plan = PlanGangMinimum(w);
+  ResourceVector total = RequestTotal(plan.request);
+  PendingReason reason = CheckQueues(w, total);
+  if (reason.code != PendingCode::kNone) {
+    answer.pending = std::move(reason);
+    return answer;
+  }
+  GangPlacement placement = PlaceGang(nodes_, resources_, plan.request);
+  if (placement.result != PlaceResult::kPlaced) {
+    answer.pending = {placement.result == PlaceResult::kNeverFits
+                          ? PendingCode::kUnsatisfiable
+                          : PendingCode::kCapacity,
+                      placement.message};
+    return answer;
+  }
+  answer.state = WorkloadState::kRunning;
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    const auto& [g, slots] = plan.slots[i];
+    for (size_t p = 0; p < slots.size(); ++p) {
+      answer.bindings.push_back({spec.groups[g].name, slots[p],
+                                 nodes_[placement.nodes[i][p].value()].name});
+    }
+  }
+  return answer;
+}
+
+}  // namespace gangsched

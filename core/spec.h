@@ -1,0 +1,97 @@
+// Typed, already-validated inputs the core accepts: what the server's edge
+// produces from protobuf after checking names, bounds and quantities.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/resources.h"
+
+namespace gangsched {
+
+using Labels = std::vector<std::pair<std::string, std::string>>;  // sorted
+
+enum class PlacementStrategy {
+  kBinpack,
+  kSpread,
+  kPack,
+  kStrictPack,
+  kStrictSpread
+};
+
+struct PlacementSpec {
+  PlacementStrategy strategy = PlacementStrategy::kBinpack;
+  std::string topology_key;
+  bool required = false;
+  bool operator==(const PlacementSpec&) const = default;
+};
+
+struct GroupSpec {
+  std::string name;
+  NamedResources resources;  // per pod
+  int32_t min_count = 0;
+  int32_t desired_count = 0;
+  int32_t max_count = 0;         // already defaulted to desired when 0
+  int32_t pods_per_replica = 1;  // already defaulted to 1 when 0
+  // Group placement; unset means "inherit the workload's".
+  std::optional<PlacementSpec> placement;
+  Labels node_selector;
+  bool operator==(const GroupSpec&) const = default;
+};
+
+struct WorkloadSpec {
+  std::string id;
+  std::string queue;
+  std::string priority_class;  // empty: the default class
+  std::vector<GroupSpec> groups;
+  PlacementSpec placement;
+  Labels labels;
+  bool operator==(const WorkloadSpec&) const = default;
+};
+
+struct NodeSpec {
+  std::string name;
+  NamedResources allocatable;
+  Labels labels;
+  bool schedulable = true;
+};
+
+// Quota / limit use kUnlimited for "-1"; a missing limit is kUnlimited too.
+inline constexpr int64_t kUnlimited = -1;
+
+struct QueueResourceSpec {
+  int64_t quota = 0;
+  int64_t limit = kUnlimited;
+  double over_quota_weight = 1.0;
+};
+
+struct QueueSpec {
+  std::string name;
+  std::string parent;  // empty: top level
+  int32_t priority = 100;
+  std::vector<std::pair<std::string, QueueResourceSpec>> resources;  // sorted
+  absl::Duration preempt_min_runtime = absl::ZeroDuration();
+  absl::Duration reclaim_min_runtime = absl::ZeroDuration();
+};
+
+struct PriorityClass {
+  std::string name;
+  int32_t value = 0;
+  bool preemptible = true;
+};
+
+// The four classes of SPEC §4.3; "train" is the default.
+std::vector<PriorityClass> DefaultPriorityClasses();
+inline constexpr absl::string_view kDefaultPriorityClass = "train";
+
+struct SlotRef {
+  std::string group;
+  int32_t index = 0;
+};
+
+}  // namespace gangsched

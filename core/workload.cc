@@ -1,0 +1,89 @@
+#include "core/workload.h"
+
+namespace gangsched {
+
+absl::string_view ToString(WorkloadState state) {
+  switch (state) {
+    case WorkloadState::kPending:
+      return "PENDING";
+    case WorkloadState::kPipelined:
+      return "PIPELINED";
+    case WorkloadState::kRunning:
+      return "RUNNING";
+    case WorkloadState::kReleasing:
+      return "RELEASING";
+    case WorkloadState::kReleased:
+      return "RELEASED";
+  }
+  return "UNKNOWN";
+}
+
+absl::string_view ToString(PendingCode code) {
+  switch (code) {
+    case PendingCode::kNone:
+      return "NONE";
+    case PendingCode::kQueueQuota:
+      return "QUEUE_QUOTA";
+    case PendingCode::kQueueLimit:
+      return "QUEUE_LIMIT";
+    case PendingCode::kCapacity:
+      return "CAPACITY";
+    case PendingCode::kUnsatisfiable:
+      return "UNSATISFIABLE";
+    case PendingCode::kUnknownQueue:
+      return "UNKNOWN_QUEUE";
+    case PendingCode::kWaitingForEvictions:
+      return "WAITING_FOR_EVICTIONS";
+    case PendingCode::kOrder:
+      return "ORDER";
+  }
+  return "UNKNOWN";
+}
+
+int32_t GroupState::LiveReplicas() const {
+  int32_t n = 0;
+  for (uint8_t live : replica_live) n += live;
+  return n;
+}
+
+bool GroupState::ReplicaBound(int32_t replica) const {
+  for (int32_t p = 0; p < pods_per_replica; ++p) {
+    if (!slot_node[replica * pods_per_replica + p].valid()) return false;
+  }
+  return true;
+}
+
+int32_t GroupState::BoundReplicas() const {
+  int32_t n = 0;
+  for (int32_t r = 0; r < static_cast<int32_t>(replica_live.size()); ++r) {
+    if (replica_live[r] && ReplicaBound(r)) ++n;
+  }
+  return n;
+}
+
+int32_t GroupState::BoundPods() const {
+  int32_t n = 0;
+  for (NodeId node : slot_node) n += node.valid();
+  return n;
+}
+
+bool Workload::AtMinimum() const {
+  for (const auto& group : groups) {
+    if (group.BoundReplicas() < group.min_replicas) return false;
+  }
+  return true;
+}
+
+int32_t Workload::BoundPods() const {
+  int32_t n = 0;
+  for (const auto& group : groups) n += group.BoundPods();
+  return n;
+}
+
+ResourceVector Workload::BoundResources() const {
+  ResourceVector total;
+  for (const auto& group : groups) total += group.pod * group.BoundPods();
+  return total;
+}
+
+}  // namespace gangsched
