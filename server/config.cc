@@ -1,0 +1,226 @@
+#include "server/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/convert.h"
+#include "yaml-cpp/yaml.h"
+
+namespace gangsched::server {
+namespace {
+
+absl::Status Bad(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("config: ", field, ": ", why));
+}
+
+absl::StatusOr<google::protobuf::Duration> ParseDurationField(
+    const YAML::Node& node, absl::string_view field) {
+  absl::Duration d;
+  std::string text = node.as<std::string>();
+  if (!absl::ParseDuration(text, &d)) {
+    // A bare number is seconds.
+    double seconds;
+    if (!YAML::convert<double>::decode(node, seconds)) {
+      return Bad(field, absl::StrCat("\"", text,
+                                     "\" is not a duration like 30s or 5m"));
+    }
+    d = absl::Seconds(seconds);
+  }
+  google::protobuf::Duration out;
+  int64_t nanos = absl::ToInt64Nanoseconds(d);
+  out.set_seconds(nanos / 1000000000);
+  out.set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  return out;
+}
+
+absl::StatusOr<v1::Queue> QueueFromYaml(const YAML::Node& node,
+                                        absl::string_view field) {
+  v1::Queue q;
+  if (!node.IsMap()) return Bad(field, "must be a mapping");
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    const YAML::Node& value = kv.second;
+    if (key == "name") {
+      q.set_name(value.as<std::string>());
+    } else if (key == "parent") {
+      q.set_parent(value.IsNull() ? "" : value.as<std::string>());
+    } else if (key == "priority") {
+      int32_t p;
+      if (!YAML::convert<int32_t>::decode(value, p))
+        return Bad(absl::StrCat(field, ".priority"), "not an integer");
+      q.set_priority(p);
+    } else if (key == "resources") {
+      if (!value.IsMap())
+        return Bad(absl::StrCat(field, ".resources"), "must be a mapping");
+      for (const auto& res : value) {
+        std::string name = res.first.as<std::string>();
+        std::string rf = absl::StrCat(field, ".resources.", name);
+        v1::QueueResource& r = (*q.mutable_resources())[name];
+        if (!res.second.IsMap())
+          return Bad(rf,
+                     "must be a mapping of quota / limit / over_quota_weight");
+        for (const auto& item : res.second) {
+          std::string k = item.first.as<std::string>();
+          if (k == "quota") {
+            r.set_quota(item.second.as<std::string>());
+          } else if (k == "limit") {
+            r.set_limit(item.second.as<std::string>());
+          } else if (k == "over_quota_weight") {
+            double w;
+            if (!YAML::convert<double>::decode(item.second, w))
+              return Bad(absl::StrCat(rf, ".over_quota_weight"),
+                         "not a number");
+            r.set_over_quota_weight(w);
+          } else {
+            return Bad(absl::StrCat(rf, ".", k), "unknown key");
+          }
+        }
+      }
+    } else if (key == "preempt_min_runtime" || key == "reclaim_min_runtime") {
+      auto d = ParseDurationField(value, absl::StrCat(field, ".", key));
+      if (!d.ok()) return d.status();
+      *(key == "preempt_min_runtime" ? q.mutable_preempt_min_runtime()
+                                     : q.mutable_reclaim_min_runtime()) = *d;
+    } else {
+      return Bad(absl::StrCat(field, ".", key), "unknown key");
+    }
+  }
+  return q;
+}
+
+absl::StatusOr<v1::Node> NodeFromYaml(const YAML::Node& node,
+                                      absl::string_view field) {
+  v1::Node n;
+  if (!node.IsMap()) return Bad(field, "must be a mapping");
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    if (key == "name") {
+      n.set_name(kv.second.as<std::string>());
+    } else if (key == "allocatable" || key == "labels") {
+      if (!kv.second.IsMap())
+        return Bad(absl::StrCat(field, ".", key), "must be a mapping");
+      auto* map =
+          key == "allocatable" ? n.mutable_allocatable() : n.mutable_labels();
+      for (const auto& item : kv.second) {
+        (*map)[item.first.as<std::string>()] = item.second.as<std::string>();
+      }
+    } else if (key == "schedulable") {
+      n.set_schedulable(kv.second.as<bool>());
+    } else {
+      return Bad(absl::StrCat(field, ".", key), "unknown key");
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+Config EmbeddedDefaultConfig() {
+  Config config;
+  QueueSpec queue;
+  queue.name = "default";
+  config.queues.push_back(queue);
+  return config;
+}
+
+absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config: not valid YAML: ", e.what()));
+  }
+  Config config;
+  if (root.IsNull()) return config;
+  if (!root.IsMap()) return Bad("(top level)", "must be a mapping");
+  try {
+    for (const auto& kv : root) {
+      std::string key = kv.first.as<std::string>();
+      const YAML::Node& value = kv.second;
+      if (key == "priority_classes") {
+        config.priority_classes.clear();
+        for (size_t i = 0; i < value.size(); ++i) {
+          PriorityClass pc;
+          pc.name = value[i]["name"].as<std::string>("");
+          pc.value = value[i]["value"].as<int32_t>(0);
+          pc.preemptible = value[i]["preemptible"].as<bool>(true);
+          if (auto s = CheckName(
+                  pc.name, absl::StrCat("priority_classes[", i, "].name"));
+              !s.ok()) {
+            return Bad("priority_classes", s.message());
+          }
+          config.priority_classes.push_back(pc);
+        }
+      } else if (key == "default_priority_class") {
+        config.default_priority_class = value.as<std::string>();
+      } else if (key == "queues") {
+        if (!value.IsSequence()) return Bad("queues", "must be a list");
+        for (size_t i = 0; i < value.size(); ++i) {
+          std::string field = absl::StrCat("queues[", i, "]");
+          auto q = QueueFromYaml(value[i], field);
+          if (!q.ok()) return q.status();
+          auto spec = ParseQueue(*q);
+          if (!spec.ok()) return Bad(field, spec.status().message());
+          config.queues.push_back(*std::move(spec));
+        }
+      } else if (key == "nodes") {
+        if (!value.IsSequence()) return Bad("nodes", "must be a list");
+        for (size_t i = 0; i < value.size(); ++i) {
+          std::string field = absl::StrCat("nodes[", i, "]");
+          auto n = NodeFromYaml(value[i], field);
+          if (!n.ok()) return n.status();
+          auto spec = ParseNode(*n, field);
+          if (!spec.ok()) return Bad(field, spec.status().message());
+          config.nodes.push_back(*std::move(spec));
+        }
+      } else {
+        return Bad(key, "unknown key");
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config: ", e.what()));
+  }
+  // Parents first, so each queue's parent exists when it is added.
+  std::vector<QueueSpec> ordered;
+  std::vector<bool> placed(config.queues.size(), false);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t i = 0; i < config.queues.size(); ++i) {
+      if (placed[i]) continue;
+      const QueueSpec& q = config.queues[i];
+      bool parent_ready =
+          q.parent.empty() ||
+          std::any_of(ordered.begin(), ordered.end(),
+                      [&](const QueueSpec& o) { return o.name == q.parent; });
+      if (parent_ready) {
+        ordered.push_back(q);
+        placed[i] = progress = true;
+      }
+    }
+  }
+  for (size_t i = 0; i < config.queues.size(); ++i) {
+    if (!placed[i]) {
+      return Bad(
+          absl::StrCat("queues[", i, "].parent"),
+          absl::StrCat(
+              "\"", config.queues[i].parent,
+              "\" is not a queue of this file (or the parents form a cycle)"));
+    }
+  }
+  config.queues = std::move(ordered);
+  return config;
+}
+
+absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    return absl::NotFoundError(absl::StrCat("config: cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str());
+}
+
+}  // namespace gangsched::server

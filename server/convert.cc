@@ -1,0 +1,553 @@
+#include "server/convert.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/quantity.h"
+
+namespace gangsched::server {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// Kubernetes resource / label names: alphanumerics, '-', '_', '.', '/'.
+bool IsResourceName(absl::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+           c == '_' || c == '.' || c == '/';
+  });
+}
+
+absl::StatusOr<Labels> ParseLabels(
+    const google::protobuf::Map<std::string, std::string>& in,
+    absl::string_view field) {
+  Labels out;
+  for (const auto& [key, value] : in) {
+    if (!IsResourceName(key)) {
+      return Invalid(absl::StrCat(field, "[\"", key, "\"]"),
+                     "label keys are non-empty names of [A-Za-z0-9._/-]");
+    }
+    if (value.size() > kMaxNameLength) {
+      return Invalid(absl::StrCat(field, "[\"", key, "\"]"), "value too long");
+    }
+    out.emplace_back(key, value);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<PlacementSpec> ParsePlacement(const v1::Placement& in,
+                                             absl::string_view field) {
+  PlacementSpec out;
+  switch (in.strategy()) {
+    case v1::PLACEMENT_STRATEGY_UNSPECIFIED:
+    case v1::PLACEMENT_STRATEGY_BINPACK:
+      out.strategy = PlacementStrategy::kBinpack;
+      break;
+    case v1::PLACEMENT_STRATEGY_SPREAD:
+      out.strategy = PlacementStrategy::kSpread;
+      break;
+    case v1::PLACEMENT_STRATEGY_PACK:
+      out.strategy = PlacementStrategy::kPack;
+      break;
+    case v1::PLACEMENT_STRATEGY_STRICT_PACK:
+      out.strategy = PlacementStrategy::kStrictPack;
+      break;
+    case v1::PLACEMENT_STRATEGY_STRICT_SPREAD:
+      out.strategy = PlacementStrategy::kStrictSpread;
+      break;
+    default:
+      return Invalid(absl::StrCat(field, ".strategy"), "unknown strategy");
+  }
+  if (!in.topology_key().empty() && !IsResourceName(in.topology_key())) {
+    return Invalid(absl::StrCat(field, ".topology_key"), "not a label key");
+  }
+  if (in.required() && in.topology_key().empty()) {
+    return Invalid(absl::StrCat(field, ".required"), "needs a topology_key");
+  }
+  out.topology_key = in.topology_key();
+  out.required = in.required();
+  return out;
+}
+
+v1::PlacementStrategy ToProto(PlacementStrategy s) {
+  switch (s) {
+    case PlacementStrategy::kBinpack:
+      return v1::PLACEMENT_STRATEGY_BINPACK;
+    case PlacementStrategy::kSpread:
+      return v1::PLACEMENT_STRATEGY_SPREAD;
+    case PlacementStrategy::kPack:
+      return v1::PLACEMENT_STRATEGY_PACK;
+    case PlacementStrategy::kStrictPack:
+      return v1::PLACEMENT_STRATEGY_STRICT_PACK;
+    case PlacementStrategy::kStrictSpread:
+      return v1::PLACEMENT_STRATEGY_STRICT_SPREAD;
+  }
+  return v1::PLACEMENT_STRATEGY_UNSPECIFIED;
+}
+
+void ToProto(const PlacementSpec& in, v1::Placement* out) {
+  out->set_strategy(ToProto(in.strategy));
+  out->set_topology_key(in.topology_key);
+  out->set_required(in.required);
+}
+
+void NamedToProto(const NamedResources& in,
+                  google::protobuf::Map<std::string, std::string>* out) {
+  for (const auto& [name, amount] : in) {
+    (*out)[name] = FormatQuantity(amount, ScaleFor(name));
+  }
+}
+
+absl::StatusOr<int64_t> ParseQueueAmount(const std::string& text,
+                                         absl::string_view resource,
+                                         absl::string_view field) {
+  if (text == "-1") return kUnlimited;
+  auto amount = ParseQuantity(text, ScaleFor(resource));
+  if (!amount.ok()) {
+    return Invalid(field, absl::StrCat(amount.status().message(),
+                                       " (use \"-1\" for unlimited)"));
+  }
+  return *amount;
+}
+
+}  // namespace
+
+absl::Status CheckName(absl::string_view value, absl::string_view field) {
+  if (value.empty()) return Invalid(field, "must not be empty");
+  if (value.size() > kMaxNameLength) {
+    return Invalid(field,
+                   absl::StrCat("longer than ", kMaxNameLength, " characters"));
+  }
+  for (char c : value) {
+    if (std::isspace(static_cast<unsigned char>(c)) ||
+        std::iscntrl(static_cast<unsigned char>(c))) {
+      return Invalid(field,
+                     "must not contain whitespace or control characters");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NamedResources> ParseResources(
+    const google::protobuf::Map<std::string, std::string>& in,
+    absl::string_view field) {
+  NamedResources out;
+  for (const auto& [name, text] : in) {
+    std::string where = absl::StrCat(field, "[\"", name, "\"]");
+    if (!IsResourceName(name)) {
+      return Invalid(where,
+                     "resource names are non-empty names of [A-Za-z0-9._/-]");
+    }
+    auto amount = ParseQuantity(text, ScaleFor(name));
+    if (!amount.ok()) return Invalid(where, amount.status().message());
+    if (*amount != 0) out.emplace_back(name, *amount);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
+  WorkloadSpec out;
+  if (auto s = CheckName(in.id(), "workload.id"); !s.ok()) return s;
+  if (auto s = CheckName(in.queue(), "workload.queue"); !s.ok()) return s;
+  if (!in.priority_class().empty()) {
+    if (auto s = CheckName(in.priority_class(), "workload.priority_class");
+        !s.ok()) {
+      return s;
+    }
+  }
+  out.id = in.id();
+  out.queue = in.queue();
+  out.priority_class = in.priority_class();
+  auto placement = ParsePlacement(in.placement(), "workload.placement");
+  if (!placement.ok()) return placement.status();
+  out.placement = *placement;
+  auto labels = ParseLabels(in.labels(), "workload.labels");
+  if (!labels.ok()) return labels.status();
+  out.labels = *std::move(labels);
+
+  if (in.groups().empty())
+    return Invalid("workload.groups", "at least one group is needed");
+  if (in.groups_size() > kMaxGroups) {
+    return Invalid("workload.groups",
+                   absl::StrCat("at most ", kMaxGroups, " groups"));
+  }
+  int64_t gang_minimum = 0;
+  for (int i = 0; i < in.groups_size(); ++i) {
+    const v1::GroupSpec& g = in.groups(i);
+    std::string field = absl::StrCat("workload.groups[", i, "]");
+    GroupSpec group;
+    if (auto s = CheckName(g.name(), absl::StrCat(field, ".name")); !s.ok())
+      return s;
+    for (const auto& seen : out.groups) {
+      if (seen.name == g.name()) {
+        return Invalid(absl::StrCat(field, ".name"),
+                       absl::StrCat("duplicate group name \"", g.name(), "\""));
+      }
+    }
+    group.name = g.name();
+    auto resources =
+        ParseResources(g.resources(), absl::StrCat(field, ".resources"));
+    if (!resources.ok()) return resources.status();
+    group.resources = *std::move(resources);
+    if (g.min_count() < 0)
+      return Invalid(absl::StrCat(field, ".min_count"), "must be >= 0");
+    if (g.desired_count() < 0) {
+      return Invalid(absl::StrCat(field, ".desired_count"), "must be >= 0");
+    }
+    if (g.max_count() < 0)
+      return Invalid(absl::StrCat(field, ".max_count"), "must be >= 0");
+    if (g.pods_per_replica() < 0) {
+      return Invalid(absl::StrCat(field, ".pods_per_replica"), "must be >= 0");
+    }
+    group.min_count = g.min_count();
+    group.desired_count = g.desired_count();
+    group.max_count = g.max_count() == 0 ? g.desired_count() : g.max_count();
+    group.pods_per_replica =
+        g.pods_per_replica() == 0 ? 1 : g.pods_per_replica();
+    if (group.min_count > group.desired_count) {
+      return Invalid(
+          absl::StrCat(field, ".min_count"),
+          absl::StrCat("min_count ", group.min_count,
+                       " is greater than desired_count ", group.desired_count));
+    }
+    if (group.desired_count > group.max_count) {
+      return Invalid(
+          absl::StrCat(field, ".desired_count"),
+          absl::StrCat("desired_count ", group.desired_count,
+                       " is greater than max_count ", group.max_count));
+    }
+    if (group.max_count > kMaxPodsPerGroup) {
+      return Invalid(
+          absl::StrCat(field, ".max_count"),
+          absl::StrCat("at most ", kMaxPodsPerGroup, " pods per group"));
+    }
+    for (auto [name, count] :
+         {std::pair<const char*, int32_t>{"min_count", group.min_count},
+          {"desired_count", group.desired_count},
+          {"max_count", group.max_count}}) {
+      if (count % group.pods_per_replica != 0) {
+        return Invalid(absl::StrCat(field, ".pods_per_replica"),
+                       absl::StrCat("pods_per_replica ", group.pods_per_replica,
+                                    " does not divide ", name, " ", count));
+      }
+    }
+    if (g.has_placement()) {
+      auto gp =
+          ParsePlacement(g.placement(), absl::StrCat(field, ".placement"));
+      if (!gp.ok()) return gp.status();
+      group.placement = *gp;
+    }
+    auto selector =
+        ParseLabels(g.node_selector(), absl::StrCat(field, ".node_selector"));
+    if (!selector.ok()) return selector.status();
+    group.node_selector = *std::move(selector);
+    gang_minimum += group.min_count;
+    out.groups.push_back(std::move(group));
+  }
+  if (gang_minimum < 1) {
+    return Invalid(
+        "workload.groups",
+        "the gang minimum must hold at least one pod (every min_count is 0)");
+  }
+  return out;
+}
+
+absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in,
+                                   absl::string_view field) {
+  NodeSpec out;
+  if (auto s = CheckName(in.name(), absl::StrCat(field, ".name")); !s.ok())
+    return s;
+  out.name = in.name();
+  auto allocatable =
+      ParseResources(in.allocatable(), absl::StrCat(field, ".allocatable"));
+  if (!allocatable.ok()) return allocatable.status();
+  out.allocatable = *std::move(allocatable);
+  auto labels = ParseLabels(in.labels(), absl::StrCat(field, ".labels"));
+  if (!labels.ok()) return labels.status();
+  out.labels = *std::move(labels);
+  out.schedulable = !in.has_schedulable() || in.schedulable();
+  return out;
+}
+
+absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in) {
+  QueueSpec out;
+  if (auto s = CheckName(in.name(), "queue.name"); !s.ok()) return s;
+  out.name = in.name();
+  if (!in.parent().empty()) {
+    if (auto s = CheckName(in.parent(), "queue.parent"); !s.ok()) return s;
+    if (in.parent() == in.name())
+      return Invalid("queue.parent", "a queue cannot be its own parent");
+  }
+  out.parent = in.parent();
+  out.priority = in.has_priority() ? in.priority() : 100;
+  for (const auto& [name, res] : in.resources()) {
+    std::string field = absl::StrCat("queue.resources[\"", name, "\"]");
+    if (!IsResourceName(name)) return Invalid(field, "not a resource name");
+    QueueResourceSpec spec;
+    auto quota = ParseQueueAmount(res.quota().empty() ? "0" : res.quota(), name,
+                                  absl::StrCat(field, ".quota"));
+    if (!quota.ok()) return quota.status();
+    spec.quota = *quota;
+    auto limit = ParseQueueAmount(res.limit().empty() ? "-1" : res.limit(),
+                                  name, absl::StrCat(field, ".limit"));
+    if (!limit.ok()) return limit.status();
+    spec.limit = *limit;
+    if (spec.limit != kUnlimited && spec.quota != kUnlimited &&
+        spec.limit < spec.quota) {
+      return Invalid(absl::StrCat(field, ".limit"), "must not be below quota");
+    }
+    if (res.has_over_quota_weight()) {
+      double w = res.over_quota_weight();
+      if (!std::isfinite(w) || w < 0) {
+        return Invalid(absl::StrCat(field, ".over_quota_weight"),
+                       "must be a finite number >= 0");
+      }
+      spec.over_quota_weight = w;
+    }
+    out.resources.emplace_back(name, spec);
+  }
+  std::sort(out.resources.begin(), out.resources.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto duration =
+      [](const google::protobuf::Duration& d,
+         absl::string_view field) -> absl::StatusOr<absl::Duration> {
+    if (d.seconds() < 0 || d.nanos() < 0)
+      return Invalid(field, "must not be negative");
+    return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+  };
+  auto preempt =
+      duration(in.preempt_min_runtime(), "queue.preempt_min_runtime");
+  if (!preempt.ok()) return preempt.status();
+  auto reclaim =
+      duration(in.reclaim_min_runtime(), "queue.reclaim_min_runtime");
+  if (!reclaim.ok()) return reclaim.status();
+  out.preempt_min_runtime = *preempt;
+  out.reclaim_min_runtime = *reclaim;
+  return out;
+}
+
+absl::StatusOr<std::vector<SlotRef>> ParseSlots(
+    const google::protobuf::RepeatedPtrField<v1::SlotRef>& in) {
+  std::vector<SlotRef> out;
+  for (int i = 0; i < in.size(); ++i) {
+    if (auto s = CheckName(in[i].group(), absl::StrCat("slots[", i, "].group"));
+        !s.ok()) {
+      return s;
+    }
+    if (in[i].index() < 0) {
+      return Invalid(absl::StrCat("slots[", i, "].index"), "must be >= 0");
+    }
+    out.push_back({in[i].group(), in[i].index()});
+  }
+  return out;
+}
+
+v1::WorkloadState ToProto(WorkloadState state) {
+  switch (state) {
+    case WorkloadState::kPending:
+      return v1::WORKLOAD_STATE_PENDING;
+    case WorkloadState::kPipelined:
+      return v1::WORKLOAD_STATE_PIPELINED;
+    case WorkloadState::kRunning:
+      return v1::WORKLOAD_STATE_RUNNING;
+    case WorkloadState::kReleasing:
+      return v1::WORKLOAD_STATE_RELEASING;
+    case WorkloadState::kReleased:
+      return v1::WORKLOAD_STATE_RELEASED;
+  }
+  return v1::WORKLOAD_STATE_UNSPECIFIED;
+}
+
+v1::PendingCode ToProto(PendingCode code) {
+  switch (code) {
+    case PendingCode::kNone:
+      return v1::PENDING_CODE_UNSPECIFIED;
+    case PendingCode::kQueueQuota:
+      return v1::PENDING_CODE_QUEUE_QUOTA;
+    case PendingCode::kQueueLimit:
+      return v1::PENDING_CODE_QUEUE_LIMIT;
+    case PendingCode::kCapacity:
+      return v1::PENDING_CODE_CAPACITY;
+    case PendingCode::kUnsatisfiable:
+      return v1::PENDING_CODE_UNSATISFIABLE;
+    case PendingCode::kUnknownQueue:
+      return v1::PENDING_CODE_UNKNOWN_QUEUE;
+    case PendingCode::kWaitingForEvictions:
+      return v1::PENDING_CODE_WAITING_FOR_EVICTIONS;
+    case PendingCode::kOrder:
+      return v1::PENDING_CODE_ORDER;
+  }
+  return v1::PENDING_CODE_UNSPECIFIED;
+}
+
+void ToProto(const PendingReason& in, v1::PendingReason* out) {
+  out->set_code(ToProto(in.code));
+  out->set_message(in.message);
+}
+
+void ToProto(const Binding& in, v1::Binding* out) {
+  out->set_group(in.group);
+  out->set_index(in.index);
+  out->set_node(in.node);
+}
+
+void ToProto(const SlotRef& in, v1::SlotRef* out) {
+  out->set_group(in.group);
+  out->set_index(in.index);
+}
+
+void ToProto(const AllocateAnswer& in, v1::AllocateResponse* out) {
+  out->set_workload_id(in.workload_id);
+  out->set_state(ToProto(in.state));
+  for (const auto& b : in.bindings) ToProto(b, out->add_bindings());
+  if (in.pending.code != PendingCode::kNone)
+    ToProto(in.pending, out->mutable_pending());
+  out->set_revision(in.revision);
+  for (const auto& h : in.scale_hints) {
+    auto* hint = out->add_scale_hints();
+    hint->set_group(h.group);
+    hint->set_grantable(h.grantable);
+  }
+}
+
+void ToProto(const WorkloadSpec& in, v1::WorkloadSpec* out) {
+  out->set_id(in.id);
+  out->set_queue(in.queue);
+  out->set_priority_class(in.priority_class);
+  ToProto(in.placement, out->mutable_placement());
+  for (const auto& [k, v] : in.labels) (*out->mutable_labels())[k] = v;
+  for (const auto& g : in.groups) {
+    auto* group = out->add_groups();
+    group->set_name(g.name);
+    NamedToProto(g.resources, group->mutable_resources());
+    group->set_min_count(g.min_count);
+    group->set_desired_count(g.desired_count);
+    group->set_max_count(g.max_count);
+    group->set_pods_per_replica(g.pods_per_replica);
+    if (g.placement) ToProto(*g.placement, group->mutable_placement());
+    for (const auto& [k, v] : g.node_selector)
+      (*group->mutable_node_selector())[k] = v;
+  }
+}
+
+void ToProto(const QueueSpec& in, v1::Queue* out) {
+  out->set_name(in.name);
+  out->set_parent(in.parent);
+  out->set_priority(in.priority);
+  for (const auto& [name, res] : in.resources) {
+    v1::QueueResource& r = (*out->mutable_resources())[name];
+    r.set_quota(res.quota == kUnlimited
+                    ? "-1"
+                    : FormatQuantity(res.quota, ScaleFor(name)));
+    r.set_limit(res.limit == kUnlimited
+                    ? "-1"
+                    : FormatQuantity(res.limit, ScaleFor(name)));
+    r.set_over_quota_weight(res.over_quota_weight);
+  }
+  auto duration = [](absl::Duration d, google::protobuf::Duration* out) {
+    int64_t nanos = absl::ToInt64Nanoseconds(d);
+    out->set_seconds(nanos / 1000000000);
+    out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+  };
+  duration(in.preempt_min_runtime, out->mutable_preempt_min_runtime());
+  duration(in.reclaim_min_runtime, out->mutable_reclaim_min_runtime());
+}
+
+void ToProto(absl::Time time, google::protobuf::Timestamp* out) {
+  int64_t micros = absl::ToUnixMicros(time);
+  out->set_seconds(micros / 1000000);
+  out->set_nanos(static_cast<int32_t>((micros % 1000000) * 1000));
+}
+
+void ToProto(const Event& in, v1::Event* out) {
+  out->set_revision(in.revision);
+  switch (in.type) {
+    case EventType::kBound:
+      out->set_type(v1::EVENT_TYPE_BOUND);
+      break;
+    case EventType::kEvicted:
+      out->set_type(v1::EVENT_TYPE_EVICTED);
+      break;
+    case EventType::kStateChanged:
+      out->set_type(v1::EVENT_TYPE_STATE_CHANGED);
+      break;
+    case EventType::kReleased:
+      out->set_type(v1::EVENT_TYPE_RELEASED);
+      break;
+  }
+  out->set_workload_id(in.workload);
+  out->set_state(ToProto(in.state));
+  for (const auto& b : in.bindings) ToProto(b, out->add_bindings());
+  for (const auto& s : in.released) ToProto(s, out->add_released_slots());
+  if (in.pending.code != PendingCode::kNone)
+    ToProto(in.pending, out->mutable_pending());
+  ToProto(in.time, out->mutable_time());
+}
+
+void ResourcesToProto(const ResourceTable& table, const ResourceVector& in,
+                      google::protobuf::Map<std::string, std::string>* out) {
+  NamedToProto(table.ToNamed(in), out);
+}
+
+void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
+                     v1::WorkloadStatus* out) {
+  ToProto(in.spec, out->mutable_spec());
+  out->set_state(ToProto(in.state));
+  for (const auto& b : scheduler.BindingsOf(in))
+    ToProto(b, out->add_bindings());
+  if (in.pending.code != PendingCode::kNone)
+    ToProto(in.pending, out->mutable_pending());
+  out->set_queue(in.spec.queue);
+  for (const auto& h : scheduler.ScaleHintsOf(in)) {
+    auto* hint = out->add_scale_hints();
+    hint->set_group(h.group);
+    hint->set_grantable(h.grantable);
+  }
+  ToProto(in.created, out->mutable_created_time());
+  if (in.running_since != absl::InfinitePast()) {
+    ToProto(in.running_since, out->mutable_running_time());
+  }
+  ToProto(in.updated, out->mutable_updated_time());
+  out->set_revision(in.revision);
+}
+
+void QueueToProto(const Scheduler& scheduler, const Queue& in,
+                  v1::QueueStatus* out) {
+  const ResourceTable& table = scheduler.resources();
+  ToProto(in.spec, out->mutable_queue());
+  ResourcesToProto(table, in.allocated, out->mutable_allocated());
+  ResourcesToProto(table, in.allocated_non_preemptible,
+                   out->mutable_allocated_non_preemptible());
+  ResourcesToProto(table, in.requested, out->mutable_requested());
+  out->set_pending_workloads(in.pending_workloads);
+  out->set_running_workloads(in.running_workloads);
+}
+
+void NodeToProto(const Scheduler& scheduler, const Node& in,
+                 v1::NodeStatus* out) {
+  const ResourceTable& table = scheduler.resources();
+  v1::Node* node = out->mutable_node();
+  node->set_name(in.name);
+  ResourcesToProto(table, in.allocatable, node->mutable_allocatable());
+  for (const auto& [k, v] : in.labels) (*node->mutable_labels())[k] = v;
+  node->set_schedulable(in.schedulable);
+  ResourcesToProto(table, in.used, out->mutable_allocated());
+  ResourcesToProto(table, in.Free(), out->mutable_free());
+  out->set_slots(static_cast<int32_t>(in.slots.size()));
+}
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbering.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+}  // namespace gangsched::server

@@ -1,0 +1,64 @@
+// The edge between the wire and the core: validates and normalises protobuf
+// requests into the core's typed specs (every error names the field), and
+// renders core answers back into protobuf. The only place that knows both.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/scheduler.h"
+#include "core/spec.h"
+#include "gangsched/v1/admin.pb.h"
+#include "gangsched/v1/scheduler.pb.h"
+#include "gangsched/v1/types.pb.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "grpcpp/support/status.h"
+
+namespace gangsched::server {
+
+namespace v1 = ::gangsched::v1;
+
+// Bounds that keep one request from asking for unbounded memory.
+inline constexpr int32_t kMaxPodsPerGroup = 100000;
+inline constexpr int kMaxGroups = 256;
+inline constexpr size_t kMaxNameLength = 253;
+
+absl::StatusOr<NamedResources> ParseResources(
+    const google::protobuf::Map<std::string, std::string>& in,
+    absl::string_view field);
+absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in);
+absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in, absl::string_view field);
+absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in);
+absl::StatusOr<std::vector<SlotRef>> ParseSlots(
+    const google::protobuf::RepeatedPtrField<v1::SlotRef>& in);
+// Non-empty, at most kMaxNameLength, no whitespace or control characters.
+absl::Status CheckName(absl::string_view value, absl::string_view field);
+
+// Core -> wire.
+v1::WorkloadState ToProto(WorkloadState state);
+v1::PendingCode ToProto(PendingCode code);
+void ToProto(const PendingReason& in, v1::PendingReason* out);
+void ToProto(const Binding& in, v1::Binding* out);
+void ToProto(const SlotRef& in, v1::SlotRef* out);
+void ToProto(const AllocateAnswer& in, v1::AllocateResponse* out);
+void ToProto(const WorkloadSpec& in, v1::WorkloadSpec* out);
+void ToProto(const QueueSpec& in, v1::Queue* out);
+void ToProto(const Event& in, v1::Event* out);
+void ToProto(absl::Time time, google::protobuf::Timestamp* out);
+void ResourcesToProto(const ResourceTable& table, const ResourceVector& in,
+                      google::protobuf::Map<std::string, std::string>* out);
+void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
+                     v1::WorkloadStatus* out);
+void QueueToProto(const Scheduler& scheduler, const Queue& in,
+                  v1::QueueStatus* out);
+void NodeToProto(const Scheduler& scheduler, const Node& in,
+                 v1::NodeStatus* out);
+
+// absl -> grpc status: the one place the two meet.
+grpc::Status ToGrpc(const absl::Status& status);
+
+}  // namespace gangsched::server

@@ -1,0 +1,106 @@
+#include "server/flags.h"
+
+#include <charconv>
+#include <functional>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace gangsched::server {
+
+std::string FlagsUsage() {
+  return R"(usage: gangsched [flags]
+
+  --listen=ADDR            gRPC address (default 127.0.0.1:50051)
+  --metrics-listen=ADDR    Prometheus /metrics address (default 127.0.0.1:9090;
+                           empty disables it)
+  --config=FILE            YAML config: queues, priority classes, nodes
+                           (default: built-in; one queue "default")
+  --role=all               process role; only "all" (frontend and core in one
+                           process) exists so far
+  --inbox-capacity=N       requests waiting for the core before new ones get
+                           RESOURCE_EXHAUSTED (default 10000)
+  --event-window=N         events kept for resuming WatchEvents (default 100000)
+  --tick-seconds=S         a scheduling cycle runs at least this often (default 1)
+  --log-level=LEVEL        trace|debug|info|warn|error (default info)
+  --version                print the version and exit
+  --help                   this text
+
+SIGHUP reloads the config file (queues are upserted, priority classes replaced).
+)";
+}
+
+absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
+  ServerFlags flags;
+  auto size_flag = [](size_t* out) {
+    return [out](const std::string& v) -> bool {
+      uint64_t n;
+      if (!absl::SimpleAtoi(v, &n) || n == 0) return false;
+      *out = n;
+      return true;
+    };
+  };
+  auto string_flag = [](std::string* out) {
+    return [out](const std::string& v) {
+      *out = v;
+      return true;
+    };
+  };
+  std::map<std::string, std::function<bool(const std::string&)>> setters = {
+      {"listen", string_flag(&flags.listen)},
+      {"metrics-listen", string_flag(&flags.metrics_listen)},
+      {"config", string_flag(&flags.config)},
+      {"role",
+       [&](const std::string& v) {
+         flags.role = v;
+         return v == "all";
+       }},
+      {"inbox-capacity", size_flag(&flags.inbox_capacity)},
+      {"event-window", size_flag(&flags.event_window)},
+      {"tick-seconds",
+       [&](const std::string& v) {
+         return absl::SimpleAtod(v, &flags.tick_seconds) &&
+                flags.tick_seconds > 0;
+       }},
+      {"log-level", string_flag(&flags.log_level)},
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      flags.help = true;
+      continue;
+    }
+    if (arg == "--version") {
+      flags.version = true;
+      continue;
+    }
+    if (!arg.starts_with("--")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument \"", arg, "\""));
+    }
+    std::string name = arg.substr(2);
+    std::string value;
+    auto eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " needs a value"));
+    }
+    auto it = setters.find(name);
+    if (it == setters.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    }
+    if (!it->second(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": invalid value \"", value, "\""));
+    }
+  }
+  return flags;
+}
+
+}  // namespace gangsched::server

@@ -1,0 +1,26 @@
+// Command-line flags of the gangsched binary (--name=value or --name value).
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace gangsched::server {
+
+struct ServerFlags {
+  std::string listen = "127.0.0.1:50051";
+  std::string metrics_listen = "127.0.0.1:9090";
+  std::string config;
+  std::string role = "all";
+  size_t inbox_capacity = 10000;
+  size_t event_window = 100000;
+  double tick_seconds = 1.0;
+  std::string log_level = "info";
+  bool help = false;
+  bool version = false;
+};
+
+absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv);
+std::string FlagsUsage();
+
+}  // namespace gangsched::server

@@ -1,0 +1,197 @@
+#include "server/metrics.h"
+
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "core/quantity.h"
+
+namespace gangsched::server {
+namespace {
+
+// Latency buckets from 100 µs to 10 s.
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+          0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+}
+
+// Sets the gauges of a family to `values` and removes label sets that are
+// no longer present (a deleted queue must not keep reporting).
+void Refresh(
+    prometheus::Family<prometheus::Gauge>& family,
+    const std::map<std::map<std::string, std::string>, double>& values,
+    std::map<std::map<std::string, std::string>, prometheus::Gauge*>* live) {
+  for (auto it = live->begin(); it != live->end();) {
+    if (!values.contains(it->first)) {
+      family.Remove(it->second);
+      it = live->erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [labels, value] : values) {
+    auto [it, inserted] = live->try_emplace(labels, nullptr);
+    if (inserted) it->second = &family.Add(labels);
+    it->second->Set(value);
+  }
+}
+
+// Base units for Prometheus: cores, bytes, GPUs.
+double InBaseUnits(int64_t amount, QuantityScale scale) {
+  return scale == QuantityScale::kMilli ? amount / 1000.0
+                                        : static_cast<double>(amount);
+}
+
+}  // namespace
+
+absl::string_view StatusCodeName(grpc::StatusCode code) {
+  static constexpr absl::string_view kNames[] = {"OK",
+                                                 "CANCELLED",
+                                                 "UNKNOWN",
+                                                 "INVALID_ARGUMENT",
+                                                 "DEADLINE_EXCEEDED",
+                                                 "NOT_FOUND",
+                                                 "ALREADY_EXISTS",
+                                                 "PERMISSION_DENIED",
+                                                 "RESOURCE_EXHAUSTED",
+                                                 "FAILED_PRECONDITION",
+                                                 "ABORTED",
+                                                 "OUT_OF_RANGE",
+                                                 "UNIMPLEMENTED",
+                                                 "INTERNAL",
+                                                 "UNAVAILABLE",
+                                                 "DATA_LOSS",
+                                                 "UNAUTHENTICATED"};
+  int i = static_cast<int>(code);
+  return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
+}
+
+Metrics::Metrics(const std::string& listen_address)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      requests_(prometheus::BuildCounter()
+                    .Name("gangsched_grpc_requests_total")
+                    .Help("gRPC requests handled, by method and status code.")
+                    .Register(*registry_)),
+      request_duration_(
+          prometheus::BuildHistogram()
+              .Name("gangsched_grpc_request_duration_seconds")
+              .Help("Time from receiving a gRPC request to its answer.")
+              .Register(*registry_)),
+      cycle_duration_(
+          prometheus::BuildHistogram()
+              .Name("gangsched_scheduling_cycle_duration_seconds")
+              .Help("Time of one scheduling cycle: apply the batch, "
+                    "place, publish events, answer.")
+              .Register(*registry_)
+              .Add({}, LatencyBuckets())),
+      running_workloads_(
+          prometheus::BuildGauge()
+              .Name("gangsched_running_workloads")
+              .Help("Workloads at or above their gang minimum, by queue.")
+              .Register(*registry_)),
+      pending_workloads_(
+          prometheus::BuildGauge()
+              .Name("gangsched_pending_workloads")
+              .Help("Pending workloads by queue and pending reason.")
+              .Register(*registry_)),
+      queue_allocated_(
+          prometheus::BuildGauge()
+              .Name("gangsched_queue_allocated")
+              .Help("Resources bound to a queue's subtree, in base units "
+                    "(cores, bytes, devices).")
+              .Register(*registry_)),
+      queue_requested_(
+          prometheus::BuildGauge()
+              .Name("gangsched_queue_requested")
+              .Help("Allocated plus pending demand of a queue's subtree, "
+                    "in base units.")
+              .Register(*registry_)),
+      node_resource_(prometheus::BuildGauge()
+                         .Name("gangsched_node_resource")
+                         .Help("Cluster resources summed over nodes, by state "
+                               "(allocatable, allocated), in base units.")
+                         .Register(*registry_)) {
+  prometheus::BuildGauge()
+      .Name("gangsched_build_info")
+      .Help("Build information; the value is always 1.")
+      .Register(*registry_)
+      .Add({{"version", GANGSCHED_VERSION}})
+      .Set(1);
+  if (!listen_address.empty()) {
+    exposer_ = std::make_unique<prometheus::Exposer>(listen_address);
+    exposer_->RegisterCollectable(registry_);
+  }
+}
+
+Metrics::MethodMetrics& Metrics::ForMethod(absl::string_view method) {
+  std::lock_guard lock(mu_);
+  auto it = methods_.find(method);
+  if (it != methods_.end()) return *it->second;
+  auto metrics = std::make_unique<MethodMetrics>();
+  metrics->latency = &request_duration_.Add({{"method", std::string(method)}},
+                                            LatencyBuckets());
+  return *methods_.emplace(std::string(method), std::move(metrics))
+              .first->second;
+}
+
+void Metrics::RecordRequest(absl::string_view method, grpc::StatusCode code,
+                            absl::Duration latency) {
+  MethodMetrics& m = ForMethod(method);
+  int index = static_cast<int>(code);
+  if (index < 0 || index >= 17)
+    index = static_cast<int>(grpc::StatusCode::UNKNOWN);
+  prometheus::Counter* counter =
+      m.by_code[index].load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    std::lock_guard lock(mu_);
+    counter = &requests_.Add(
+        {{"method", std::string(method)},
+         {"code",
+          std::string(StatusCodeName(static_cast<grpc::StatusCode>(index)))}});
+    m.by_code[index].store(counter, std::memory_order_release);
+  }
+  counter->Increment();
+  m.latency->Observe(absl::ToDoubleSeconds(latency));
+}
+
+void Metrics::RecordCycle(const CycleStats& stats, const Scheduler& scheduler) {
+  cycle_duration_.Observe(absl::ToDoubleSeconds(stats.duration));
+  const ResourceTable& table = scheduler.resources();
+  using LabelSet = std::map<std::string, std::string>;
+  std::map<LabelSet, double> running, pending, allocated, requested, node;
+  for (const Queue& q : scheduler.queues()) {
+    if (!q.live) continue;
+    running[{{"queue", q.spec.name}}] = q.running_workloads;
+    for (size_t i = 0; i < table.size(); ++i) {
+      ResourceId r(static_cast<uint32_t>(i));
+      LabelSet labels{{"queue", q.spec.name}, {"resource", table.Name(r)}};
+      allocated[labels] = InBaseUnits(q.allocated.Get(r), table.Scale(r));
+      requested[labels] = InBaseUnits(q.requested.Get(r), table.Scale(r));
+    }
+  }
+  for (const auto& w : scheduler.workloads()) {
+    if (!w || w->state != WorkloadState::kPending) continue;
+    const Queue& q = scheduler.queues()[w->queue.value()];
+    std::string reason = absl::AsciiStrToLower(ToString(w->pending.code));
+    pending[{{"queue", q.spec.name}, {"reason", reason}}] += 1;
+  }
+  ResourceVector allocatable, used;
+  for (const Node& n : scheduler.nodes()) {
+    if (!n.live) continue;
+    allocatable += n.allocatable;
+    used += n.used;
+  }
+  for (size_t i = 0; i < table.size(); ++i) {
+    ResourceId r(static_cast<uint32_t>(i));
+    node[{{"state", "allocatable"}, {"resource", table.Name(r)}}] =
+        InBaseUnits(allocatable.Get(r), table.Scale(r));
+    node[{{"state", "allocated"}, {"resource", table.Name(r)}}] =
+        InBaseUnits(used.Get(r), table.Scale(r));
+  }
+  Refresh(running_workloads_, running, &live_running_);
+  Refresh(pending_workloads_, pending, &live_pending_);
+  Refresh(queue_allocated_, allocated, &live_allocated_);
+  Refresh(queue_requested_, requested, &live_requested_);
+  Refresh(node_resource_, node, &live_node_);
+}
+
+}  // namespace gangsched::server

@@ -1,0 +1,74 @@
+// Prometheus metrics (prometheus-cpp) served on the metrics address:
+// per-method gRPC counters and latency, cycle latency, queue and workload
+// gauges refreshed from the core after each cycle (never per scrape).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/scheduler.h"
+#include "grpcpp/support/status_code_enum.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/core_loop.h"
+
+namespace gangsched::server {
+
+absl::string_view StatusCodeName(grpc::StatusCode code);
+
+class Metrics {
+ public:
+  // Serves /metrics on `listen_address` ("127.0.0.1:9090"); empty: no HTTP.
+  // Throws std::runtime_error when the address cannot be bound.
+  explicit Metrics(const std::string& listen_address);
+
+  void RecordRequest(absl::string_view method, grpc::StatusCode code,
+                     absl::Duration latency);
+  // Core thread, after a cycle.
+  void RecordCycle(const CycleStats& stats, const Scheduler& scheduler);
+
+  prometheus::Registry& registry() { return *registry_; }
+
+ private:
+  struct MethodMetrics {
+    std::array<std::atomic<prometheus::Counter*>, 17> by_code{};
+    prometheus::Histogram* latency = nullptr;
+  };
+  MethodMetrics& ForMethod(absl::string_view method);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& request_duration_;
+  prometheus::Histogram& cycle_duration_;
+  prometheus::Family<prometheus::Gauge>& running_workloads_;
+  prometheus::Family<prometheus::Gauge>& pending_workloads_;
+  prometheus::Family<prometheus::Gauge>& queue_allocated_;
+  prometheus::Family<prometheus::Gauge>& queue_requested_;
+  prometheus::Family<prometheus::Gauge>& node_resource_;
+
+  // Label sets currently exported per gauge family (core thread only).
+  using LiveGauges =
+      std::map<std::map<std::string, std::string>, prometheus::Gauge*>;
+  LiveGauges live_running_, live_pending_, live_allocated_, live_requested_,
+      live_node_;
+
+  std::mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<MethodMetrics>> methods_;
+};
+
+}  // namespace gangsched::server

@@ -1,0 +1,89 @@
+// The gRPC edge: the Scheduler and Admin callback services. Each handler
+// validates and normalises its request on the gRPC thread, hands typed work
+// to the CoreLoop, and finishes the call from the core thread once the
+// cycle that took the request in has been applied. Handlers never block.
+#pragma once
+
+#include <memory>
+
+#include "gangsched/v1/admin.grpc.pb.h"
+#include "gangsched/v1/scheduler.grpc.pb.h"
+#include "server/core_loop.h"
+#include "server/event_log.h"
+#include "server/metrics.h"
+
+namespace gangsched::server {
+
+namespace v1 = ::gangsched::v1;
+
+class SchedulerService final : public v1::Scheduler::CallbackService {
+ public:
+  SchedulerService(CoreLoop* core, EventLog* events, Metrics* metrics)
+      : core_(core), events_(events), metrics_(metrics) {}
+
+  grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* ctx,
+                                     const v1::AllocateRequest* request,
+                                     v1::AllocateResponse* response) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* ctx,
+                                    const v1::ReleaseRequest* request,
+                                    v1::ReleaseResponse* response) override;
+  grpc::ServerUnaryReactor* Preempt(grpc::CallbackServerContext* ctx,
+                                    const v1::PreemptRequest* request,
+                                    v1::PreemptResponse* response) override;
+  grpc::ServerWriteReactor<v1::Event>* WatchEvents(
+      grpc::CallbackServerContext* ctx,
+      const v1::WatchRequest* request) override;
+  grpc::ServerUnaryReactor* UpsertNodes(
+      grpc::CallbackServerContext* ctx, const v1::UpsertNodesRequest* request,
+      v1::UpsertNodesResponse* response) override;
+  grpc::ServerUnaryReactor* RemoveNodes(
+      grpc::CallbackServerContext* ctx, const v1::RemoveNodesRequest* request,
+      v1::RemoveNodesResponse* response) override;
+  grpc::ServerUnaryReactor* SyncNodes(grpc::CallbackServerContext* ctx,
+                                      const v1::SyncNodesRequest* request,
+                                      v1::SyncNodesResponse* response) override;
+  grpc::ServerUnaryReactor* GetWorkload(grpc::CallbackServerContext* ctx,
+                                        const v1::GetWorkloadRequest* request,
+                                        v1::WorkloadStatus* response) override;
+  grpc::ServerUnaryReactor* ListWorkloads(
+      grpc::CallbackServerContext* ctx, const v1::ListWorkloadsRequest* request,
+      v1::ListWorkloadsResponse* response) override;
+  grpc::ServerUnaryReactor* Explain(grpc::CallbackServerContext* ctx,
+                                    const v1::ExplainRequest* request,
+                                    v1::ExplainResponse* response) override;
+
+ private:
+  CoreLoop* core_;
+  EventLog* events_;
+  Metrics* metrics_;
+};
+
+class AdminService final : public v1::Admin::CallbackService {
+ public:
+  AdminService(CoreLoop* core, Metrics* metrics)
+      : core_(core), metrics_(metrics) {}
+
+  grpc::ServerUnaryReactor* UpsertQueue(
+      grpc::CallbackServerContext* ctx, const v1::UpsertQueueRequest* request,
+      v1::UpsertQueueResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteQueue(
+      grpc::CallbackServerContext* ctx, const v1::DeleteQueueRequest* request,
+      v1::DeleteQueueResponse* response) override;
+  grpc::ServerUnaryReactor* ListQueues(
+      grpc::CallbackServerContext* ctx, const v1::ListQueuesRequest* request,
+      v1::ListQueuesResponse* response) override;
+  grpc::ServerUnaryReactor* GetPriorityClasses(
+      grpc::CallbackServerContext* ctx,
+      const v1::GetPriorityClassesRequest* request,
+      v1::GetPriorityClassesResponse* response) override;
+  grpc::ServerUnaryReactor* GetClusterSnapshot(
+      grpc::CallbackServerContext* ctx,
+      const v1::GetClusterSnapshotRequest* request,
+      v1::ClusterSnapshot* response) override;
+
+ private:
+  CoreLoop* core_;
+  Metrics* metrics_;
+};
+
+}  // namespace gangsched::server
