@@ -1,0 +1,207 @@
+// The write side of workloads: "allocate", "release" and "preempt"
+// (Scheduler.Allocate, Release, Preempt).
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "clients/gangschedctl/command.h"
+#include "clients/gangschedctl/enum_names.h"
+#include "clients/gangschedctl/json_output.h"
+#include "clients/gangschedctl/render.h"
+#include "clients/gangschedctl/yaml_input.h"
+#include "clients/gangschedctl/yaml_to_json.h"
+
+namespace gangschedctl {
+namespace {
+
+namespace v1 = ::gangsched::v1;
+
+const FlagSpec kRequestIdFlag = {.name = "request-id",
+                                 .takes_value = true,
+                                 .value_name = "ID",
+                                 .help = "idempotency key"};
+const FlagSpec kReasonFlag = {.name = "reason",
+                              .takes_value = true,
+                              .value_name = "TEXT",
+                              .help = "reason, recorded by the server"};
+const FlagSpec kDryRunFlag = {.name = "dry-run",
+                              .help = "compute the answer, commit nothing"};
+
+int RunAllocate(CommandContext& context, const ParsedArgs& args) {
+  if (!args.Has("file")) return context.UsageError("-f FILE is required");
+  const std::string path = args.Get("file");
+  absl::StatusOr<std::vector<YAML::Node>> items = LoadYamlItems(path, "");
+  if (!items.ok()) return ReportError(items.status());
+  if (items->size() != 1) {
+    return ReportError(absl::InvalidArgumentError(
+        absl::StrCat(path, ": holds ", items->size(),
+                     " objects; allocate takes one WorkloadSpec")));
+  }
+
+  v1::AllocateRequest request;
+  request.set_request_id(args.Get("request-id"));
+  request.set_dry_run(args.Has("dry-run"));
+  absl::Status load =
+      YamlToMessage(items->front(), path, request.mutable_workload());
+  if (!load.ok()) return ReportError(load);
+
+  if (args.Has("print-request")) {
+    PrintJson(request);
+    return kExitOk;
+  }
+  v1::AllocateResponse response;
+  grpc::Status status = context.connection().scheduler().Allocate(
+      context.connection().NewContext().get(), request, &response);
+  if (!status.ok()) return ReportRpcError(status);
+  if (context.json_output()) {
+    PrintJson(response);
+    return kExitOk;
+  }
+
+  if (request.dry_run()) std::cout << "(dry run: nothing was committed)\n";
+  PrintField("Workload", response.workload_id(), std::cout);
+  PrintField("State", StateName(response.state()), std::cout);
+  std::string pending = FormatPending(response.pending());
+  if (!pending.empty()) PrintField("Pending", pending, std::cout);
+  PrintField("Revision", absl::StrCat(response.revision()), std::cout);
+  PrintBindingsSection(response.bindings(), std::cout);
+  PrintEvictionsSection("Evictions", response.evictions(), std::cout);
+  PrintScaleHintsSection(response.scale_hints(), std::cout);
+  return kExitOk;
+}
+
+int RunRelease(CommandContext& context, const ParsedArgs& args) {
+  v1::ReleaseRequest request;
+  request.set_request_id(args.Get("request-id"));
+  request.set_workload_id(args.positional().front());
+  request.set_reason(args.Get("reason"));
+  request.set_shrink(args.Has("shrink"));
+  for (const std::string& slot : args.GetAll("slot")) {
+    // Split at the last '/' so the group name is everything before it.
+    size_t slash = slot.rfind('/');
+    int index = -1;
+    if (slash == std::string::npos || slash == 0 ||
+        !absl::SimpleAtoi(slot.substr(slash + 1), &index) || index < 0) {
+      return context.UsageError(
+          absl::StrCat("--slot wants GROUP/INDEX, not \"", slot, "\""));
+    }
+    v1::SlotRef* ref = request.add_slots();
+    ref->set_group(slot.substr(0, slash));
+    ref->set_index(index);
+  }
+  if (request.shrink() && request.slots().empty()) {
+    return context.UsageError("--shrink needs at least one --slot");
+  }
+
+  v1::ReleaseResponse response;
+  grpc::Status status = context.connection().scheduler().Release(
+      context.connection().NewContext().get(), request, &response);
+  if (!status.ok()) return ReportRpcError(status);
+  if (context.json_output()) {
+    PrintJson(response);
+    return kExitOk;
+  }
+  PrintField("Workload", response.workload_id(), std::cout);
+  PrintField("State", StateName(response.state()), std::cout);
+  PrintField("Released", FormatSlots(response.released_slots()), std::cout);
+  PrintField("Revision", absl::StrCat(response.revision()), std::cout);
+  return kExitOk;
+}
+
+int RunPreempt(CommandContext& context, const ParsedArgs& args) {
+  v1::PreemptRequest request;
+  request.set_request_id(args.Get("request-id"));
+  request.set_workload_id(args.positional().front());
+  request.set_reason(args.Get("reason"));
+  request.set_requeue(args.Has("requeue"));
+  request.set_dry_run(args.Has("dry-run"));
+  if (args.Has("scope")) {
+    // "elastic" resolves to ELASTIC_ONLY as an unambiguous prefix.
+    auto scope =
+        ParseEnumValue(v1::PreemptScope_descriptor(), args.Get("scope"));
+    if (!scope.ok()) {
+      return context.UsageError(
+          absl::StrCat("--scope: ", scope.status().message()));
+    }
+    request.set_scope(static_cast<v1::PreemptScope>((*scope)->number()));
+  }
+
+  v1::PreemptResponse response;
+  grpc::Status status = context.connection().scheduler().Preempt(
+      context.connection().NewContext().get(), request, &response);
+  if (!status.ok()) return ReportRpcError(status);
+  if (context.json_output()) {
+    PrintJson(response);
+    return kExitOk;
+  }
+  if (request.dry_run()) std::cout << "(dry run: nothing was evicted)\n";
+  PrintEvictionsSection("Evictions", response.evictions(), std::cout);
+  PrintField("Revision", absl::StrCat(response.revision()), std::cout);
+  return kExitOk;
+}
+
+}  // namespace
+
+std::vector<CommandDef> LifecycleCommands() {
+  std::vector<CommandDef> commands;
+  commands.push_back(
+      {.name = "allocate",
+       .synopsis = "allocate -f SPEC.yaml [--dry-run] [--request-id ID]",
+       .summary = "submit or update a workload (gang) and print the decision",
+       .description =
+           "SPEC.yaml (\"-\" for stdin) is a WorkloadSpec with the proto "
+           "field names; enum values\nmay be short (strategy: SPREAD). See "
+           "config/examples/workload.yaml.",
+       .flags = {{.name = "file",
+                  .short_name = 'f',
+                  .takes_value = true,
+                  .value_name = "FILE",
+                  .help = "YAML WorkloadSpec (required)"},
+                 kDryRunFlag,
+                 kRequestIdFlag,
+                 {.name = "print-request",
+                  .hidden = true,
+                  .help = "print the request as JSON instead of sending it"}},
+       .run = RunAllocate});
+  commands.push_back(
+      {.name = "release",
+       .synopsis = "release ID [--slot GROUP/INDEX]... [--shrink] "
+                   "[--reason R] [--request-id ID]",
+       .summary = "free slots of a workload, or all of it; confirms evictions",
+       .description =
+           "Without --slot the whole workload is released. With --shrink the "
+           "slots go away for\ngood (desired count drops); without it they "
+           "are placed again.",
+       .flags = {{.name = "slot",
+                  .takes_value = true,
+                  .repeated = true,
+                  .value_name = "GROUP/INDEX",
+                  .help = "slot to free"},
+                 {.name = "shrink",
+                  .help = "scale the group down by the slots"},
+                 kReasonFlag,
+                 kRequestIdFlag},
+       .min_args = 1,
+       .max_args = 1,
+       .run = RunRelease});
+  commands.push_back(
+      {.name = "preempt",
+       .synopsis = "preempt ID [--scope elastic|whole] [--requeue] "
+                   "[--dry-run] [--reason R]",
+       .summary = "evict a workload (or its elastic slots)",
+       .flags = {{.name = "scope",
+                  .takes_value = true,
+                  .value_name = "SCOPE",
+                  .help = "elastic (slots above min counts) or whole"},
+                 {.name = "requeue",
+                  .help = "back to PENDING once the eviction is confirmed"},
+                 kDryRunFlag,
+                 kReasonFlag,
+                 kRequestIdFlag},
+       .min_args = 1,
+       .max_args = 1,
+       .run = RunPreempt});
+  return commands;
+}
+
+}  // namespace gangschedctl

@@ -1,0 +1,138 @@
+// Human-readable rendering of gangsched messages (see render.h).
+#include "clients/gangschedctl/render.h"
+
+#include <chrono>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "clients/gangschedctl/enum_names.h"
+#include "clients/gangschedctl/table.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace gangschedctl {
+
+namespace v1 = ::gangsched::v1;
+
+std::string StateName(v1::WorkloadState state) {
+  return DisplayEnumName(v1::WorkloadState_descriptor(), state);
+}
+
+std::string FormatPending(const v1::PendingReason& pending) {
+  std::string code =
+      DisplayEnumName(v1::PendingCode_descriptor(), pending.code());
+  if (code.empty()) return pending.message();
+  if (pending.message().empty()) return code;
+  return absl::StrCat(code, ": ", pending.message());
+}
+
+std::string SlotName(absl::string_view group, int index) {
+  return absl::StrCat(group, "/", index);
+}
+
+std::string FormatSlots(const Repeated<v1::SlotRef>& slots) {
+  return absl::StrJoin(slots, ",", [](std::string* out, const v1::SlotRef& s) {
+    out->append(SlotName(s.group(), s.index()));
+  });
+}
+
+std::string FormatBindings(const Repeated<v1::Binding>& bindings) {
+  return absl::StrJoin(
+      bindings, ",", [](std::string* out, const v1::Binding& b) {
+        absl::StrAppend(out, SlotName(b.group(), b.index()), "->", b.node());
+      });
+}
+
+std::string FormatEviction(const v1::Eviction& eviction) {
+  std::string text = absl::StrCat(eviction.workload_id(), " [",
+                                  FormatSlots(eviction.slots()), "]");
+  if (!eviction.reason().empty()) {
+    absl::StrAppend(&text, " reason=", eviction.reason());
+  }
+  if (!eviction.preemptor_workload_id().empty()) {
+    absl::StrAppend(&text, " for=", eviction.preemptor_workload_id());
+  }
+  return text;
+}
+
+std::string FormatPlacement(const v1::Placement& placement) {
+  std::vector<std::string> parts;
+  std::string strategy =
+      DisplayEnumName(v1::PlacementStrategy_descriptor(), placement.strategy());
+  if (!strategy.empty()) parts.push_back(strategy);
+  if (!placement.topology_key().empty()) {
+    parts.push_back(
+        absl::StrCat(placement.topology_key(),
+                     placement.required() ? " (required)" : " (preferred)"));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+std::string FormatAge(const google::protobuf::Timestamp& time) {
+  if (time.seconds() == 0 && time.nanos() == 0) return "";
+  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  // Clock skew between client and server must not print a negative age.
+  int64_t age = std::max<int64_t>(0, now - time.seconds());
+  if (age < 120) return absl::StrCat(age, "s");
+  if (age < 2 * 3600) return absl::StrCat(age / 60, "m");
+  if (age < 2 * 86400) return absl::StrCat(age / 3600, "h");
+  return absl::StrCat(age / 86400, "d");
+}
+
+std::string FormatTime(const google::protobuf::Timestamp& time) {
+  if (time.seconds() == 0 && time.nanos() == 0) return "";
+  return absl::StrCat(google::protobuf::util::TimeUtil::ToString(time), " (",
+                      FormatAge(time), " ago)");
+}
+
+void PrintField(absl::string_view label, absl::string_view value,
+                std::ostream& out) {
+  out << absl::StrFormat("%-13s %s\n", absl::StrCat(label, ":"),
+                         value.empty() ? "-" : value);
+}
+
+void PrintBindingsSection(const Repeated<v1::Binding>& bindings,
+                          std::ostream& out) {
+  if (bindings.empty()) {
+    PrintField("Bindings", "none", out);
+    return;
+  }
+  out << "Bindings:\n";
+  Table table({"SLOT", "NODE"});
+  for (const v1::Binding& binding : bindings) {
+    table.AddRow({SlotName(binding.group(), binding.index()), binding.node()});
+  }
+  table.Print(out, "  ");
+}
+
+void PrintEvictionsSection(absl::string_view title,
+                           const Repeated<v1::Eviction>& evictions,
+                           std::ostream& out) {
+  if (evictions.empty()) {
+    PrintField(title, "none", out);
+    return;
+  }
+  out << title << ":\n";
+  Table table({"WORKLOAD", "SLOTS", "REASON", "FOR"});
+  for (const v1::Eviction& eviction : evictions) {
+    table.AddRow({eviction.workload_id(), FormatSlots(eviction.slots()),
+                  eviction.reason(), eviction.preemptor_workload_id()});
+  }
+  table.Print(out, "  ");
+}
+
+void PrintScaleHintsSection(const Repeated<v1::ScaleHint>& hints,
+                            std::ostream& out) {
+  if (hints.empty()) return;
+  out << "Scale hints:\n";
+  Table table({"GROUP", "GRANTABLE"});
+  for (const v1::ScaleHint& hint : hints) {
+    table.AddRow({hint.group(), absl::StrCat(hint.grantable())});
+  }
+  table.Print(out, "  ");
+}
+
+}  // namespace gangschedctl
