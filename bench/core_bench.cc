@@ -1,0 +1,104 @@
+// Core benchmarks on synthetic clusters (no server): placing one gang, and a
+// scheduling cycle over many pending gangs.
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "core/gang_placer.h"
+#include "core/scheduler.h"
+
+namespace gangsched {
+namespace {
+
+constexpr int64_t kGi = int64_t{1} << 30;
+
+NodeSpec MakeNode(int i) {
+  NodeSpec n;
+  n.name = "node-" + std::to_string(i);
+  n.allocatable = {
+      {"cpu", 64000}, {"memory", 512 * kGi}, {"nvidia.com/gpu", 8000}};
+  n.labels = {{"topology.kubernetes.io/zone", "z" + std::to_string(i % 8)}};
+  return n;
+}
+
+WorkloadSpec MakeGang(const std::string& id, int pods, int gpus) {
+  WorkloadSpec w;
+  w.id = id;
+  w.queue = "default";
+  GroupSpec head;
+  head.name = "head";
+  head.resources = {{"cpu", 2000}};
+  head.min_count = head.desired_count = head.max_count = 1;
+  GroupSpec workers;
+  workers.name = "workers";
+  workers.resources = {{"cpu", 4000}, {"nvidia.com/gpu", gpus * 1000}};
+  workers.min_count = workers.desired_count = workers.max_count = pods;
+  w.groups = {head, workers};
+  return w;
+}
+
+// A cluster of `nodes` nodes, about half of the GPUs taken by 2-GPU pods.
+std::unique_ptr<Scheduler> HalfFullCluster(int nodes) {
+  auto s = std::make_unique<Scheduler>();
+  QueueSpec queue;
+  queue.name = "default";
+  s->UpsertQueue(queue).IgnoreError();
+  std::vector<NodeSpec> specs;
+  for (int i = 0; i < nodes; ++i) specs.push_back(MakeNode(i));
+  absl::Time now = absl::UnixEpoch();
+  s->UpsertNodes(specs, now);
+  for (int i = 0; i < nodes / 4; ++i) {
+    s->Submit(MakeGang("fill-" + std::to_string(i), 8, 2), now).IgnoreError();
+  }
+  s->RunCycle(now);
+  s->TakeEvents();
+  return s;
+}
+
+// Placing one 8-pod gang (+ head) against a half-full cluster; the placer
+// is pure, so the same request is timed repeatedly without committing.
+void BM_PlaceGang8(benchmark::State& state) {
+  auto s = HalfFullCluster(static_cast<int>(state.range(0)));
+  // The dry run validates, plans, checks queues and places: the path of a
+  // real Allocate minus the commit.
+  WorkloadSpec gang = MakeGang("probe", 8, 4);
+  for (auto _ : state) {
+    auto answer = s->DryRun(gang);
+    benchmark::DoNotOptimize(answer);
+  }
+  state.SetLabel(std::to_string(state.range(0)) + " nodes");
+}
+BENCHMARK(BM_PlaceGang8)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Unit(benchmark::kMicrosecond);
+
+// One cycle that places `pending` new 8-pod gangs on a half-full cluster.
+void BM_CycleWithPendingGangs(benchmark::State& state) {
+  int nodes = static_cast<int>(state.range(0));
+  int pending = static_cast<int>(state.range(1));
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto s = HalfFullCluster(nodes);
+    for (int i = 0; i < pending; ++i) {
+      s->Submit(MakeGang("p-" + std::to_string(i), 8, 1), absl::UnixEpoch())
+          .IgnoreError();
+    }
+    state.ResumeTiming();
+    s->RunCycle(absl::UnixEpoch());
+    state.PauseTiming();
+    s.reset();
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(BM_CycleWithPendingGangs)
+    ->Args({1000, 100})
+    ->Args({1000, 1000})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
+}  // namespace
+}  // namespace gangsched
+
+BENCHMARK_MAIN();

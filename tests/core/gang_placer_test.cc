@@ -1,0 +1,175 @@
+#include "core/gang_placer.h"
+
+#include <set>
+
+#include "core/scheduler.h"
+#include "gtest/gtest.h"
+#include "tests/core/test_util.h"
+
+namespace gangsched {
+namespace {
+
+using testing::GpuNode;
+
+class GangPlacerTest : public ::testing::Test {
+ protected:
+  void AddNode(NodeSpec spec, int64_t used_gpus = 0) {
+    Node n;
+    n.name = spec.name;
+    n.allocatable = table_.FromNamed(spec.allocatable);
+    n.used.Set(kGpu, used_gpus * 1000);
+    n.labels = spec.labels;
+    n.schedulable = spec.schedulable;
+    n.live = true;
+    nodes_.push_back(std::move(n));
+  }
+
+  PlacementGroup GpuGroup(
+      int gpus, PlacementStrategy strategy = PlacementStrategy::kBinpack) {
+    PlacementGroup g;
+    g.name = "worker";
+    g.pod.Set(kGpu, gpus * 1000);
+    g.pod.Set(kCpu, 1000);
+    g.placement.strategy = strategy;
+    return g;
+  }
+
+  GangRequest Request(PlacementGroup group, int replicas,
+                      int pods_per_replica = 1) {
+    GangRequest r;
+    r.groups.push_back(std::move(group));
+    for (int i = 0; i < replicas; ++i)
+      r.replicas.push_back({0, pods_per_replica});
+    return r;
+  }
+
+  std::set<std::string> NodesUsed(const GangPlacement& p) {
+    std::set<std::string> names;
+    for (const auto& replica : p.nodes) {
+      for (NodeId n : replica) names.insert(nodes_[n.value()].name);
+    }
+    return names;
+  }
+
+  ResourceTable table_;
+  std::vector<Node> nodes_;
+};
+
+TEST_F(GangPlacerTest, BinpackPicksTheFullestNodeThatFits) {
+  AddNode(GpuNode("empty", 8));
+  AddNode(GpuNode("half", 8), 4);
+  AddNode(GpuNode("full", 8), 8);
+  GangPlacement p = PlaceGang(nodes_, table_, Request(GpuGroup(2), 1));
+  ASSERT_EQ(p.result, PlaceResult::kPlaced);
+  EXPECT_EQ(NodesUsed(p), std::set<std::string>{"half"});
+}
+
+TEST_F(GangPlacerTest, SpreadPicksTheEmptiestAndDistinctNodes) {
+  AddNode(GpuNode("a", 8));
+  AddNode(GpuNode("b", 8), 4);
+  AddNode(GpuNode("c", 8));
+  GangPlacement p = PlaceGang(
+      nodes_, table_, Request(GpuGroup(2, PlacementStrategy::kSpread), 2));
+  ASSERT_EQ(p.result, PlaceResult::kPlaced);
+  EXPECT_EQ(NodesUsed(p), (std::set<std::string>{"a", "c"}));
+}
+
+TEST_F(GangPlacerTest, CpuOnlyPodsKeepOffGpuNodes) {
+  AddNode(GpuNode("gpu", 8));
+  AddNode(GpuNode("cpu-only", 0));
+  PlacementGroup head;
+  head.name = "head";
+  head.pod.Set(kCpu, 2000);
+  GangPlacement p = PlaceGang(nodes_, table_, Request(head, 1));
+  ASSERT_EQ(p.result, PlaceResult::kPlaced);
+  EXPECT_EQ(NodesUsed(p), std::set<std::string>{"cpu-only"});
+}
+
+TEST_F(GangPlacerTest, GangFailsWholeAndTellsRetryFromNever) {
+  AddNode(GpuNode("a", 8), 4);
+  AddNode(GpuNode("b", 8));
+  // Free 4 + 8 GPUs hold 3 pods of 4 GPUs; the empty cluster holds 4.
+  GangPlacement later = PlaceGang(nodes_, table_, Request(GpuGroup(4), 4));
+  EXPECT_EQ(later.result, PlaceResult::kRetryLater);
+  EXPECT_TRUE(later.nodes.empty());
+  GangPlacement never = PlaceGang(nodes_, table_, Request(GpuGroup(4), 5));
+  EXPECT_EQ(never.result, PlaceResult::kNeverFits);
+  EXPECT_NE(never.message.find("insufficient nvidia.com/gpu"),
+            std::string::npos)
+      << never.message;
+}
+
+TEST_F(GangPlacerTest, CordonedNodesAreSkippedButCountAsCapacity) {
+  NodeSpec cordoned = GpuNode("cordoned", 8);
+  cordoned.schedulable = false;
+  AddNode(cordoned);
+  GangPlacement p = PlaceGang(nodes_, table_, Request(GpuGroup(8), 1));
+  EXPECT_EQ(p.result, PlaceResult::kRetryLater);
+  EXPECT_NE(p.message.find("1 cordoned"), std::string::npos) << p.message;
+}
+
+TEST_F(GangPlacerTest, NodeSelectorMismatchNeverFits) {
+  AddNode(GpuNode("a", 8, {{"gpu-type", "a100"}}));
+  PlacementGroup g = GpuGroup(1);
+  Labels selector = {{"gpu-type", "h100"}};
+  g.node_selector = &selector;
+  GangPlacement p = PlaceGang(nodes_, table_, Request(g, 1));
+  EXPECT_EQ(p.result, PlaceResult::kNeverFits);
+  EXPECT_NE(p.message.find("node selector mismatch"), std::string::npos)
+      << p.message;
+}
+
+TEST_F(GangPlacerTest, StrictSpreadNeedsDistinctNodes) {
+  AddNode(GpuNode("a", 8));
+  AddNode(GpuNode("b", 8));
+  PlacementGroup g = GpuGroup(1, PlacementStrategy::kStrictSpread);
+  EXPECT_EQ(PlaceGang(nodes_, table_, Request(g, 2)).result,
+            PlaceResult::kPlaced);
+  EXPECT_EQ(PlaceGang(nodes_, table_, Request(g, 3)).result,
+            PlaceResult::kNeverFits);
+}
+
+TEST_F(GangPlacerTest, StrictPackPutsTheGroupOnOneNode) {
+  AddNode(GpuNode("small", 8), 6);
+  AddNode(GpuNode("big", 8));
+  // Bin-packing alone would start on "small"; strict pack needs room for all.
+  GangPlacement p = PlaceGang(
+      nodes_, table_, Request(GpuGroup(2, PlacementStrategy::kStrictPack), 3));
+  ASSERT_EQ(p.result, PlaceResult::kPlaced);
+  EXPECT_EQ(NodesUsed(p), std::set<std::string>{"big"});
+  EXPECT_EQ(PlaceGang(nodes_, table_,
+                      Request(GpuGroup(2, PlacementStrategy::kStrictPack), 5))
+                .result,
+            PlaceResult::kNeverFits);
+}
+
+TEST_F(GangPlacerTest, RequiredTopologyKeepsTheGangInOneDomain) {
+  AddNode(GpuNode("a1", 8, {{"zone", "a"}}), 4);
+  AddNode(GpuNode("b1", 8, {{"zone", "b"}}));
+  AddNode(GpuNode("b2", 8, {{"zone", "b"}}));
+  GangRequest r = Request(GpuGroup(4), 3);
+  r.gang.topology_key = "zone";
+  r.gang.required = true;
+  GangPlacement p = PlaceGang(nodes_, table_, r);
+  ASSERT_EQ(p.result, PlaceResult::kPlaced);
+  EXPECT_EQ(NodesUsed(p), (std::set<std::string>{"b1", "b2"}));
+  // 5 pods of 4 GPUs fit the cluster (24 GPUs... 20 free) but no single zone.
+  GangRequest too_big = Request(GpuGroup(4), 5);
+  too_big.gang = r.gang;
+  EXPECT_EQ(PlaceGang(nodes_, table_, too_big).result, PlaceResult::kNeverFits);
+  too_big.gang.required = false;  // preferred only: spills over
+  EXPECT_EQ(PlaceGang(nodes_, table_, too_big).result, PlaceResult::kPlaced);
+}
+
+TEST_F(GangPlacerTest, PlacementIsPureAndLeavesNodesUntouched) {
+  AddNode(GpuNode("a", 8));
+  std::vector<Node> before = nodes_;
+  PlaceGang(nodes_, table_, Request(GpuGroup(4), 2));
+  PlaceGang(nodes_, table_, Request(GpuGroup(4), 3));
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    EXPECT_TRUE(nodes_[i].used == before[i].used);
+  }
+}
+
+}  // namespace
+}  // namespace gangsched

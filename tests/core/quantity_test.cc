@@ -1,0 +1,88 @@
+#include "core/quantity.h"
+
+#include "gtest/gtest.h"
+
+namespace gangsched {
+namespace {
+
+int64_t Milli(const char* text) {
+  return ParseQuantity(text, QuantityScale::kMilli).value();
+}
+int64_t Bytes(const char* text) {
+  return ParseQuantity(text, QuantityScale::kBytes).value();
+}
+
+TEST(QuantityTest, ParsesCpuAndGpuInMilliUnits) {
+  EXPECT_EQ(Milli("500m"), 500);
+  EXPECT_EQ(Milli("1"), 1000);
+  EXPECT_EQ(Milli("0.5"), 500);
+  EXPECT_EQ(Milli("2.25"), 2250);
+  EXPECT_EQ(Milli("+3"), 3000);
+  EXPECT_EQ(Milli("1k"), 1000000);
+  EXPECT_EQ(Milli("1e2"), 100000);
+  EXPECT_EQ(Milli("0"), 0);
+  EXPECT_EQ(Milli("100u"), 1);  // a fraction of a milli-unit rounds up
+  EXPECT_EQ(Milli("0.0001"), 1);
+}
+
+TEST(QuantityTest, ParsesMemoryInBytes) {
+  EXPECT_EQ(Bytes("16Gi"), int64_t{16} << 30);
+  EXPECT_EQ(Bytes("1.5Gi"), int64_t{3} << 29);
+  EXPECT_EQ(Bytes("512Mi"), int64_t{512} << 20);
+  EXPECT_EQ(Bytes("2Ti"), int64_t{2} << 40);
+  EXPECT_EQ(Bytes("1G"), 1000000000);
+  EXPECT_EQ(Bytes("128974848"), 128974848);
+  EXPECT_EQ(Bytes("129e6"), 129000000);
+  EXPECT_EQ(Bytes("1m"), 1);  // a thousandth of a byte rounds up to one
+}
+
+TEST(QuantityTest, RejectsBadInput) {
+  for (const char* bad :
+       {"", "-1", "-0.5", "abc", "1.2.3", "5x", "Gi", ".", "1 Gi", "1e",
+        "1e1000", "99999999999999999999999999999999999"}) {
+    EXPECT_FALSE(ParseQuantity(bad, QuantityScale::kMilli).ok()) << bad;
+    EXPECT_FALSE(ParseQuantity(bad, QuantityScale::kBytes).ok()) << bad;
+  }
+  EXPECT_FALSE(
+      ParseQuantity("9223372036854775807", QuantityScale::kMilli).ok());
+  EXPECT_FALSE(ParseQuantity("8Ei", QuantityScale::kBytes).ok());
+  EXPECT_TRUE(ParseQuantity("7Ei", QuantityScale::kBytes).ok());
+}
+
+TEST(QuantityTest, ErrorMessageQuotesTheInput) {
+  auto result = ParseQuantity("-2", QuantityScale::kMilli);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("\"-2\""), absl::string_view::npos);
+  EXPECT_NE(result.status().message().find("negative"),
+            absl::string_view::npos);
+}
+
+TEST(QuantityTest, ScaleFollowsTheResourceName) {
+  EXPECT_EQ(ScaleFor("memory"), QuantityScale::kBytes);
+  EXPECT_EQ(ScaleFor("ephemeral-storage"), QuantityScale::kBytes);
+  EXPECT_EQ(ScaleFor("hugepages-2Mi"), QuantityScale::kBytes);
+  EXPECT_EQ(ScaleFor("cpu"), QuantityScale::kMilli);
+  EXPECT_EQ(ScaleFor("nvidia.com/gpu"), QuantityScale::kMilli);
+  EXPECT_EQ(ScaleFor("example.com/foo"), QuantityScale::kMilli);
+}
+
+TEST(QuantityTest, FormatsTheShortestExactString) {
+  EXPECT_EQ(FormatQuantity(4000, QuantityScale::kMilli), "4");
+  EXPECT_EQ(FormatQuantity(250, QuantityScale::kMilli), "250m");
+  EXPECT_EQ(FormatQuantity(int64_t{16} << 30, QuantityScale::kBytes), "16Gi");
+  EXPECT_EQ(FormatQuantity(int64_t{3} << 29, QuantityScale::kBytes), "1536Mi");
+  EXPECT_EQ(FormatQuantity(1000, QuantityScale::kBytes), "1000");
+  EXPECT_EQ(FormatQuantity(0, QuantityScale::kBytes), "0");
+  for (const char* text : {"500m", "3", "0.5", "1.5Gi", "7Ti"}) {
+    QuantityScale scale = text[0] == '1' || text[0] == '7'
+                              ? QuantityScale::kBytes
+                              : QuantityScale::kMilli;
+    int64_t amount = ParseQuantity(text, scale).value();
+    EXPECT_EQ(ParseQuantity(FormatQuantity(amount, scale), scale).value(),
+              amount)
+        << text;
+  }
+}
+
+}  // namespace
+}  // namespace gangsched

@@ -1,0 +1,375 @@
+#include "core/scheduler.h"
+
+#include <map>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "tests/core/test_util.h"
+
+namespace gangsched {
+namespace {
+
+using testing::GpuNode;
+using testing::Group;
+using testing::NoNodeOverCapacity;
+using testing::Queue;
+using testing::Workload;
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  SchedulerTest() { EXPECT_TRUE(s_.UpsertQueue(Queue("default")).ok()); }
+
+  void Nodes(int count, int gpus) {
+    std::vector<NodeSpec> nodes;
+    for (int i = 0; i < count; ++i)
+      nodes.push_back(GpuNode("n" + std::to_string(i), gpus));
+    s_.UpsertNodes(nodes, Now());
+  }
+
+  absl::Time Now() {
+    return absl::FromUnixSeconds(1000) + absl::Seconds(tick_);
+  }
+
+  // Submit + one cycle, like one Allocate.
+  AllocateAnswer Allocate(const WorkloadSpec& spec) {
+    EXPECT_TRUE(s_.Submit(spec, Now()).ok());
+    s_.RunCycle(Now());
+    ++tick_;
+    return s_.Answer(spec.id).value();
+  }
+
+  void Cycle() {
+    s_.RunCycle(Now());
+    ++tick_;
+  }
+
+  std::map<std::string, int> BoundPerGroup(const std::string& id) {
+    std::map<std::string, int> out;
+    AllocateAnswer answer = s_.Answer(id).value();
+    for (const auto& b : answer.bindings) ++out[b.group];
+    return out;
+  }
+
+  Scheduler s_;
+  int tick_ = 0;
+};
+
+TEST_F(SchedulerTest, GangMinimumIsPlacedInOneCycle) {
+  Nodes(4, 8);
+  AllocateAnswer a = Allocate(
+      Workload("ray/a", {Group("head", 0, 1, 1), Group("worker", 4, 2, 2)}));
+  EXPECT_EQ(a.state, WorkloadState::kRunning);
+  ASSERT_EQ(a.bindings.size(), 3u);
+  EXPECT_EQ(a.bindings[0].group, "head");  // head first
+  EXPECT_EQ(a.pending.code, PendingCode::kNone);
+}
+
+TEST_F(SchedulerTest, GangThatDoesNotFitBooksNothing) {
+  Nodes(4, 8);
+  Allocate(
+      Workload("ray/a", {Group("head", 0, 1, 1), Group("worker", 4, 2, 2)}));
+  ResourceVector before = s_.FindQueue("default")->allocated;
+  AllocateAnswer b = Allocate(Workload("ray/b", {Group("worker", 8, 4, 4)}));
+  EXPECT_EQ(b.state, WorkloadState::kPending);
+  EXPECT_EQ(b.pending.code, PendingCode::kCapacity);
+  EXPECT_TRUE(b.bindings.empty());
+  EXPECT_TRUE(s_.FindQueue("default")->allocated == before);
+  int64_t used = 0;
+  for (const Node& n : s_.nodes()) used += n.used.Get(kGpu);
+  EXPECT_EQ(used, 8000);  // only ray/a's two 4-GPU workers
+}
+
+TEST_F(SchedulerTest, ReleaseFreesRoomAndThePendingGangIsBoundWithAnEvent) {
+  Nodes(4, 8);
+  Allocate(
+      Workload("ray/a", {Group("head", 0, 1, 1), Group("worker", 4, 2, 2)}));
+  Allocate(Workload("ray/b", {Group("worker", 8, 4, 4)}));
+  s_.TakeEvents();
+  ASSERT_TRUE(s_.Release("ray/a", {}, false, Now()).ok());
+  Cycle();
+  EXPECT_EQ(s_.FindWorkload("ray/a")->state, WorkloadState::kReleased);
+  EXPECT_EQ(s_.FindWorkload("ray/b")->state, WorkloadState::kRunning);
+  std::vector<Event> events = s_.TakeEvents();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].type, EventType::kReleased);
+  EXPECT_EQ(events[0].workload, "ray/a");
+  EXPECT_EQ(events[0].released.size(), 3u);
+  EXPECT_EQ(events[1].type, EventType::kBound);
+  EXPECT_EQ(events[1].workload, "ray/b");
+  EXPECT_EQ(events[1].state, WorkloadState::kRunning);
+  EXPECT_EQ(events[1].bindings.size(), 4u);
+  EXPECT_EQ(events[1].revision, events[0].revision + 1);
+}
+
+TEST_F(SchedulerTest, BiggerThanTheClusterIsUnsatisfiable) {
+  Nodes(4, 8);
+  AllocateAnswer c = Allocate(Workload("ray/c", {Group("worker", 8, 5, 5)}));
+  EXPECT_EQ(c.pending.code, PendingCode::kUnsatisfiable);
+  // A new node makes it fit.
+  s_.UpsertNodes({GpuNode("n4", 8)}, Now());
+  Cycle();
+  EXPECT_EQ(s_.FindWorkload("ray/c")->state, WorkloadState::kRunning);
+}
+
+TEST_F(SchedulerTest, MultiHostReplicaIsNeverHalfPlaced) {
+  Nodes(3, 4);  // 3 pods of 4 GPUs fit
+  // 2 replicas of 2 hosts each; the gang minimum is 1 replica.
+  AllocateAnswer a =
+      Allocate(Workload("ray/mh", {Group("tpu", 4, 2, 4, 4, 2)}));
+  EXPECT_EQ(a.state, WorkloadState::kRunning);
+  ASSERT_EQ(a.bindings.size(), 2u);  // 3 pods would fit, half a replica never
+  EXPECT_EQ(a.bindings[0].index, 0);
+  EXPECT_EQ(a.bindings[1].index, 1);
+  s_.UpsertNodes({GpuNode("n3", 4)}, Now());
+  Cycle();
+  EXPECT_EQ(BoundPerGroup("ray/mh")["tpu"], 4);
+}
+
+TEST_F(SchedulerTest, ElasticReplicasGrowAfterEveryGangMinimum) {
+  Nodes(2, 8);
+  // Both arrive in one batch: a is elastic (min 1, desired 16), b a gang of
+  // 8. a is older, yet b's minimum is placed before a grows.
+  ASSERT_TRUE(
+      s_.Submit(Workload("ray/a", {Group("worker", 1, 1, 16)}), Now()).ok());
+  ASSERT_TRUE(
+      s_.Submit(Workload("ray/b", {Group("worker", 1, 8, 8)}), Now()).ok());
+  Cycle();
+  EXPECT_EQ(BoundPerGroup("ray/b")["worker"], 8);
+  EXPECT_EQ(BoundPerGroup("ray/a")["worker"], 8);
+  EXPECT_EQ(s_.Answer("ray/a")->scale_hints[0].grantable, 0);
+  // Freed room goes to a's remaining elastic replicas.
+  s_.Release("ray/b", {}, false, Now()).IgnoreError();
+  Cycle();
+  EXPECT_EQ(BoundPerGroup("ray/a")["worker"], 16);
+  EXPECT_TRUE(NoNodeOverCapacity(s_));
+}
+
+TEST_F(SchedulerTest, ScaleHintsCountWhatFitsUpToMax) {
+  Nodes(1, 8);
+  AllocateAnswer a =
+      Allocate(Workload("ray/a", {Group("worker", 2, 1, 1, 16)}));
+  ASSERT_EQ(a.scale_hints.size(), 1u);
+  EXPECT_EQ(a.scale_hints[0].grantable, 3);  // 6 GPUs left, 2 per pod
+  AllocateAnswer capped =
+      Allocate(Workload("ray/b", {Group("worker", 1, 1, 1, 2)}));
+  EXPECT_EQ(capped.scale_hints[0].grantable, 1);  // max_count caps it
+}
+
+TEST_F(SchedulerTest, ShrinkReleasesWholeReplicasAndLowersDesired) {
+  Nodes(2, 8);
+  Allocate(Workload("ray/a", {Group("w", 2, 2, 6, 6, 2)}));
+  EXPECT_EQ(BoundPerGroup("ray/a")["w"], 6);
+  // Half a replica cannot be shrunk.
+  EXPECT_EQ(s_.Release("ray/a", {{"w", 2}}, true, Now()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto released = s_.Release("ray/a", {{"w", 2}, {"w", 3}}, true, Now());
+  ASSERT_TRUE(released.ok());
+  Cycle();
+  EXPECT_EQ(BoundPerGroup("ray/a")["w"], 4);
+  EXPECT_EQ(s_.FindWorkload("ray/a")->spec.groups[0].desired_count, 4);
+  // Not below the minimum.
+  EXPECT_EQ(
+      s_.Release("ray/a", {{"w", 0}, {"w", 1}, {"w", 4}, {"w", 5}}, true, Now())
+          .status()
+          .code(),
+      absl::StatusCode::kFailedPrecondition);
+  // A failed pod (shrink=false) is placed again.
+  ASSERT_TRUE(s_.Release("ray/a", {{"w", 0}}, false, Now()).ok());
+  Cycle();
+  EXPECT_EQ(BoundPerGroup("ray/a")["w"], 4);
+}
+
+TEST_F(SchedulerTest, SpecUpdateGrowsAndShrinksDesired) {
+  Nodes(1, 8);
+  Allocate(Workload("ray/a", {Group("w", 1, 1, 2, 8)}));
+  EXPECT_EQ(BoundPerGroup("ray/a")["w"], 2);
+  Allocate(Workload("ray/a", {Group("w", 1, 1, 5, 8)}));
+  EXPECT_EQ(BoundPerGroup("ray/a")["w"], 5);
+  Allocate(
+      Workload("ray/a", {Group("w", 1, 1, 3, 8), Group("extra", 1, 0, 1)}));
+  auto bound = BoundPerGroup("ray/a");
+  EXPECT_EQ(bound["w"], 3);
+  EXPECT_EQ(bound["extra"], 1);
+  // Changing resources of a bound group is refused, and nothing changes.
+  WorkloadSpec changed =
+      Workload("ray/a", {Group("w", 2, 1, 3, 8), Group("extra", 1, 0, 1)});
+  EXPECT_EQ(s_.Submit(changed, Now()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(BoundPerGroup("ray/a")["w"], 3);
+}
+
+TEST_F(SchedulerTest, RemovedNodeLosesSlotsWhichArePlacedAgain) {
+  Nodes(2, 8);
+  Allocate(Workload("ray/a", {Group("w", 8, 1, 1)}));
+  std::string node = s_.Answer("ray/a")->bindings[0].node;
+  s_.TakeEvents();
+  s_.RemoveNodes({node}, Now());
+  Cycle();
+  auto a = s_.Answer("ray/a");
+  ASSERT_EQ(a->bindings.size(), 1u);
+  EXPECT_NE(a->bindings[0].node, node);
+  std::vector<Event> events = s_.TakeEvents();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].type, EventType::kReleased);
+  EXPECT_EQ(events[1].type, EventType::kBound);
+}
+
+TEST_F(SchedulerTest, LostCapacityLosesSlotsUntilTheNodeFits) {
+  Nodes(1, 8);
+  Allocate(Workload("ray/a", {Group("w", 2, 1, 4)}));
+  EXPECT_EQ(BoundPerGroup("ray/a")["w"], 4);
+  s_.UpsertNodes({GpuNode("n0", 4)}, Now());
+  EXPECT_TRUE(NoNodeOverCapacity(s_));
+  Cycle();
+  EXPECT_EQ(BoundPerGroup("ray/a")["w"], 2);
+}
+
+TEST_F(SchedulerTest, QueueLimitAndNonPreemptibleQuota) {
+  Nodes(2, 8);
+  QueueSpec limited = Queue("limited");
+  limited.resources = {{"nvidia.com/gpu", {.quota = 2000, .limit = 4000}}};
+  ASSERT_TRUE(s_.UpsertQueue(limited).ok());
+  AllocateAnswer over =
+      Allocate(Workload("ray/big", {Group("w", 1, 5, 5)}, "limited"));
+  EXPECT_EQ(over.pending.code, PendingCode::kQueueLimit);
+  EXPECT_NE(over.pending.message.find("limit 4"), std::string::npos)
+      << over.pending.message;
+  AllocateAnswer np =
+      Allocate(Workload("ray/np", {Group("w", 1, 3, 3)}, "limited", "build"));
+  EXPECT_EQ(np.pending.code, PendingCode::kQueueQuota);
+  AllocateAnswer ok =
+      Allocate(Workload("ray/np2", {Group("w", 1, 2, 2)}, "limited", "build"));
+  EXPECT_EQ(ok.state, WorkloadState::kRunning);
+  EXPECT_EQ(s_.FindQueue("limited")->allocated_non_preemptible.Get(kGpu), 2000);
+}
+
+TEST_F(SchedulerTest, LimitOfAnAncestorCapsTheLeaf) {
+  Nodes(2, 8);
+  QueueSpec dept = Queue("dept");
+  dept.resources = {{"nvidia.com/gpu", {.quota = 0, .limit = 3000}}};
+  ASSERT_TRUE(s_.UpsertQueue(dept).ok());
+  ASSERT_TRUE(s_.UpsertQueue(Queue("team", "dept")).ok());
+  EXPECT_EQ(Allocate(Workload("ray/a", {Group("w", 1, 2, 2)}, "team")).state,
+            WorkloadState::kRunning);
+  AllocateAnswer b = Allocate(Workload("ray/b", {Group("w", 1, 2, 2)}, "team"));
+  EXPECT_EQ(b.pending.code, PendingCode::kQueueLimit);
+  EXPECT_NE(b.pending.message.find("queue dept"), std::string::npos);
+  EXPECT_EQ(s_.FindQueue("dept")->allocated.Get(kGpu), 2000);
+}
+
+TEST_F(SchedulerTest, StateErrorsNameTheField) {
+  absl::Status unknown =
+      s_.Submit(Workload("ray/x", {Group("w", 1, 1, 1)}, "nope"), Now());
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(unknown.message().find("workload.queue"), absl::string_view::npos);
+  absl::Status cls = s_.Submit(
+      Workload("ray/x", {Group("w", 1, 1, 1)}, "default", "gold"), Now());
+  EXPECT_EQ(cls.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(cls.message().find("workload.priority_class"),
+            absl::string_view::npos);
+  ASSERT_TRUE(s_.UpsertQueue(Queue("child", "default")).ok());
+  absl::Status parent =
+      s_.Submit(Workload("ray/x", {Group("w", 1, 1, 1)}, "default"), Now());
+  EXPECT_EQ(parent.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s_.FindWorkload("ray/x"), nullptr);
+  auto release = s_.Release("ray/none", {}, false, Now());
+  EXPECT_EQ(release.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SchedulerTest, QueueTreeRejectsCyclesAndDeletesOnlyEmptyLeaves) {
+  ASSERT_TRUE(s_.UpsertQueue(Queue("a")).ok());
+  ASSERT_TRUE(s_.UpsertQueue(Queue("b", "a")).ok());
+  EXPECT_EQ(s_.UpsertQueue(Queue("a", "b")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s_.UpsertQueue(Queue("c", "missing")).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(s_.DeleteQueue("a").code(), absl::StatusCode::kFailedPrecondition);
+  Nodes(1, 8);
+  Allocate(Workload("ray/a", {Group("w", 1, 1, 1)}, "b"));
+  EXPECT_EQ(s_.DeleteQueue("b").code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(s_.Release("ray/a", {}, false, Now()).ok());
+  EXPECT_TRUE(s_.DeleteQueue("b").ok());
+  EXPECT_TRUE(s_.DeleteQueue("a").ok());
+  EXPECT_EQ(s_.FindQueue("a"), nullptr);
+}
+
+TEST_F(SchedulerTest, DryRunCommitsNothing) {
+  Nodes(1, 8);
+  int64_t revision = s_.revision();
+  auto answer = s_.DryRun(Workload("ray/a", {Group("w", 4, 2, 2)}));
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->state, WorkloadState::kRunning);
+  EXPECT_EQ(answer->bindings.size(), 2u);
+  EXPECT_EQ(s_.FindWorkload("ray/a"), nullptr);
+  EXPECT_EQ(s_.revision(), revision);
+  EXPECT_EQ(s_.nodes()[0].used.Get(kGpu), 0);
+  auto too_big = s_.DryRun(Workload("ray/b", {Group("w", 4, 3, 3)}));
+  EXPECT_EQ(too_big->pending.code, PendingCode::kUnsatisfiable);
+}
+
+// Random operations; after every step no node is over capacity, every
+// running gang holds its minimum unless it lost a node, every pending gang
+// holds nothing, and the bookkeeping adds up.
+TEST_F(SchedulerTest, RandomOperationsKeepInvariants) {
+  std::mt19937 rng(7);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  std::vector<std::string> ids;
+  for (int step = 0; step < 3000; ++step) {
+    switch (pick(6)) {
+      case 0: {
+        int h = 1 + pick(2);
+        int min = h * pick(3);
+        int desired = min + h * pick(3);
+        if (desired == 0) desired = min = h;
+        std::string id = "w" + std::to_string(step);
+        std::vector<GroupSpec> groups = {
+            Group("head", 0, 1, 1),
+            Group("w", 1 + pick(4), min, desired, desired, h)};
+        if (s_.Submit(Workload(id, groups), Now()).ok()) ids.push_back(id);
+        break;
+      }
+      case 1:
+        if (!ids.empty())
+          s_.Release(ids[pick(ids.size())], {}, false, Now()).IgnoreError();
+        break;
+      case 2:
+        if (!ids.empty()) {
+          s_.Release(ids[pick(ids.size())], {{"w", pick(4)}}, false, Now())
+              .IgnoreError();
+        }
+        break;
+      case 3:
+        s_.UpsertNodes(
+            {GpuNode("n" + std::to_string(pick(6)), 4 * (1 + pick(2)))}, Now());
+        break;
+      case 4:
+        s_.RemoveNodes({"n" + std::to_string(pick(6))}, Now());
+        break;
+      default:
+        break;
+    }
+    Cycle();
+    ASSERT_TRUE(NoNodeOverCapacity(s_)) << "step " << step;
+    ResourceVector allocated;
+    for (const auto& w : s_.workloads()) {
+      if (!w || w->state == WorkloadState::kReleased) continue;
+      if (w->state == WorkloadState::kPending) {
+        ASSERT_EQ(w->BoundPods(), 0) << w->spec.id << " step " << step;
+      }
+      for (const auto& g : w->groups) {
+        // Multi-host replicas are bound whole or not at all, except for pods
+        // lost to a node removal that the next cycles place again.
+        ASSERT_LE(g.BoundPods(), g.LivePods());
+      }
+      allocated += w->BoundResources();
+    }
+    ASSERT_TRUE(allocated == s_.FindQueue("default")->allocated)
+        << "step " << step;
+    ResourceVector used;
+    for (const Node& n : s_.nodes()) used += n.used;
+    ASSERT_TRUE(used == allocated) << "step " << step;
+  }
+}
+
+}  // namespace
+}  // namespace gangsched

@@ -1,0 +1,69 @@
+#include "server/config.h"
+
+#include "gtest/gtest.h"
+
+namespace gangsched::server {
+namespace {
+
+TEST(ConfigTest, ParsesQueuesClassesAndNodes) {
+  auto config = ParseConfig(R"(
+priority_classes:
+  - {name: low, value: 10, preemptible: true}
+  - {name: high, value: 200, preemptible: false}
+default_priority_class: low
+queues:
+  - name: team-a
+    parent: org
+    resources:
+      nvidia.com/gpu: {quota: 4, limit: 8, over_quota_weight: 2}
+    preempt_min_runtime: 5m
+  - name: org
+    priority: 120
+    resources:
+      nvidia.com/gpu: {quota: -1}
+nodes:
+  - name: gpu-0
+    allocatable: {cpu: 64, memory: 512Gi, nvidia.com/gpu: 8}
+    labels: {topology.kubernetes.io/zone: a}
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->priority_classes.size(), 2u);
+  EXPECT_EQ(config->default_priority_class, "low");
+  ASSERT_EQ(config->queues.size(), 2u);
+  EXPECT_EQ(config->queues[0].name, "org");  // parents first
+  EXPECT_EQ(config->queues[0].priority, 120);
+  EXPECT_EQ(config->queues[1].resources[0].second.quota, 4000);
+  EXPECT_EQ(config->queues[1].resources[0].second.limit, 8000);
+  EXPECT_EQ(config->queues[1].resources[0].second.over_quota_weight, 2.0);
+  EXPECT_EQ(config->queues[1].preempt_min_runtime, absl::Minutes(5));
+  ASSERT_EQ(config->nodes.size(), 1u);
+  EXPECT_EQ(config->nodes[0].allocatable.size(), 3u);
+}
+
+TEST(ConfigTest, ErrorsNameTheKey) {
+  auto unknown = ParseConfig("queues:\n  - name: a\n    quota: 3\n");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("queues[0].quota"),
+            absl::string_view::npos)
+      << unknown.status().message();
+  auto orphan = ParseConfig("queues:\n  - {name: a, parent: ghost}\n");
+  ASSERT_FALSE(orphan.ok());
+  EXPECT_NE(orphan.status().message().find("ghost"), absl::string_view::npos);
+  auto negative =
+      ParseConfig("queues:\n  - name: a\n    resources: {cpu: {quota: -3}}\n");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("quota"), absl::string_view::npos);
+  EXPECT_FALSE(ParseConfig("queues: [").ok());
+}
+
+TEST(ConfigTest, EmbeddedDefaultHasOneOpenQueue) {
+  Config config = EmbeddedDefaultConfig();
+  ASSERT_EQ(config.queues.size(), 1u);
+  EXPECT_EQ(config.queues[0].name, "default");
+  EXPECT_TRUE(config.queues[0].resources.empty());
+  EXPECT_EQ(config.priority_classes.size(), 4u);
+  EXPECT_EQ(config.default_priority_class, "train");
+}
+
+}  // namespace
+}  // namespace gangsched::server

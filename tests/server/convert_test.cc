@@ -1,0 +1,164 @@
+#include "server/convert.h"
+
+#include "gtest/gtest.h"
+
+namespace gangsched::server {
+namespace {
+
+v1::WorkloadSpec ValidSpec() {
+  v1::WorkloadSpec w;
+  w.set_id("ns/ray");
+  w.set_queue("default");
+  auto* head = w.add_groups();
+  head->set_name("head");
+  (*head->mutable_resources())["cpu"] = "2";
+  head->set_min_count(1);
+  head->set_desired_count(1);
+  auto* workers = w.add_groups();
+  workers->set_name("workers");
+  (*workers->mutable_resources())["nvidia.com/gpu"] = "4";
+  (*workers->mutable_resources())["memory"] = "64Gi";
+  workers->set_min_count(2);
+  workers->set_desired_count(4);
+  workers->set_pods_per_replica(2);
+  return w;
+}
+
+// The error's code and that its message names `field`.
+void ExpectInvalid(const v1::WorkloadSpec& spec, absl::string_view field) {
+  auto parsed = ParseWorkloadSpec(spec);
+  ASSERT_FALSE(parsed.ok()) << field;
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find(field), absl::string_view::npos)
+      << parsed.status().message();
+}
+
+TEST(ConvertTest, NormalisesAValidSpec) {
+  auto parsed = ParseWorkloadSpec(ValidSpec());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->groups.size(), 2u);
+  const GroupSpec& workers = parsed->groups[1];
+  EXPECT_EQ(workers.max_count, 4);  // 0 means desired
+  EXPECT_EQ(workers.pods_per_replica, 2);
+  EXPECT_EQ(parsed->groups[0].pods_per_replica, 1);  // 0 means 1
+  ASSERT_EQ(workers.resources.size(), 2u);
+  EXPECT_EQ(workers.resources[0],
+            (std::pair<std::string, int64_t>{"memory", int64_t{64} << 30}));
+  EXPECT_EQ(workers.resources[1],
+            (std::pair<std::string, int64_t>{"nvidia.com/gpu", 4000}));
+}
+
+TEST(ConvertTest, RejectsBadWorkloadsNamingTheField) {
+  v1::WorkloadSpec spec = ValidSpec();
+  spec.set_id("");
+  ExpectInvalid(spec, "workload.id");
+
+  spec = ValidSpec();
+  spec.set_queue("");
+  ExpectInvalid(spec, "workload.queue");
+
+  spec = ValidSpec();
+  (*spec.mutable_groups(0)->mutable_resources())["cpu"] = "-1";
+  ExpectInvalid(spec, "workload.groups[0].resources[\"cpu\"]");
+
+  spec = ValidSpec();
+  (*spec.mutable_groups(1)->mutable_resources())["memory"] = "lots";
+  ExpectInvalid(spec, "workload.groups[1].resources[\"memory\"]");
+
+  spec = ValidSpec();
+  spec.mutable_groups(1)->set_min_count(6);
+  ExpectInvalid(spec, "workload.groups[1].min_count");
+
+  spec = ValidSpec();
+  spec.mutable_groups(1)->set_name("head");
+  ExpectInvalid(spec, "workload.groups[1].name");
+
+  spec = ValidSpec();
+  spec.clear_groups();
+  ExpectInvalid(spec, "workload.groups");
+
+  spec = ValidSpec();
+  spec.mutable_groups(1)->set_desired_count(3);
+  spec.mutable_groups(1)->set_max_count(4);
+  ExpectInvalid(spec, "workload.groups[1].pods_per_replica");
+
+  spec = ValidSpec();
+  spec.mutable_groups(0)->set_min_count(0);
+  spec.mutable_groups(1)->set_min_count(0);
+  ExpectInvalid(spec, "gang minimum");
+
+  spec = ValidSpec();
+  spec.mutable_groups(1)->set_max_count(2);
+  ExpectInvalid(spec, "workload.groups[1].desired_count");
+
+  spec = ValidSpec();
+  spec.mutable_groups(1)->set_max_count(1000000);
+  ExpectInvalid(spec, "workload.groups[1].max_count");
+
+  spec = ValidSpec();
+  spec.mutable_placement()->set_required(true);
+  ExpectInvalid(spec, "workload.placement.required");
+
+  spec = ValidSpec();
+  spec.set_id("has space");
+  ExpectInvalid(spec, "workload.id");
+}
+
+TEST(ConvertTest, QueueQuotaUsesMinusOneForUnlimited) {
+  v1::Queue q;
+  q.set_name("team");
+  (*q.mutable_resources())["nvidia.com/gpu"].set_quota("-1");
+  (*q.mutable_resources())["cpu"].set_quota("10");
+  (*q.mutable_resources())["cpu"].set_limit("20");
+  (*q.mutable_resources())["cpu"].set_over_quota_weight(0);
+  auto parsed = ParseQueue(q);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->priority, 100);
+  ASSERT_EQ(parsed->resources.size(), 2u);
+  EXPECT_EQ(parsed->resources[0].first, "cpu");
+  EXPECT_EQ(parsed->resources[0].second.quota, 10000);
+  EXPECT_EQ(parsed->resources[0].second.limit, 20000);
+  EXPECT_EQ(parsed->resources[0].second.over_quota_weight, 0.0);
+  EXPECT_EQ(parsed->resources[1].second.quota, kUnlimited);
+  EXPECT_EQ(parsed->resources[1].second.limit, kUnlimited);  // missing: no cap
+  EXPECT_EQ(parsed->resources[1].second.over_quota_weight, 1.0);  // unset: 1
+
+  (*q.mutable_resources())["cpu"].set_quota("-5");
+  auto bad = ParseQueue(q);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("queue.resources[\"cpu\"].quota"),
+            absl::string_view::npos)
+      << bad.status().message();
+  (*q.mutable_resources())["cpu"].set_quota("30");
+  auto below = ParseQueue(q);
+  ASSERT_FALSE(below.ok());
+  EXPECT_NE(below.status().message().find(".limit"), absl::string_view::npos);
+}
+
+TEST(ConvertTest, NodesDefaultToSchedulable) {
+  v1::Node n;
+  n.set_name("gpu-1");
+  (*n.mutable_allocatable())["nvidia.com/gpu"] = "8";
+  auto parsed = ParseNode(n, "nodes[0]");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(parsed->schedulable);
+  n.set_schedulable(false);
+  EXPECT_FALSE(ParseNode(n, "nodes[0]")->schedulable);
+  (*n.mutable_allocatable())["cpu"] = "1.2.3";
+  auto bad = ParseNode(n, "nodes[3]");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("nodes[3].allocatable[\"cpu\"]"),
+            absl::string_view::npos);
+}
+
+TEST(ConvertTest, AbslCodesMapOneToOneToGrpc) {
+  EXPECT_EQ(ToGrpc(absl::NotFoundError("x")).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(ToGrpc(absl::InvalidArgumentError("x")).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(ToGrpc(absl::FailedPreconditionError("m")).error_message(), "m");
+  EXPECT_TRUE(ToGrpc(absl::OkStatus()).ok());
+}
+
+}  // namespace
+}  // namespace gangsched::server
