@@ -144,7 +144,10 @@ int Run(int argc, char** argv) {
     spdlog::info("signal {}: shutting down", sig);
     break;
   }
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // In-flight calls get a second to be answered by the core (which keeps
+  // running until after the server stops); gRPC 1.51 waits out the whole
+  // deadline while any client connection is open, so it is kept short.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   core.Stop();
   return 0;
 }
