@@ -1,9 +1,10 @@
-// Core benchmarks on synthetic clusters (no server): placing one gang, and a
-// scheduling cycle over many pending gangs.
+// Core benchmarks on synthetic clusters (no server): placing one gang, a
+// scheduling cycle over many pending gangs, and fair share over many queues.
 #include <string>
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "core/fair_share.h"
 #include "core/gang_placer.h"
 #include "core/scheduler.h"
 
@@ -97,6 +98,42 @@ BENCHMARK(BM_CycleWithPendingGangs)
     ->Args({1000, 1000})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
+
+// Fair share of one resource over 10 departments × 100 teams with mixed
+// quotas, limits, weights, priorities and requests (fixed, not random, so
+// runs compare).
+void BM_FairShare1000Queues(benchmark::State& state) {
+  std::vector<FairShareInput> queues;
+  for (int d = 0; d < 10; ++d) {
+    FairShareInput dept;
+    dept.name = "dept-" + std::to_string(d);
+    dept.created_seq = queues.size();
+    dept.priority = 100 + (d % 3) * 10;
+    dept.quota = (d % 4 == 0 ? 40 : 80) * 1000;
+    dept.over_quota_weight = 1 + d % 3;
+    dept.request = (200 + 37 * d) * 1000;
+    auto parent = static_cast<int32_t>(queues.size());
+    queues.push_back(dept);
+    for (int t = 0; t < 100; ++t) {
+      FairShareInput team;
+      team.parent = parent;
+      team.name = "team-" + std::to_string(d) + "-" + std::to_string(t);
+      team.created_seq = queues.size();
+      team.priority = 100 + (t % 4 == 0 ? 50 : 0);
+      team.quota = (t % 5) * 1000;
+      if (t % 7 == 0) team.limit = 6000 + (t % 3) * 1500;
+      team.over_quota_weight = 0.5 + (t % 6) * 0.75;
+      team.request = ((t * 13 + d * 7) % 17) * 1000 + (t % 9 == 0 ? 500 : 0);
+      queues.push_back(team);
+    }
+  }
+  for (auto _ : state) {
+    std::vector<int64_t> shares = ComputeFairShares(queues, 1024 * 1000, 1000);
+    benchmark::DoNotOptimize(shares);
+  }
+  state.SetLabel(std::to_string(queues.size()) + " queues");
+}
+BENCHMARK(BM_FairShare1000Queues)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace gangsched

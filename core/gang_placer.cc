@@ -71,8 +71,11 @@ class Attempt {
 
  private:
   ResourceVector FreeOf(const Node& node) const {
-    ResourceVector free =
-        options_.ignore_usage ? node.allocatable : node.allocatable - node.used;
+    ResourceVector free = node.allocatable;
+    if (!options_.ignore_usage) {
+      free -= node.used;
+      if (!options_.ignore_reserved) free -= node.reserved;
+    }
     auto it = extra_.find(&node - nodes_.data());
     if (it != extra_.end()) free -= it->second;
     return free;
@@ -221,6 +224,20 @@ std::vector<std::string> CandidateDomains(const std::vector<Node>& nodes,
 }
 
 }  // namespace
+
+ResourceVector TotalOf(const GangRequest& request) {
+  ResourceVector total;
+  for (const auto& replica : request.replicas) {
+    total += request.groups[replica.group].pod * replica.pods;
+  }
+  return total;
+}
+
+int32_t PodsOf(const GangRequest& request) {
+  int32_t pods = 0;
+  for (const auto& replica : request.replicas) pods += replica.pods;
+  return pods;
+}
 
 GangPlacement TryPlaceGang(const std::vector<Node>& nodes,
                            const ResourceTable& resources,

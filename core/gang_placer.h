@@ -46,16 +46,25 @@ struct GangPlacement {
   PlaceResult result = PlaceResult::kRetryLater;
   // Per replica of the request, one node per pod.
   std::vector<std::vector<NodeId>> nodes;
-  // Why not, for people ("group worker: no node fits a pod: 3 insufficient
-  // nvidia.com/gpu, 1 cordoned").
+  // Why not, for people ("... no node fits the next pod of group worker (3
+  // insufficient nvidia.com/gpu, 1 cordoned)").
   std::string message;
+  // The same per reason, for the pod that found no node: (reason, nodes).
+  std::vector<std::pair<std::string, int32_t>> rejections;
 };
 
 struct PlacerOptions {
   // Treat every node as empty and cordoned nodes as usable: answers "could
   // this ever fit the current node set?".
   bool ignore_usage = false;
+  // Treat room held for PIPELINED gangs as free: tells "others are ahead"
+  // from "no room".
+  bool ignore_reserved = false;
 };
+
+// Resources and pods of everything the request asks for.
+ResourceVector TotalOf(const GangRequest& request);
+int32_t PodsOf(const GangRequest& request);
 
 // Tries the request against the nodes as they are now.
 GangPlacement TryPlaceGang(const std::vector<Node>& nodes,

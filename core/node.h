@@ -29,12 +29,15 @@ struct Node {
   // Sum of every booked slot, including slots of evicted work not yet
   // confirmed: a node never holds more than its allocatable.
   ResourceVector used;
+  // Held for PIPELINED gangs until their victims are gone; nothing else may
+  // be placed into it.
+  ResourceVector reserved;
   Labels labels;
   bool schedulable = true;
   bool live = false;  // false: the id is free for reuse
   std::vector<SlotKey> slots;
 
-  ResourceVector Free() const { return allocatable - used; }
+  ResourceVector Free() const { return allocatable - used - reserved; }
   // Empty view when the label is missing.
   absl::string_view Label(absl::string_view key) const;
   bool Matches(const Labels& selector) const;

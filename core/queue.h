@@ -26,10 +26,14 @@ struct Queue {
   ResourceVector limit;
   std::vector<bool> has_quota;
   std::vector<bool> has_limit;
+  std::vector<bool> listed;    // the spec names this resource
+  std::vector<double> weight;  // over-quota weight; 1 where unset
   // Subtree roll-ups.
   ResourceVector allocated;
   ResourceVector allocated_non_preemptible;
   ResourceVector requested;
+  // SPEC §4.2, recomputed at the start of every cycle that changed inputs.
+  ResourceVector fair_share;
   int32_t pending_workloads = 0;
   int32_t running_workloads = 0;
   int32_t workload_count = 0;  // workloads held by this leaf (any state)
@@ -38,6 +42,12 @@ struct Queue {
   // The cap on `resource`, or kUnlimited.
   int64_t LimitOf(ResourceId resource) const;
   int64_t QuotaOf(ResourceId resource) const;
+  bool Lists(ResourceId resource) const {
+    return resource.value() < listed.size() && listed[resource.value()];
+  }
+  double WeightOf(ResourceId resource) const {
+    return resource.value() < weight.size() ? weight[resource.value()] : 1.0;
+  }
 };
 
 }  // namespace gangsched

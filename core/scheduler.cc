@@ -111,14 +111,21 @@ absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
   q.parent = parent;
   q.quota.Clear();
   q.limit.Clear();
-  q.has_quota.assign(resources_.size() + spec.resources.size(), false);
-  q.has_limit.assign(resources_.size() + spec.resources.size(), false);
+  size_t n = resources_.size() + spec.resources.size();
+  q.has_quota.assign(n, false);
+  q.has_limit.assign(n, false);
+  q.listed.assign(n, false);
+  q.weight.assign(n, 1.0);
   for (const auto& [name, res] : spec.resources) {
     ResourceId r = resources_.Intern(name);
     if (r.value() >= q.has_quota.size()) {
       q.has_quota.resize(r.value() + 1, false);
       q.has_limit.resize(r.value() + 1, false);
+      q.listed.resize(r.value() + 1, false);
+      q.weight.resize(r.value() + 1, 1.0);
     }
+    q.listed[r.value()] = true;
+    q.weight[r.value()] = res.over_quota_weight;
     if (res.quota != kUnlimited) {
       q.quota.Set(r, res.quota);
       q.has_quota[r.value()] = true;
@@ -200,14 +207,23 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
   node.labels = spec.labels;
   node.schedulable = spec.schedulable;
   // Lost capacity loses slots, newest bindings first, until the node holds
-  // no more than its allocatable.
+  // no more than its allocatable. Their pods still run there: the shim is
+  // told to delete them (node_lost); they are placed again elsewhere.
+  absl::flat_hash_map<uint32_t, std::vector<SlotRef>> lost;
   while (!node.used.FitsIn(node.allocatable) && !node.slots.empty()) {
     SlotKey key = node.slots.back();
     Workload& w = *workloads_[key.workload.value()];
     Unbind(w, key.group, key.index);
-    Event& e = Record(EventType::kReleased, w, now);
-    e.released.push_back({w.spec.groups[key.group].name, key.index});
+    lost[key.workload.value()].push_back(
+        {w.spec.groups[key.group].name, key.index});
   }
+  for (auto& [wid, slots] : lost) {
+    Workload& w = *workloads_[wid];
+    Event& e = Record(EventType::kEvicted, w, now);
+    e.evictions.push_back(
+        {w.spec.id, std::move(slots), EvictionReason::kNodeLost, ""});
+  }
+  DropNominationsOn(id, now);
   answer->accepted.push_back(spec.name);
 }
 
@@ -227,9 +243,31 @@ void Scheduler::RemoveNode(NodeId id, absl::Time now) {
     Event& e = Record(EventType::kReleased, w, now);
     e.released = std::move(slots);
   }
+  node.live = false;
+  DropNominationsOn(id, now);
   node_ids_.erase(node.name);
   node = Node{};
   free_node_ids_.push_back(id.value());
+}
+
+void Scheduler::DropNominationsOn(NodeId id, absl::Time now) {
+  const Node& node = nodes_[id.value()];
+  if (node.reserved.IsZero() && node.used.FitsIn(node.allocatable)) return;
+  for (const auto& w : workloads_) {
+    if (!w || w->state != WorkloadState::kPipelined) continue;
+    bool uses = false;
+    for (const auto& group : w->groups) {
+      for (NodeId n : group.slot_nominated) uses |= n == id;
+    }
+    // A removed node, or one whose room no longer holds the reservation:
+    // the gang is planned again from scratch.
+    if (uses && (!nodes_[id.value()].live || !node.live ||
+                 !(node.used + node.reserved).FitsIn(node.allocatable))) {
+      ClearNominations(*w);
+      SetState(*w, WorkloadState::kPending, now);
+      SetPending(*w, {PendingCode::kCapacity, "its planned node changed"}, now);
+    }
+  }
 }
 
 NodeChangeAnswer Scheduler::UpsertNodes(const std::vector<NodeSpec>& nodes,
@@ -363,6 +401,10 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
     ++queues_[existing->queue.value()].workload_count;
   }
   Workload& w = *existing;
+  if (w.state == WorkloadState::kPipelined && !(w.spec == spec)) {
+    ClearNominations(w);
+    SetState(w, WorkloadState::kPending, now);
+  }
 
   // Priority class changes move bound resources between the preemptible and
   // non-preemptible roll-ups.
@@ -428,7 +470,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
     for (int32_t r = 0; live < want; ++r) {
       if (r >= static_cast<int32_t>(state.replica_live.size())) {
         state.replica_live.push_back(0);
-        state.slot_node.resize(state.replica_live.size() * gs.pods_per_replica);
+        state.ResizeSlots(state.replica_live.size() * gs.pods_per_replica);
       }
       if (!state.replica_live[r]) {
         state.replica_live[r] = 1;
@@ -486,6 +528,7 @@ absl::StatusOr<ReleaseAnswer> Scheduler::Release(
   }
 
   if (slots.empty()) {
+    ClearNominations(w);
     for (uint32_t g = 0; g < w.groups.size(); ++g) {
       for (int32_t i = 0;
            i < static_cast<int32_t>(w.groups[g].slot_node.size()); ++i) {
@@ -494,21 +537,10 @@ absl::StatusOr<ReleaseAnswer> Scheduler::Release(
         answer.released.push_back({w.spec.groups[g].name, i});
       }
     }
-    w.state = WorkloadState::kReleased;
-    w.pending = {};
-    --queues_[w.queue.value()].workload_count;
-    released_order_.push_back(w.id);
+    MarkReleased(w, now);
     Event& e = Record(EventType::kReleased, w, now);
     e.released = answer.released;
     answer.state = w.state;
-    while (released_order_.size() > options_.released_retention) {
-      WorkloadId old = released_order_.front();
-      released_order_.pop_front();
-      if (workloads_[old.value()] &&
-          workloads_[old.value()]->state == WorkloadState::kReleased) {
-        Forget(*workloads_[old.value()]);
-      }
-    }
     return answer;
   }
 
@@ -578,8 +610,70 @@ absl::StatusOr<ReleaseAnswer> Scheduler::Release(
   }
   Event& e = Record(EventType::kReleased, w, now);
   e.released = answer.released;
+  SettleEvictions(w, now);
   answer.state = w.state;
   return answer;
+}
+
+void Scheduler::MarkReleased(Workload& w, absl::Time now) {
+  ClearNominations(w);
+  SetState(w, WorkloadState::kReleased, now);
+  w.pending = {};
+  w.below_min_since = absl::InfiniteFuture();
+  --queues_[w.queue.value()].workload_count;
+  released_order_.push_back(w.id);
+  while (released_order_.size() > options_.released_retention) {
+    WorkloadId old = released_order_.front();
+    released_order_.pop_front();
+    if (workloads_[old.value()] &&
+        workloads_[old.value()]->state == WorkloadState::kReleased) {
+      Forget(*workloads_[old.value()]);
+    }
+  }
+}
+
+void Scheduler::SettleEvictions(Workload& w, absl::Time now) {
+  if (w.state != WorkloadState::kReleasing || !w.evictions.empty()) return;
+  // Whatever was not evicted (nothing, for a whole-gang eviction) goes too.
+  for (uint32_t g = 0; g < w.groups.size(); ++g) {
+    for (int32_t i = 0; i < static_cast<int32_t>(w.groups[g].slot_node.size());
+         ++i) {
+      if (w.groups[g].slot_node[i].valid()) Unbind(w, g, i);
+    }
+  }
+  if (w.requeue_after_eviction) {
+    SetState(w, WorkloadState::kPending, now);
+    w.pending = {};
+    Record(EventType::kStateChanged, w, now);
+  } else {
+    MarkReleased(w, now);
+    Record(EventType::kStateChanged, w, now);
+  }
+}
+
+void Scheduler::ClearNominations(Workload& w) {
+  for (auto& group : w.groups) {
+    for (NodeId& n : group.slot_nominated) {
+      if (!n.valid()) continue;
+      nodes_[n.value()].reserved -= group.pod;
+      n = NodeId();
+    }
+  }
+}
+
+std::vector<Eviction> Scheduler::EvictionsOf(const Workload& w) const {
+  return w.evictions;
+}
+
+std::vector<Eviction> Scheduler::EvictionsFor(const Workload& w) const {
+  std::vector<Eviction> out;
+  for (const auto& other : workloads_) {
+    if (!other) continue;
+    for (const Eviction& e : other->evictions) {
+      if (e.preemptor == w.spec.id) out.push_back(e);
+    }
+  }
+  return out;
 }
 
 void Scheduler::Forget(Workload& w) {
@@ -613,6 +707,17 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
   GroupState& state = w.groups[group];
   NodeId node = state.slot_node[slot];
   state.slot_node[slot] = NodeId();
+  if (state.slot_evicting[slot]) {
+    // Confirmed (or lost with its node): the eviction of this slot is done.
+    state.slot_evicting[slot] = 0;
+    const std::string& name = w.spec.groups[group].name;
+    for (auto it = w.evictions.begin(); it != w.evictions.end();) {
+      std::erase_if(it->slots, [&](const SlotRef& s) {
+        return s.group == name && s.index == slot;
+      });
+      it = it->slots.empty() ? w.evictions.erase(it) : it + 1;
+    }
+  }
   Node& n = nodes_[node.value()];
   n.used -= state.pod;
   SlotKey key{w.id, group, slot};
@@ -792,24 +897,6 @@ PendingReason Scheduler::CheckQueues(const Workload& w,
   return {};
 }
 
-namespace {
-
-ResourceVector RequestTotal(const GangRequest& request) {
-  ResourceVector total;
-  for (const auto& replica : request.replicas) {
-    total += request.groups[replica.group].pod * replica.pods;
-  }
-  return total;
-}
-
-int32_t RequestPods(const GangRequest& request) {
-  int32_t pods = 0;
-  for (const auto& replica : request.replicas) pods += replica.pods;
-  return pods;
-}
-
-}  // namespace
-
 void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
                        const GangPlacement& placement, absl::Time now) {
   std::vector<Binding> bound;
@@ -822,97 +909,15 @@ void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
           {w.spec.groups[g].name, slots[p], nodes_[node.value()].name});
     }
   }
-  if (w.state == WorkloadState::kPending && w.AtMinimum()) {
+  if ((w.state == WorkloadState::kPending ||
+       w.state == WorkloadState::kPipelined) &&
+      w.AtMinimum()) {
     SetState(w, WorkloadState::kRunning, now);
     w.pending = {};
   }
+  if (w.AtMinimum()) w.below_min_since = absl::InfiniteFuture();
   Event& e = Record(EventType::kBound, w, now);
   e.bindings = std::move(bound);
-}
-
-void Scheduler::RunCycle(absl::Time now) {
-  std::vector<Workload*> order;
-  for (const auto& w : workloads_) {
-    if (w && w->state != WorkloadState::kReleased) order.push_back(w.get());
-  }
-  // Higher priority first, then older.
-  std::sort(order.begin(), order.end(),
-            [](const Workload* a, const Workload* b) {
-              if (a->priority != b->priority) return a->priority > b->priority;
-              return a->submit_seq < b->submit_seq;
-            });
-
-  // 1. Running gangs that lost slots below their minimum come first.
-  for (Workload* w : order) {
-    if (w->state != WorkloadState::kRunning || w->AtMinimum()) continue;
-    PlannedRequest plan = PlanGangMinimum(*w);
-    if (plan.request.replicas.empty()) continue;
-    if (CheckQueues(*w, RequestTotal(plan.request)).code != PendingCode::kNone)
-      continue;
-    GangPlacement placement =
-        TryPlaceGang(nodes_, resources_, plan.request, {});
-    if (placement.result == PlaceResult::kPlaced)
-      Commit(*w, plan, placement, now);
-  }
-
-  // 2. Pending gangs, all-or-nothing.
-  for (Workload* w : order) {
-    if (w->state != WorkloadState::kPending) continue;
-    PlannedRequest plan = PlanGangMinimum(*w);
-    ResourceVector total = RequestTotal(plan.request);
-    PendingReason reason = CheckQueues(*w, total);
-    if (reason.code != PendingCode::kNone) {
-      SetPending(*w, std::move(reason), now);
-      continue;
-    }
-    GangPlacement placement = PlaceGang(nodes_, resources_, plan.request);
-    if (placement.result == PlaceResult::kPlaced) {
-      Commit(*w, plan, placement, now);
-      continue;
-    }
-    std::string what =
-        absl::StrCat("gang minimum of ", RequestPods(plan.request), " pods (",
-                     resources_.Describe(total), ")");
-    if (placement.result == PlaceResult::kNeverFits) {
-      SetPending(*w,
-                 {PendingCode::kUnsatisfiable,
-                  absl::StrCat(what, " can never fit the current nodes: ",
-                               placement.message)},
-                 now);
-    } else {
-      SetPending(*w,
-                 {PendingCode::kCapacity,
-                  absl::StrCat(what, " does not fit the free capacity now: ",
-                               placement.message)},
-                 now);
-    }
-  }
-
-  // 3. Elastic growth: one replica per workload per round, in order, until a
-  //    round places nothing.
-  std::vector<Workload*> growing;
-  for (Workload* w : order) {
-    if (w->state == WorkloadState::kRunning && w->AtMinimum())
-      growing.push_back(w);
-  }
-  while (!growing.empty()) {
-    std::vector<Workload*> next;
-    for (Workload* w : growing) {
-      PlannedRequest plan = PlanElasticReplica(*w);
-      if (plan.request.replicas.empty()) continue;
-      if (CheckQueues(*w, RequestTotal(plan.request)).code !=
-          PendingCode::kNone) {
-        continue;
-      }
-      GangPlacement placement =
-          TryPlaceGang(nodes_, resources_, plan.request, {});
-      if (placement.result != PlaceResult::kPlaced) continue;
-      Commit(*w, plan, placement, now);
-      next.push_back(w);
-    }
-    growing.swap(next);
-  }
-  RecomputeQueueCounters();
 }
 
 // ---------------------------------------------------------------------------
@@ -923,10 +928,10 @@ std::vector<Binding> Scheduler::BindingsOf(const Workload& w) const {
   for (uint32_t g : w.group_order) {
     const GroupState& state = w.groups[g];
     for (int32_t i = 0; i < static_cast<int32_t>(state.slot_node.size()); ++i) {
-      if (state.slot_node[i].valid()) {
-        out.push_back({w.spec.groups[g].name, i,
-                       nodes_[state.slot_node[i].value()].name});
-      }
+      NodeId n = state.slot_node[i].valid() ? state.slot_node[i]
+                                            : state.slot_nominated[i];
+      if (n.valid())
+        out.push_back({w.spec.groups[g].name, i, nodes_[n.value()].name});
     }
   }
   return out;
@@ -1002,6 +1007,7 @@ absl::StatusOr<AllocateAnswer> Scheduler::Answer(
   answer.bindings = BindingsOf(*w);
   answer.pending = w->pending;
   answer.scale_hints = ScaleHintsOf(*w);
+  answer.evictions = EvictionsFor(*w);
   answer.revision = revision_;
   return answer;
 }
@@ -1027,7 +1033,7 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec) {
     state.min_replicas = ReplicasOf(gs.min_count, gs.pods_per_replica);
     state.replica_live.assign(ReplicasOf(gs.desired_count, gs.pods_per_replica),
                               1);
-    state.slot_node.assign(gs.desired_count, NodeId());
+    state.ResizeSlots(gs.desired_count);
     w.groups.push_back(std::move(state));
   }
   for (uint32_t g = 0; g < w.groups.size(); ++g) {
@@ -1042,7 +1048,7 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec) {
   answer.revision = revision_;
   for (const auto& gs : spec.groups) answer.scale_hints.push_back({gs.name, 0});
   PlannedRequest plan = PlanGangMinimum(w);
-  ResourceVector total = RequestTotal(plan.request);
+  ResourceVector total = TotalOf(plan.request);
   PendingReason reason = CheckQueues(w, total);
   if (reason.code != PendingCode::kNone) {
     answer.pending = std::move(reason);

@@ -1,6 +1,8 @@
 // The one owner of scheduling state: nodes, queues, workloads, bindings and
-// the event revision. Commands change state; RunCycle places what can be
-// placed; every change is recorded as an Event with a revision. Not
+// the event revision. Implemented in scheduler.cc (commands, bookkeeping,
+// answers), cycle.cc (the cycle and its order), victims.cc (reclaim,
+// preempt, evictions) and explain.cc. Commands change state; RunCycle places
+// what can be placed; every change is recorded as an Event with a revision. Not
 // thread-safe by design: the server runs it on one thread. No clock: every
 // call that needs time is given `now`.
 #pragma once
@@ -8,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,13 +37,16 @@ struct Binding {
 
 enum class EventType { kBound, kEvicted, kStateChanged, kReleased };
 
+enum class PreemptScope { kElasticOnly, kWhole };
+
 struct Event {
   int64_t revision = 0;
   EventType type = EventType::kStateChanged;
   std::string workload;
   WorkloadState state = WorkloadState::kPending;
-  std::vector<Binding> bindings;  // kBound: the new bindings
-  std::vector<SlotRef> released;  // kReleased: the unbound slots
+  std::vector<Binding> bindings;    // kBound: the new bindings
+  std::vector<SlotRef> released;    // kReleased: the unbound slots
+  std::vector<Eviction> evictions;  // kEvicted: what to delete
   PendingReason pending;
   absl::Time time;
 };
@@ -54,7 +60,11 @@ struct ScaleHint {
 struct AllocateAnswer {
   std::string workload_id;
   WorkloadState state = WorkloadState::kPending;
+  // RUNNING: every bound slot; PIPELINED: the nodes the gang will be bound
+  // to once its victims are gone.
   std::vector<Binding> bindings;
+  // Unconfirmed evictions made to make room for this workload.
+  std::vector<Eviction> evictions;
   PendingReason pending;
   std::vector<ScaleHint> scale_hints;
   int64_t revision = 0;
@@ -73,9 +83,36 @@ struct NodeChangeAnswer {
   std::vector<std::string> not_found;
 };
 
+// One quota / limit / fair-share check of one resource on the queue path.
+struct QueueCheck {
+  std::string queue;
+  std::string resource;
+  int64_t quota = kUnlimited;
+  int64_t limit = kUnlimited;
+  int64_t allocated = 0;
+  int64_t request = 0;  // what the workload's next step needs
+  int64_t fair_share = 0;
+  bool ok = true;
+  std::string message;
+};
+
+struct ExplainAnswer {
+  std::string workload_id;
+  WorkloadState state = WorkloadState::kPending;
+  PendingReason pending;
+  std::string text;  // for people, several lines
+  std::vector<QueueCheck> queue_checks;
+  std::vector<std::pair<std::string, int32_t>>
+      node_rejections;  // reason, nodes
+  std::vector<Eviction> would_evict;
+};
+
 struct SchedulerOptions {
   // Released workloads kept for GetWorkload before they are forgotten.
   size_t released_retention = 10000;
+  // A running gang below its minimum for longer than this has its remaining
+  // slots evicted and goes back to PENDING.
+  absl::Duration stale_gang_grace = absl::Seconds(60);
 };
 
 class Scheduler {
@@ -110,6 +147,19 @@ class Scheduler {
   absl::StatusOr<ReleaseAnswer> Release(absl::string_view workload_id,
                                         const std::vector<SlotRef>& slots,
                                         bool shrink, absl::Time now);
+  // Operator- or shim-initiated eviction. WHOLE evicts every bound slot (the
+  // workload is RELEASING until confirmed, then PENDING with `requeue`, else
+  // RELEASED); ELASTIC_ONLY the slots above the minimum. With `dry_run`
+  // nothing changes.
+  absl::StatusOr<std::vector<Eviction>> Preempt(absl::string_view workload_id,
+                                                PreemptScope scope,
+                                                bool requeue, bool dry_run,
+                                                absl::Time now);
+  // Why the workload is (or would stay) pending: queue checks up the path,
+  // node rejections by reason, and the victims a preemption would need.
+  absl::StatusOr<ExplainAnswer> Explain(absl::string_view workload_id,
+                                        absl::Time now);
+
   // What Allocate would answer for `spec` now; commits nothing.
   // Interns new resource names, nothing else.
   absl::StatusOr<AllocateAnswer> DryRun(const WorkloadSpec& spec);
@@ -133,6 +183,11 @@ class Scheduler {
   const ResourceTable& resources() const { return resources_; }
   std::vector<Binding> BindingsOf(const Workload& workload) const;
   std::vector<ScaleHint> ScaleHintsOf(const Workload& workload) const;
+  // Announced, unconfirmed evictions of this workload's own slots.
+  std::vector<Eviction> EvictionsOf(const Workload& workload) const;
+  // Unconfirmed evictions made for this workload as preemptor.
+  std::vector<Eviction> EvictionsFor(const Workload& workload) const;
+  const SchedulerOptions& options() const { return options_; }
   // Events recorded since the last call, in revision order.
   std::vector<Event> TakeEvents();
 
@@ -142,7 +197,20 @@ class Scheduler {
     // Per request replica: (group, slot indices of the pods to place).
     std::vector<std::pair<uint32_t, std::vector<int32_t>>> slots;
   };
+  // One unit a preemptor may take: an elastic replica, or the whole
+  // remaining gang of a workload at its minimum.
+  struct VictimUnit {
+    Workload* workload = nullptr;
+    std::vector<std::pair<uint32_t, int32_t>> slots;  // (group, slot)
+    bool whole_gang = false;
+    EvictionReason reason = EvictionReason::kPreempt;
+  };
+  struct VictimPlan {
+    std::vector<VictimUnit> units;
+    GangPlacement placement;  // the preemptor's nodes once they are gone
+  };
 
+  // scheduler.cc: commands and bookkeeping.
   absl::Status ValidateAgainstState(const WorkloadSpec& spec,
                                     const Workload* existing) const;
   const PriorityClass* FindClass(absl::string_view name) const;
@@ -150,18 +218,9 @@ class Scheduler {
   void ApplyNode(const NodeSpec& spec, absl::Time now,
                  NodeChangeAnswer* answer);
   void RemoveNode(NodeId id, absl::Time now);
-
-  // Builds the gang-minimum request of `w` (pods needed to reach min), or
-  // one elastic replica when `elastic` is set. Empty request: nothing to do.
-  PlannedRequest PlanGangMinimum(const Workload& w) const;
-  PlannedRequest PlanElasticReplica(const Workload& w) const;
-  GangRequest BaseRequest(const Workload& w) const;
-  // Quota / limit checks along the queue path for `extra` more resources.
-  PendingReason CheckQueues(const Workload& w,
-                            const ResourceVector& extra) const;
-  void Commit(Workload& w, const PlannedRequest& plan,
-              const GangPlacement& placement, absl::Time now);
-
+  // PIPELINED gangs planned onto a node that was removed or lost room go
+  // back to PENDING.
+  void DropNominationsOn(NodeId id, absl::Time now);
   void Bind(Workload& w, uint32_t group, int32_t slot, NodeId node);
   void Unbind(Workload& w, uint32_t group, int32_t slot);
   void AddToQueuePath(QueueId leaf, const ResourceVector& amount,
@@ -171,6 +230,55 @@ class Scheduler {
   void RecomputeQueueCounters();
   Event& Record(EventType type, Workload& w, absl::Time now);
   void Forget(Workload& w);
+  void MarkReleased(Workload& w, absl::Time now);
+  // A RELEASING workload whose evictions are all confirmed goes back to
+  // PENDING (requeue) or RELEASED.
+  void SettleEvictions(Workload& w, absl::Time now);
+  void ClearNominations(Workload& w);
+  GangRequest BaseRequest(const Workload& w) const;
+  // The gang-minimum request of `w` (pods needed to reach min), or one
+  // elastic replica. Empty request: nothing to do.
+  PlannedRequest PlanGangMinimum(const Workload& w) const;
+  PlannedRequest PlanElasticReplica(const Workload& w) const;
+  // Quota / limit checks along the queue path for `extra` more resources.
+  PendingReason CheckQueues(const Workload& w,
+                            const ResourceVector& extra) const;
+  void Commit(Workload& w, const PlannedRequest& plan,
+              const GangPlacement& placement, absl::Time now);
+
+  // cycle.cc: the phases of a cycle and the fair-share order.
+  void RecomputeFairShares();
+  void ExpireStaleGangs(absl::Time now);
+  void CompletePipelined(absl::Time now);
+  void PlaceGangMinimums(absl::Time now);
+  void GrowElastic(absl::Time now);
+  // True when leaf `a` (whose next request is `a_next`) goes before leaf `b`
+  // in the fair-share order of SPEC §4.4, compared where their paths part.
+  bool LeafBefore(QueueId a, const ResourceVector& a_next, QueueId b,
+                  const ResourceVector& b_next) const;
+  // Places one gang minimum, preempting or reclaiming if needed; sets the
+  // pending reason otherwise.
+  void TryGangMinimum(Workload& w, absl::Time now);
+
+  // victims.cc: reclaim, preempt and evictions.
+  std::optional<VictimPlan> FindVictims(const Workload& preemptor,
+                                        const PlannedRequest& plan,
+                                        absl::Time now);
+  std::vector<VictimUnit> VictimCandidates(const Workload& preemptor,
+                                           absl::Time now);
+  bool Eligible(const Workload& preemptor, const VictimUnit& unit,
+                const ResourceVector& need,
+                const std::vector<VictimUnit>& chosen) const;
+  bool FitsWithout(const PlannedRequest& plan,
+                   const std::vector<VictimUnit>& units,
+                   GangPlacement* placement);
+  void EvictSlots(Workload& victim,
+                  const std::vector<std::pair<uint32_t, int32_t>>& slots,
+                  EvictionReason reason, const std::string& preemptor,
+                  bool whole, absl::Time now);
+  void Pipeline(Workload& preemptor, const PlannedRequest& plan,
+                const VictimPlan& victims, absl::Time now);
+  absl::Duration MinRuntime(QueueId leaf, bool reclaim) const;
 
   SchedulerOptions options_;
   ResourceTable resources_;

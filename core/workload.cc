@@ -40,6 +40,12 @@ absl::string_view ToString(PendingCode code) {
   return "UNKNOWN";
 }
 
+void GroupState::ResizeSlots(size_t slots) {
+  slot_node.resize(slots);
+  slot_evicting.resize(slots, 0);
+  slot_nominated.resize(slots);
+}
+
 int32_t GroupState::LiveReplicas() const {
   int32_t n = 0;
   for (uint8_t live : replica_live) n += live;

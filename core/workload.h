@@ -42,6 +42,18 @@ struct PendingReason {
 absl::string_view ToString(WorkloadState state);
 absl::string_view ToString(PendingCode code);
 
+enum class EvictionReason { kPreempt, kReclaim, kStale, kNodeLost, kManual };
+absl::string_view ToString(EvictionReason reason);  // "preempt", "reclaim", ...
+
+// Slots of `workload` that must be deleted and then confirmed with a
+// Release(shrink=false) of those slots.
+struct Eviction {
+  std::string workload;
+  std::vector<SlotRef> slots;
+  EvictionReason reason = EvictionReason::kManual;
+  std::string preemptor;  // the workload the room is for (preempt / reclaim)
+};
+
 struct GroupState {
   ResourceVector pod;  // interned per-pod resources
   int32_t pods_per_replica = 1;
@@ -51,6 +63,13 @@ struct GroupState {
   // fills again (lowest index first).
   std::vector<NodeId> slot_node;      // invalid: unbound
   std::vector<uint8_t> replica_live;  // 1: the replica is wanted
+  // 1: bound, evicted, not yet confirmed (still booked on its node).
+  std::vector<uint8_t> slot_evicting;
+  // PIPELINED gangs: the node each slot will be bound to (reserved there).
+  std::vector<NodeId> slot_nominated;
+
+  // Keeps the per-slot vectors as long as slot_node.
+  void ResizeSlots(size_t slots);
 
   int32_t LiveReplicas() const;
   bool ReplicaBound(int32_t replica) const;
@@ -71,7 +90,14 @@ struct Workload {
   std::vector<uint32_t> group_order;  // placement order: head first
   absl::Time created;
   absl::Time running_since = absl::InfinitePast();  // InfinitePast: never
+  // When a RUNNING gang last fell below its minimum (InfiniteFuture: it is
+  // not below); past stale_gang_grace its remaining slots are evicted.
+  absl::Time below_min_since = absl::InfiniteFuture();
   absl::Time updated;
+  // RELEASING: where it goes once every eviction is confirmed.
+  bool requeue_after_eviction = true;
+  // Announced, unconfirmed evictions of this workload's own slots.
+  std::vector<Eviction> evictions;
   int64_t revision = 0;
   uint64_t submit_seq = 0;  // tie-breaker for "older first"
   // Every group has at least min_replicas replicas fully bound.

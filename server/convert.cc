@@ -410,6 +410,7 @@ void ToProto(const AllocateAnswer& in, v1::AllocateResponse* out) {
   if (in.pending.code != PendingCode::kNone)
     ToProto(in.pending, out->mutable_pending());
   out->set_revision(in.revision);
+  for (const auto& e : in.evictions) ToProto(e, out->add_evictions());
   for (const auto& h : in.scale_hints) {
     auto* hint = out->add_scale_hints();
     hint->set_group(h.group);
@@ -466,6 +467,13 @@ void ToProto(absl::Time time, google::protobuf::Timestamp* out) {
   out->set_nanos(static_cast<int32_t>((micros % 1000000) * 1000));
 }
 
+void ToProto(const Eviction& in, v1::Eviction* out) {
+  out->set_workload_id(in.workload);
+  for (const auto& slot : in.slots) ToProto(slot, out->add_slots());
+  out->set_reason(std::string(ToString(in.reason)));
+  out->set_preemptor_workload_id(in.preemptor);
+}
+
 void ToProto(const Event& in, v1::Event* out) {
   out->set_revision(in.revision);
   switch (in.type) {
@@ -485,6 +493,7 @@ void ToProto(const Event& in, v1::Event* out) {
   out->set_workload_id(in.workload);
   out->set_state(ToProto(in.state));
   for (const auto& b : in.bindings) ToProto(b, out->add_bindings());
+  for (const auto& e : in.evictions) ToProto(e, out->add_evictions());
   for (const auto& s : in.released) ToProto(s, out->add_released_slots());
   if (in.pending.code != PendingCode::kNone)
     ToProto(in.pending, out->mutable_pending());
@@ -505,6 +514,10 @@ void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
   if (in.pending.code != PendingCode::kNone)
     ToProto(in.pending, out->mutable_pending());
   out->set_queue(in.spec.queue);
+  for (const auto& e : scheduler.EvictionsOf(in))
+    ToProto(e, out->add_evictions());
+  for (const auto& e : scheduler.EvictionsFor(in))
+    ToProto(e, out->add_evictions());
   for (const auto& h : scheduler.ScaleHintsOf(in)) {
     auto* hint = out->add_scale_hints();
     hint->set_group(h.group);
@@ -522,6 +535,7 @@ void QueueToProto(const Scheduler& scheduler, const Queue& in,
                   v1::QueueStatus* out) {
   const ResourceTable& table = scheduler.resources();
   ToProto(in.spec, out->mutable_queue());
+  ResourcesToProto(table, in.fair_share, out->mutable_fair_share());
   ResourcesToProto(table, in.allocated, out->mutable_allocated());
   ResourcesToProto(table, in.allocated_non_preemptible,
                    out->mutable_allocated_non_preemptible());

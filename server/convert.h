@@ -48,6 +48,7 @@ void ToProto(const AllocateAnswer& in, v1::AllocateResponse* out);
 void ToProto(const WorkloadSpec& in, v1::WorkloadSpec* out);
 void ToProto(const QueueSpec& in, v1::Queue* out);
 void ToProto(const Event& in, v1::Event* out);
+void ToProto(const Eviction& in, v1::Eviction* out);
 void ToProto(absl::Time time, google::protobuf::Timestamp* out);
 void ResourcesToProto(const ResourceTable& table, const ResourceVector& in,
                       google::protobuf::Map<std::string, std::string>* out);

@@ -85,7 +85,8 @@ void CoreLoop::Run() {
       if (item.reply) item.reply(ctx);
     }
     if (observer_ && mutating) {
-      observer_({cycle_, batch.size(), absl::Now() - start}, *scheduler_);
+      observer_({cycle_, batch.size(), absl::Now() - start}, *scheduler_,
+                events);
     }
     batch.clear();
   }

@@ -63,8 +63,8 @@ class CoreLoop {
   // after the cycle's events are published). Either may be empty; a batch of
   // replies only (reads) skips the cycle.
   using Work = std::function<void(Context&)>;
-  using CycleObserver =
-      std::function<void(const CycleStats&, const Scheduler&)>;
+  using CycleObserver = std::function<void(const CycleStats&, const Scheduler&,
+                                           const std::vector<Event>&)>;
 
   struct Options {
     size_t inbox_capacity = 10000;

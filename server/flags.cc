@@ -23,6 +23,9 @@ std::string FlagsUsage() {
                            RESOURCE_EXHAUSTED (default 10000)
   --event-window=N         events kept for resuming WatchEvents (default 100000)
   --tick-seconds=S         a scheduling cycle runs at least this often (default 1)
+  --stale-gang-grace-seconds=S
+                           a running gang below its minimum this long has its
+                           remaining pods evicted and waits again (default 60)
   --log-level=LEVEL        trace|debug|info|warn|error (default info)
   --version                print the version and exit
   --help                   this text
@@ -64,6 +67,11 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
                 flags.tick_seconds > 0;
        }},
       {"log-level", string_flag(&flags.log_level)},
+      {"stale-gang-grace-seconds",
+       [&](const std::string& v) {
+         return absl::SimpleAtod(v, &flags.stale_gang_grace_seconds) &&
+                flags.stale_gang_grace_seconds >= 0;
+       }},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];

@@ -15,6 +15,7 @@ struct ServerFlags {
   size_t inbox_capacity = 10000;
   size_t event_window = 100000;
   double tick_seconds = 1.0;
+  double stale_gang_grace_seconds = 60.0;
   std::string log_level = "info";
   bool help = false;
   bool version = false;

@@ -88,13 +88,16 @@ int Run(int argc, char** argv) {
     return 1;
   }
   EventLog events(flags->event_window);
-  CoreLoop core({.inbox_capacity = flags->inbox_capacity,
-                 .tick = absl::Seconds(flags->tick_seconds)},
-                std::make_unique<Scheduler>(), &events);
-  core.SetCycleObserver(
-      [&](const CycleStats& stats, const Scheduler& scheduler) {
-        metrics->RecordCycle(stats, scheduler);
-      });
+  CoreLoop core(
+      {.inbox_capacity = flags->inbox_capacity,
+       .tick = absl::Seconds(flags->tick_seconds)},
+      std::make_unique<Scheduler>(SchedulerOptions{
+          .stale_gang_grace = absl::Seconds(flags->stale_gang_grace_seconds)}),
+      &events);
+  core.SetCycleObserver([&](const CycleStats& stats, const Scheduler& scheduler,
+                            const std::vector<Event>& cycle_events) {
+    metrics->RecordCycle(stats, scheduler, cycle_events);
+  });
   core.Start();
   if (absl::Status s = ApplyConfig(core, config); !s.ok()) {
     spdlog::error("config: {}", std::string(s.message()));

@@ -109,7 +109,37 @@ Metrics::Metrics(const std::string& listen_address)
                          .Name("gangsched_node_resource")
                          .Help("Cluster resources summed over nodes, by state "
                                "(allocatable, allocated), in base units.")
-                         .Register(*registry_)) {
+                         .Register(*registry_)),
+      queue_fair_share_(
+          prometheus::BuildGauge()
+              .Name("gangsched_queue_fair_share")
+              .Help("A queue's fair share (SPEC 4.2), in base units.")
+              .Register(*registry_)),
+      queue_quota_(prometheus::BuildGauge()
+                       .Name("gangsched_queue_quota")
+                       .Help("A queue's quota, in base units; -1 is unlimited.")
+                       .Register(*registry_)),
+      queue_limit_(prometheus::BuildGauge()
+                       .Name("gangsched_queue_limit")
+                       .Help("A queue's limit, in base units; -1 is no limit.")
+                       .Register(*registry_)),
+      evictions_(
+          prometheus::BuildCounter()
+              .Name("gangsched_evictions_total")
+              .Help("Pods announced for eviction, by reason (preempt, reclaim, "
+                    "stale, node_lost, manual).")
+              .Register(*registry_)),
+      evictions_unconfirmed_(
+          prometheus::BuildGauge()
+              .Name("gangsched_evictions_unconfirmed")
+              .Help("Evicted pods whose deletion the shim has not "
+                    "confirmed yet.")
+              .Register(*registry_)
+              .Add({})) {
+  for (absl::string_view reason :
+       {"preempt", "reclaim", "stale", "node_lost", "manual"}) {
+    evictions_.Add({{"reason", std::string(reason)}});
+  }
   prometheus::BuildGauge()
       .Name("gangsched_build_info")
       .Help("Build information; the value is always 1.")
@@ -153,11 +183,19 @@ void Metrics::RecordRequest(absl::string_view method, grpc::StatusCode code,
   m.latency->Observe(absl::ToDoubleSeconds(latency));
 }
 
-void Metrics::RecordCycle(const CycleStats& stats, const Scheduler& scheduler) {
+void Metrics::RecordCycle(const CycleStats& stats, const Scheduler& scheduler,
+                          const std::vector<Event>& events) {
   cycle_duration_.Observe(absl::ToDoubleSeconds(stats.duration));
+  for (const Event& e : events) {
+    for (const Eviction& eviction : e.evictions) {
+      evictions_.Add({{"reason", std::string(ToString(eviction.reason))}})
+          .Increment(static_cast<double>(eviction.slots.size()));
+    }
+  }
   const ResourceTable& table = scheduler.resources();
   using LabelSet = std::map<std::string, std::string>;
-  std::map<LabelSet, double> running, pending, allocated, requested, node;
+  std::map<LabelSet, double> running, pending, allocated, requested, node,
+      fair_share, quota, limit;
   for (const Queue& q : scheduler.queues()) {
     if (!q.live) continue;
     running[{{"queue", q.spec.name}}] = q.running_workloads;
@@ -165,11 +203,21 @@ void Metrics::RecordCycle(const CycleStats& stats, const Scheduler& scheduler) {
       ResourceId r(static_cast<uint32_t>(i));
       LabelSet labels{{"queue", q.spec.name}, {"resource", table.Name(r)}};
       allocated[labels] = InBaseUnits(q.allocated.Get(r), table.Scale(r));
+      fair_share[labels] = InBaseUnits(q.fair_share.Get(r), table.Scale(r));
+      if (q.Lists(r)) {
+        int64_t qq = q.QuotaOf(r), ql = q.LimitOf(r);
+        quota[labels] = qq == kUnlimited ? -1 : InBaseUnits(qq, table.Scale(r));
+        limit[labels] = ql == kUnlimited ? -1 : InBaseUnits(ql, table.Scale(r));
+      }
       requested[labels] = InBaseUnits(q.requested.Get(r), table.Scale(r));
     }
   }
+  int64_t unconfirmed = 0;
   for (const auto& w : scheduler.workloads()) {
-    if (!w || w->state != WorkloadState::kPending) continue;
+    if (!w) continue;
+    for (const Eviction& e : w->evictions)
+      unconfirmed += static_cast<int64_t>(e.slots.size());
+    if (w->state != WorkloadState::kPending) continue;
     const Queue& q = scheduler.queues()[w->queue.value()];
     std::string reason = absl::AsciiStrToLower(ToString(w->pending.code));
     pending[{{"queue", q.spec.name}, {"reason", reason}}] += 1;
@@ -192,6 +240,10 @@ void Metrics::RecordCycle(const CycleStats& stats, const Scheduler& scheduler) {
   Refresh(queue_allocated_, allocated, &live_allocated_);
   Refresh(queue_requested_, requested, &live_requested_);
   Refresh(node_resource_, node, &live_node_);
+  Refresh(queue_fair_share_, fair_share, &live_fair_share_);
+  Refresh(queue_quota_, quota, &live_quota_);
+  Refresh(queue_limit_, limit, &live_limit_);
+  evictions_unconfirmed_.Set(static_cast<double>(unconfirmed));
 }
 
 }  // namespace gangsched::server

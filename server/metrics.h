@@ -38,7 +38,8 @@ class Metrics {
   void RecordRequest(absl::string_view method, grpc::StatusCode code,
                      absl::Duration latency);
   // Core thread, after a cycle.
-  void RecordCycle(const CycleStats& stats, const Scheduler& scheduler);
+  void RecordCycle(const CycleStats& stats, const Scheduler& scheduler,
+                   const std::vector<Event>& events);
 
   prometheus::Registry& registry() { return *registry_; }
 
@@ -60,12 +61,17 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& queue_allocated_;
   prometheus::Family<prometheus::Gauge>& queue_requested_;
   prometheus::Family<prometheus::Gauge>& node_resource_;
+  prometheus::Family<prometheus::Gauge>& queue_fair_share_;
+  prometheus::Family<prometheus::Gauge>& queue_quota_;
+  prometheus::Family<prometheus::Gauge>& queue_limit_;
+  prometheus::Family<prometheus::Counter>& evictions_;
+  prometheus::Gauge& evictions_unconfirmed_;
 
   // Label sets currently exported per gauge family (core thread only).
   using LiveGauges =
       std::map<std::map<std::string, std::string>, prometheus::Gauge*>;
   LiveGauges live_running_, live_pending_, live_allocated_, live_requested_,
-      live_node_;
+      live_node_, live_fair_share_, live_quota_, live_limit_;
 
   std::mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<MethodMetrics>> methods_;

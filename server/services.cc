@@ -318,13 +318,55 @@ grpc::ServerUnaryReactor* SchedulerService::Release(
 }
 
 grpc::ServerUnaryReactor* SchedulerService::Preempt(
-    grpc::CallbackServerContext* ctx, const v1::PreemptRequest*,
-    v1::PreemptResponse*) {
-  return Reject(
-      metrics_, ctx, "Preempt",
-      grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                   "Preempt is not implemented yet (eviction and "
-                   "preemption arrive with the scheduling-semantics work)"));
+    grpc::CallbackServerContext* ctx, const v1::PreemptRequest* request,
+    v1::PreemptResponse* response) {
+  if (auto s = CheckName(request->workload_id(), "workload_id"); !s.ok()) {
+    return Reject(metrics_, ctx, "Preempt", Invalid(s));
+  }
+  PreemptScope scope;
+  switch (request->scope()) {
+    case v1::PREEMPT_SCOPE_ELASTIC_ONLY:
+      scope = PreemptScope::kElasticOnly;
+      break;
+    case v1::PREEMPT_SCOPE_WHOLE:
+      scope = PreemptScope::kWhole;
+      break;
+    default:
+      return Reject(metrics_, ctx, "Preempt",
+                    grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "scope: must be ELASTIC_ONLY or WHOLE"));
+  }
+  struct State {
+    std::string id;
+    PreemptScope scope;
+    bool requeue;
+    bool dry_run;
+    absl::StatusOr<std::vector<Eviction>> evictions;
+  };
+  auto state = std::make_shared<State>(
+      State{request->workload_id(), scope, request->requeue(),
+            request->dry_run(), std::vector<Eviction>{}});
+  auto run = [state](Ctx& c) {
+    state->evictions = c.scheduler.Preempt(
+        state->id, state->scope, state->requeue, state->dry_run, c.now);
+  };
+  auto reply = [state, response](Ctx& c) {
+    if (!state->evictions.ok()) return ToGrpc(state->evictions.status());
+    for (const auto& e : *state->evictions)
+      ToProto(e, response->add_evictions());
+    response->set_revision(c.scheduler.revision());
+    return grpc::Status::OK;
+  };
+  if (request->dry_run()) {
+    // A what-if is a read: it runs in the reply phase and commits nothing.
+    return Dispatch(core_, metrics_, ctx, "Preempt", "", response, nullptr,
+                    [run, reply](Ctx& c) {
+                      run(c);
+                      return reply(c);
+                    });
+  }
+  return Dispatch(core_, metrics_, ctx, "Preempt", request->request_id(),
+                  response, run, reply);
 }
 
 grpc::ServerWriteReactor<v1::Event>* SchedulerService::WatchEvents(
@@ -465,13 +507,50 @@ grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
 }
 
 grpc::ServerUnaryReactor* SchedulerService::Explain(
-    grpc::CallbackServerContext* ctx, const v1::ExplainRequest*,
-    v1::ExplainResponse*) {
-  return Reject(
-      metrics_, ctx, "Explain",
-      grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                   "Explain is not implemented yet; GetWorkload carries "
-                   "the pending reason"));
+    grpc::CallbackServerContext* ctx, const v1::ExplainRequest* request,
+    v1::ExplainResponse* response) {
+  if (auto s = CheckName(request->workload_id(), "workload_id"); !s.ok()) {
+    return Reject(metrics_, ctx, "Explain", Invalid(s));
+  }
+  std::string id = request->workload_id();
+  return Dispatch(
+      core_, metrics_, ctx, "Explain", "", response, nullptr,
+      [id, response](Ctx& c) {
+        auto answer = c.scheduler.Explain(id, c.now);
+        if (!answer.ok()) return ToGrpc(answer.status());
+        response->set_workload_id(answer->workload_id);
+        response->set_state(ToProto(answer->state));
+        if (answer->pending.code != PendingCode::kNone) {
+          ToProto(answer->pending, response->mutable_pending());
+        }
+        response->set_text(answer->text);
+        for (const QueueCheck& check : answer->queue_checks) {
+          QuantityScale scale = ScaleFor(check.resource);
+          auto fmt = [&](int64_t v) {
+            return v == kUnlimited ? std::string("-1")
+                                   : FormatQuantity(v, scale);
+          };
+          auto* out = response->add_queue_checks();
+          out->set_queue(check.queue);
+          out->set_resource(check.resource);
+          out->set_quota(fmt(check.quota));
+          out->set_limit(fmt(check.limit));
+          out->set_allocated(fmt(check.allocated));
+          out->set_request(fmt(check.request));
+          out->set_fair_share(fmt(check.fair_share));
+          out->set_ok(check.ok);
+          out->set_message(check.message);
+        }
+        for (const auto& [reason, count] : answer->node_rejections) {
+          auto* out = response->add_node_rejections();
+          out->set_reason(reason);
+          out->set_count(count);
+        }
+        for (const auto& e : answer->would_evict)
+          ToProto(e, response->add_would_evict());
+        ToProto(c.now, response->mutable_time());
+        return grpc::Status::OK;
+      });
 }
 
 // ---------------------------------------------------------------------------

@@ -754,6 +754,148 @@ class NodeRemovalTest(E2ETestCase):
 
 
 # ---------------------------------------------------------------------------
+# 9. Scheduling semantics over real gRPC: preempt, reclaim, quota, Explain
+
+class SemanticsTest(E2ETestCase):
+    """SPEC §4.6, §4.7, §4.9 and §4.3 end to end."""
+
+    CONFIG = """
+queues:
+  - {name: a, resources: {nvidia.com/gpu: {quota: 1, over_quota_weight: 1}}}
+  - {name: b, resources: {nvidia.com/gpu: {quota: 1, over_quota_weight: 1}}}
+  - {name: solo, resources: {nvidia.com/gpu: {quota: 1}}}
+"""
+
+    def setUp(self):
+        config = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+        config.write(self.CONFIG)
+        config.close()
+        self.addCleanup(os.unlink, config.name)
+        self.server_args = ("--config", config.name)
+        super().setUp()
+
+    def gpu_workload(self, wid, queue_name, priority_class, pods=1):
+        return workload(wid, group("worker", {GPU: "1"}, pods, pods),
+                        queue_name=queue_name, priority_class=priority_class)
+
+    def test_inference_preempts_training_in_its_queue(self):
+        self.upsert_nodes(node("g0", 1))
+        train = self.allocate(self.gpu_workload("ns/train", "solo", "train"))
+        self.assertEqual(train.state, types.WORKLOAD_STATE_RUNNING)
+        watcher = self.watch(from_revision=train.revision)
+
+        infer = self.allocate(self.gpu_workload("ns/infer", "solo", "inference"))
+        self.assertEqual(infer.state, types.WORKLOAD_STATE_PIPELINED)
+        self.assertEqual(infer.pending.code, types.PENDING_CODE_WAITING_FOR_EVICTIONS)
+        self.assertEqual(bindings_of(infer), [("worker", 0, "g0")])
+        self.assertEqual(len(infer.evictions), 1)
+        ev = infer.evictions[0]
+        self.assertEqual((ev.workload_id, ev.reason, ev.preemptor_workload_id),
+                         ("ns/train", "preempt", "ns/infer"))
+        watcher.wait_for(lambda e: e.type == pb.EVENT_TYPE_EVICTED
+                         and e.workload_id == "ns/train", "EVICTED ns/train")
+        # The victim's GPU stays booked until the shim confirms.
+        self.assertEqual(self.get_workload("ns/train").state,
+                         types.WORKLOAD_STATE_RELEASING)
+        self.assertEqual(self.allocated(GPU, "solo"), 1)
+        self.assertEqual(self.get_workload("ns/infer").state,
+                         types.WORKLOAD_STATE_PIPELINED)
+
+        self.release("ns/train", [(s.group, s.index) for s in ev.slots])
+        bound = watcher.wait_for(lambda e: e.type == pb.EVENT_TYPE_BOUND
+                                 and e.workload_id == "ns/infer", "BOUND ns/infer")
+        self.assertEqual(bound.state, types.WORKLOAD_STATE_RUNNING)
+        self.assertEqual([(b.group, b.index, b.node) for b in bound.bindings],
+                         [("worker", 0, "g0")])
+        self.assertEqual(self.get_workload("ns/infer").state, types.WORKLOAD_STATE_RUNNING)
+        # The victim waits again as a whole gang, and takes nothing back.
+        self.assertEqual(self.get_workload("ns/train").state, types.WORKLOAD_STATE_PENDING)
+        self.assertEqual(self.allocated(GPU, "solo"), 1)
+        metrics = urllib.request.urlopen(
+            "http://127.0.0.1:%d/metrics" % self.server.metrics_port, timeout=5).read().decode()
+        self.assertIn('gangsched_evictions_total{reason="preempt"} 1', metrics)
+
+    def test_reclaim_takes_exactly_one_from_the_queue_over_its_share(self):
+        self.upsert_nodes(node("g0", 1), node("g1", 1))
+        for i in range(2):
+            r = self.allocate(self.gpu_workload("ns/a%d" % i, "a", "train"))
+            self.assertEqual(r.state, types.WORKLOAD_STATE_RUNNING)
+        b = self.allocate(self.gpu_workload("ns/b0", "b", "train"))
+        self.assertEqual(b.state, types.WORKLOAD_STATE_PIPELINED)
+        self.assertEqual(len(b.evictions), 1)
+        self.assertEqual(len(b.evictions[0].slots), 1)
+        self.assertEqual(b.evictions[0].reason, "reclaim")
+        victim = b.evictions[0].workload_id
+        self.assertIn(victim, ("ns/a0", "ns/a1"))
+        # Fair shares: one GPU each.
+        self.assertEqual(qty(self.queue_status("a").fair_share[GPU]), 1)
+        self.assertEqual(qty(self.queue_status("b").fair_share[GPU]), 1)
+        self.release(victim, [(s.group, s.index) for s in b.evictions[0].slots])
+        self.assertEqual(self.get_workload("ns/b0").state, types.WORKLOAD_STATE_RUNNING)
+        states = sorted(types.WorkloadState.Name(self.get_workload(w).state)
+                        for w in ("ns/a0", "ns/a1"))
+        self.assertEqual(states, ["WORKLOAD_STATE_PENDING", "WORKLOAD_STATE_RUNNING"])
+        # No ping-pong: the requeued workload stays pending, nothing more is evicted.
+        survivor = "ns/a1" if victim == "ns/a0" else "ns/a0"
+        for _ in range(3):
+            self.allocate(self.gpu_workload(victim, "a", "train"))
+        self.assertEqual(self.get_workload(victim).state, types.WORKLOAD_STATE_PENDING)
+        self.assertEqual(self.get_workload(survivor).state, types.WORKLOAD_STATE_RUNNING)
+        self.assertEqual(len(self.get_workload("ns/b0").evictions), 0)
+
+    def test_non_preemptible_over_quota_stays_pending_and_explain_says_why(self):
+        self.upsert_nodes(node("g0", 4))
+        r = self.allocate(self.gpu_workload("ns/build", "solo", "build", pods=2))
+        self.assertEqual(r.state, types.WORKLOAD_STATE_PENDING)
+        self.assertEqual(r.pending.code, types.PENDING_CODE_QUEUE_QUOTA)
+        self.assertEqual(len(r.bindings), 0)
+        explained = self.sched.Explain(pb.ExplainRequest(workload_id="ns/build"),
+                                       timeout=RPC_TIMEOUT_S)
+        self.assertEqual(explained.pending.code, types.PENDING_CODE_QUEUE_QUOTA)
+        self.assertIn("non-preemptible", explained.text)
+        self.assertIn("quota 1", explained.text)
+        checks = [c for c in explained.queue_checks if c.queue == "solo"]
+        self.assertEqual(len(checks), 1)
+        self.assertFalse(checks[0].ok)
+        self.assertEqual((checks[0].quota, checks[0].request), ("1", "2"))
+        # The same class within quota runs.
+        ok = self.allocate(self.gpu_workload("ns/build-small", "solo", "build", pods=1))
+        self.assertEqual(ok.state, types.WORKLOAD_STATE_RUNNING)
+
+    def test_preempt_rpc_whole_with_requeue_and_dry_run(self):
+        self.upsert_nodes(node("g0", 2))
+        self.allocate(workload("ns/w", group("worker", {GPU: "1"}, 1, 2),
+                               queue_name="solo"))
+        dry = self.sched.Preempt(pb.PreemptRequest(workload_id="ns/w",
+                                                   scope=pb.PREEMPT_SCOPE_WHOLE,
+                                                   dry_run=True), timeout=RPC_TIMEOUT_S)
+        self.assertEqual(len(dry.evictions), 1)
+        self.assertEqual(len(dry.evictions[0].slots), 2)
+        self.assertEqual(self.get_workload("ns/w").state, types.WORKLOAD_STATE_RUNNING)
+        elastic = self.sched.Preempt(pb.PreemptRequest(workload_id="ns/w",
+                                                       scope=pb.PREEMPT_SCOPE_ELASTIC_ONLY),
+                                     timeout=RPC_TIMEOUT_S)
+        self.assertEqual([(s.group, s.index) for s in elastic.evictions[0].slots],
+                         [("worker", 1)])
+        self.assertEqual(elastic.evictions[0].reason, "manual")
+        whole = self.sched.Preempt(pb.PreemptRequest(workload_id="ns/w",
+                                                     scope=pb.PREEMPT_SCOPE_WHOLE,
+                                                     requeue=True), timeout=RPC_TIMEOUT_S)
+        self.assertEqual([(s.group, s.index) for s in whole.evictions[0].slots],
+                         [("worker", 0)])
+        self.assertEqual(self.get_workload("ns/w").state, types.WORKLOAD_STATE_RELEASING)
+        self.release("ns/w", [("worker", 0), ("worker", 1)])
+        # Requeued: pending, then placed again in the same cycle.
+        self.assertEqual(self.get_workload("ns/w").state, types.WORKLOAD_STATE_RUNNING)
+        self.assert_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.sched.Preempt,
+                              pb.PreemptRequest(workload_id="ns/w"), timeout=RPC_TIMEOUT_S)
+        self.assert_rpc_error(grpc.StatusCode.NOT_FOUND, self.sched.Preempt,
+                              pb.PreemptRequest(workload_id="ns/none",
+                                                scope=pb.PREEMPT_SCOPE_WHOLE),
+                              timeout=RPC_TIMEOUT_S)
+
+
+# ---------------------------------------------------------------------------
 
 def main():
     global SERVER_BINARY, PROTO_DIR

@@ -1,0 +1,359 @@
+// The scheduling cycle (Scheduler::RunCycle) and the fair-share order of
+// SPEC §4.4 that it places work in.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "core/fair_share.h"
+#include "core/scheduler.h"
+
+namespace gangsched {
+namespace {
+
+// Granularity of fair shares: 1 GPU (or extended-resource unit), 1
+// millicore, 1 MiB of memory-like resources.
+int64_t FairShareUnit(const ResourceTable& table, ResourceId r) {
+  if (table.Scale(r) == QuantityScale::kBytes) return int64_t{1} << 20;
+  return r == kCpu ? 1 : 1000;
+}
+
+// allocated / fair share, max over resources (SPEC §4.4's dominant share).
+// A resource held without any fair share counts as infinitely over.
+double DominantShare(const Queue& q) {
+  double share = 0;
+  for (size_t i = 0; i < q.allocated.size(); ++i) {
+    ResourceId r(static_cast<uint32_t>(i));
+    int64_t allocated = q.allocated.Get(r);
+    if (allocated <= 0) continue;
+    int64_t fair = q.fair_share.Get(r);
+    if (fair <= 0) return std::numeric_limits<double>::infinity();
+    share = std::max(
+        share, static_cast<double>(allocated) / static_cast<double>(fair));
+  }
+  return share;
+}
+
+}  // namespace
+
+void Scheduler::RunCycle(absl::Time now) {
+  RecomputeQueueCounters();
+  RecomputeFairShares();
+  CompletePipelined(now);
+  PlaceGangMinimums(now);
+  ExpireStaleGangs(now);
+  GrowElastic(now);
+  RecomputeQueueCounters();
+}
+
+void Scheduler::RecomputeFairShares() {
+  // Parents before children: breadth-first from the top-level queues.
+  std::vector<QueueId> order;
+  for (const Queue& q : queues_) {
+    if (q.live && !q.parent.valid()) order.push_back(q.id);
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (QueueId child : queues_[order[i].value()].children)
+      order.push_back(child);
+  }
+  std::vector<int32_t> index(queues_.size(), -1);
+  for (size_t i = 0; i < order.size(); ++i)
+    index[order[i].value()] = static_cast<int32_t>(i);
+
+  ResourceVector total;
+  for (const Node& n : nodes_) {
+    if (n.live && n.schedulable) total += n.allocatable;
+  }
+  for (Queue& q : queues_) q.fair_share.Clear();
+  std::vector<FairShareInput> inputs(order.size());
+  for (size_t r = 0; r < resources_.size(); ++r) {
+    ResourceId rid(static_cast<uint32_t>(r));
+    bool wanted = false;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const Queue& q = queues_[order[i].value()];
+      FairShareInput& in = inputs[i];
+      in.parent = q.parent.valid() ? index[q.parent.value()] : -1;
+      in.priority = q.spec.priority;
+      in.created_seq = q.created_seq;
+      in.name = q.spec.name;
+      // A resource a queue does not list has quota 0 here (it only shares
+      // over quota, by weight 1) and no cap.
+      in.quota = q.Lists(rid) ? q.QuotaOf(rid) : 0;
+      in.limit = q.LimitOf(rid);
+      in.over_quota_weight = q.WeightOf(rid);
+      in.request = q.requested.Get(rid);
+      wanted |= in.request > 0;
+    }
+    if (!wanted) continue;
+    std::vector<int64_t> shares = ComputeFairShares(
+        inputs, total.Get(rid), FairShareUnit(resources_, rid));
+    for (size_t i = 0; i < order.size(); ++i) {
+      queues_[order[i].value()].fair_share.Set(rid, shares[i]);
+    }
+  }
+}
+
+bool Scheduler::LeafBefore(QueueId a, const ResourceVector& a_next, QueueId b,
+                           const ResourceVector& b_next) const {
+  if (a == b) return false;
+  auto path = [&](QueueId leaf) {
+    std::vector<QueueId> p;
+    for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent)
+      p.push_back(q);
+    std::reverse(p.begin(), p.end());
+    return p;
+  };
+  std::vector<QueueId> pa = path(a), pb = path(b);
+  size_t level = 0;
+  while (level < pa.size() && level < pb.size() && pa[level] == pb[level])
+    ++level;
+  const Queue& qa = queues_[pa[level].value()];
+  const Queue& qb = queues_[pb[level].value()];
+  auto key = [](const Queue& q, const ResourceVector& next) {
+    double drf = DominantShare(q);
+    bool starved = true;  // allocated + next <= quota on every resource
+    for (size_t i = 0; i < next.size(); ++i) {
+      ResourceId r(static_cast<uint32_t>(i));
+      if (next.Get(r) <= 0) continue;
+      int64_t quota = q.QuotaOf(r);
+      if (quota != kUnlimited && q.allocated.Get(r) + next.Get(r) > quota)
+        starved = false;
+    }
+    return std::make_tuple(drf >= 1.0, !starved, -q.spec.priority, drf,
+                           q.created_seq);
+  };
+  return key(qa, a_next) < key(qb, b_next);
+}
+
+void Scheduler::CompletePipelined(absl::Time now) {
+  for (const auto& owned : workloads_) {
+    if (!owned || owned->state != WorkloadState::kPipelined) continue;
+    Workload& w = *owned;
+    if (!EvictionsFor(w).empty()) continue;  // victims still hold the room
+    // Bind onto the nominated nodes; the reservation kept them free.
+    std::vector<std::tuple<uint32_t, int32_t, NodeId>> planned;
+    for (uint32_t g = 0; g < w.groups.size(); ++g) {
+      for (int32_t i = 0;
+           i < static_cast<int32_t>(w.groups[g].slot_nominated.size()); ++i) {
+        NodeId n = w.groups[g].slot_nominated[i];
+        if (n.valid()) planned.emplace_back(g, i, n);
+      }
+    }
+    ClearNominations(w);
+    bool fits = true;
+    absl::flat_hash_map<uint32_t, ResourceVector> need;
+    for (auto [g, i, n] : planned) need[n.value()] += w.groups[g].pod;
+    for (auto& [n, amount] : need) {
+      if (!nodes_[n].live || !amount.FitsIn(nodes_[n].Free())) fits = false;
+    }
+    if (!fits) {
+      SetState(w, WorkloadState::kPending, now);
+      continue;  // planned again below, like any pending gang
+    }
+    std::vector<Binding> bound;
+    for (auto [g, i, n] : planned) {
+      Bind(w, g, i, n);
+      bound.push_back({w.spec.groups[g].name, i, nodes_[n.value()].name});
+    }
+    SetState(w, WorkloadState::kRunning, now);
+    w.pending = {};
+    w.below_min_since = absl::InfiniteFuture();
+    Event& e = Record(EventType::kBound, w, now);
+    e.bindings = std::move(bound);
+  }
+}
+
+void Scheduler::PlaceGangMinimums(absl::Time now) {
+  // Candidates per leaf, in the in-queue order: running gangs that lost pods
+  // first (they are re-placed at the head of their queue), then priority,
+  // then age.
+  std::map<uint32_t, std::vector<Workload*>> by_leaf;
+  for (const auto& w : workloads_) {
+    if (!w) continue;
+    bool lost = w->state == WorkloadState::kRunning && !w->AtMinimum();
+    if (w->state != WorkloadState::kPending && !lost) continue;
+    by_leaf[w->queue.value()].push_back(w.get());
+  }
+  absl::flat_hash_map<uint32_t, ResourceVector>
+      next;  // workload -> gang minimum
+  for (auto& [leaf, list] : by_leaf) {
+    std::sort(list.begin(), list.end(),
+              [](const Workload* a, const Workload* b) {
+                bool a_lost = a->state == WorkloadState::kRunning;
+                bool b_lost = b->state == WorkloadState::kRunning;
+                if (a_lost != b_lost) return a_lost;
+                if (a->priority != b->priority)
+                  return a->priority > b->priority;
+                return a->submit_seq < b->submit_seq;
+              });
+    std::reverse(list.begin(), list.end());  // pop from the back
+    for (Workload* w : list)
+      next[w->id.value()] = TotalOf(PlanGangMinimum(*w).request);
+  }
+  while (!by_leaf.empty()) {
+    auto best = by_leaf.begin();
+    for (auto it = std::next(by_leaf.begin()); it != by_leaf.end(); ++it) {
+      if (LeafBefore(QueueId(it->first), next[it->second.back()->id.value()],
+                     QueueId(best->first),
+                     next[best->second.back()->id.value()])) {
+        best = it;
+      }
+    }
+    Workload* w = best->second.back();
+    best->second.pop_back();
+    if (best->second.empty()) by_leaf.erase(best);
+    TryGangMinimum(*w, now);
+  }
+}
+
+void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
+  PlannedRequest plan = PlanGangMinimum(w);
+  if (plan.request.replicas.empty()) return;
+  ResourceVector total = TotalOf(plan.request);
+  bool lost = w.state == WorkloadState::kRunning;
+  PendingReason reason = CheckQueues(w, total);
+  if (reason.code != PendingCode::kNone) {
+    if (!lost) SetPending(w, std::move(reason), now);
+    return;
+  }
+  GangPlacement placement = TryPlaceGang(nodes_, resources_, plan.request, {});
+  if (placement.result == PlaceResult::kPlaced) {
+    Commit(w, plan, placement, now);
+    return;
+  }
+  if (lost) return;  // re-placed when room frees up; stale after the grace
+  std::string what = absl::StrCat("gang minimum of ", PodsOf(plan.request),
+                                  " pods (", resources_.Describe(total), ")");
+  GangPlacement ever =
+      TryPlaceGang(nodes_, resources_, plan.request, {.ignore_usage = true});
+  if (ever.result != PlaceResult::kPlaced) {
+    SetPending(w,
+               {PendingCode::kUnsatisfiable,
+                absl::StrCat(
+                    what, " can never fit the current nodes: ", ever.message)},
+               now);
+    return;
+  }
+  if (std::optional<VictimPlan> victims = FindVictims(w, plan, now)) {
+    Pipeline(w, plan, *victims, now);
+    return;
+  }
+  GangPlacement unreserved =
+      TryPlaceGang(nodes_, resources_, plan.request, {.ignore_reserved = true});
+  if (unreserved.result == PlaceResult::kPlaced) {
+    SetPending(w,
+               {PendingCode::kOrder,
+                absl::StrCat(what,
+                             " would fit, but the room is held for gangs "
+                             "ahead of it that wait for evictions")},
+               now);
+    return;
+  }
+  SetPending(w,
+             {PendingCode::kCapacity,
+              absl::StrCat(what, " does not fit the free capacity now: ",
+                           placement.message)},
+             now);
+}
+
+void Scheduler::ExpireStaleGangs(absl::Time now) {
+  for (const auto& owned : workloads_) {
+    if (!owned || owned->state != WorkloadState::kRunning) continue;
+    Workload& w = *owned;
+    if (w.AtMinimum()) {
+      w.below_min_since = absl::InfiniteFuture();
+      continue;
+    }
+    if (w.below_min_since == absl::InfiniteFuture()) w.below_min_since = now;
+    if (now - w.below_min_since < options_.stale_gang_grace) continue;
+    // Stranded below its minimum too long: give back what it holds and wait
+    // as a whole gang again.
+    std::vector<std::pair<uint32_t, int32_t>> slots;
+    for (uint32_t g : w.group_order) {
+      if (w.spec.groups[g].name == "head") continue;
+      for (int32_t i = 0;
+           i < static_cast<int32_t>(w.groups[g].slot_node.size()); ++i) {
+        if (w.groups[g].slot_node[i].valid() && !w.groups[g].slot_evicting[i]) {
+          slots.emplace_back(g, i);
+        }
+      }
+    }
+    for (uint32_t g : w.group_order) {  // the head last
+      if (w.spec.groups[g].name != "head") continue;
+      for (int32_t i = 0;
+           i < static_cast<int32_t>(w.groups[g].slot_node.size()); ++i) {
+        if (w.groups[g].slot_node[i].valid() && !w.groups[g].slot_evicting[i]) {
+          slots.emplace_back(g, i);
+        }
+      }
+    }
+    w.below_min_since = absl::InfiniteFuture();
+    if (slots.empty()) {
+      SetState(w, WorkloadState::kPending, now);
+      Record(EventType::kStateChanged, w, now);
+      continue;
+    }
+    EvictSlots(w, slots, EvictionReason::kStale, "", /*whole=*/true, now);
+    w.requeue_after_eviction = true;
+  }
+}
+
+void Scheduler::GrowElastic(absl::Time now) {
+  // One replica per pick, the pick in fair-share order; a workload goes
+  // behind the others of its queue and priority after each grant.
+  struct Entry {
+    int32_t neg_priority;
+    int32_t grants;
+    uint64_t seq;
+    Workload* w;
+    bool operator<(const Entry& o) const {
+      return std::tie(neg_priority, grants, seq) <
+             std::tie(o.neg_priority, o.grants, o.seq);
+    }
+  };
+  std::map<uint32_t, std::set<Entry>> by_leaf;
+  for (const auto& w : workloads_) {
+    if (!w || w->state != WorkloadState::kRunning || !w->AtMinimum()) continue;
+    if (PlanElasticReplica(*w).request.replicas.empty()) continue;
+    by_leaf[w->queue.value()].insert({-w->priority, 0, w->submit_seq, w.get()});
+  }
+  absl::flat_hash_map<uint32_t, ResourceVector> next;
+  auto need_of = [&](Workload* w) -> const ResourceVector& {
+    auto it = next.find(w->id.value());
+    if (it == next.end()) {
+      it = next.emplace(w->id.value(), TotalOf(PlanElasticReplica(*w).request))
+               .first;
+    }
+    return it->second;
+  };
+  while (!by_leaf.empty()) {
+    auto best = by_leaf.begin();
+    for (auto it = std::next(by_leaf.begin()); it != by_leaf.end(); ++it) {
+      if (LeafBefore(QueueId(it->first), need_of(it->second.begin()->w),
+                     QueueId(best->first), need_of(best->second.begin()->w))) {
+        best = it;
+      }
+    }
+    Entry entry = *best->second.begin();
+    best->second.erase(best->second.begin());
+    Workload& w = *entry.w;
+    next.erase(w.id.value());
+    PlannedRequest plan = PlanElasticReplica(w);
+    bool granted = false;
+    if (CheckQueues(w, TotalOf(plan.request)).code == PendingCode::kNone) {
+      GangPlacement placement =
+          TryPlaceGang(nodes_, resources_, plan.request, {});
+      if (placement.result == PlaceResult::kPlaced) {
+        Commit(w, plan, placement, now);
+        granted = true;
+      }
+    }
+    if (granted && !PlanElasticReplica(w).request.replicas.empty()) {
+      ++entry.grants;
+      best->second.insert(entry);
+    }
+    if (best->second.empty()) by_leaf.erase(best);
+  }
+}
+
+}  // namespace gangsched

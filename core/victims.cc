@@ -1,0 +1,382 @@
+// Reclaim across queues (SPEC §4.6), preempt inside a queue (§4.7), the
+// choice of a minimal set of victims (§4.8), pipelining (§4.9) and the
+// Preempt command.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "core/scheduler.h"
+
+namespace gangsched {
+namespace {
+
+// The slots a workload holds that are not already being evicted, workers
+// first and the head last (the head never goes before its workers).
+std::vector<std::pair<uint32_t, int32_t>> EvictableSlots(const Workload& w) {
+  std::vector<std::pair<uint32_t, int32_t>> out;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t g : w.group_order) {
+      bool head = w.spec.groups[g].name == "head";
+      if (head != (pass == 1)) continue;
+      const GroupState& state = w.groups[g];
+      for (int32_t i = static_cast<int32_t>(state.slot_node.size()) - 1; i >= 0;
+           --i) {
+        if (state.slot_node[i].valid() && !state.slot_evicting[i])
+          out.emplace_back(g, i);
+      }
+    }
+  }
+  return out;
+}
+
+// Bound, not-evicting replicas above the minimum: the elastic ones, highest
+// index first.
+std::vector<std::vector<std::pair<uint32_t, int32_t>>> ElasticReplicas(
+    const Workload& w) {
+  std::vector<std::vector<std::pair<uint32_t, int32_t>>> out;
+  for (auto it = w.group_order.rbegin(); it != w.group_order.rend(); ++it) {
+    uint32_t g = *it;
+    const GroupState& state = w.groups[g];
+    int32_t h = state.pods_per_replica;
+    int32_t excess = state.BoundReplicas() - state.min_replicas;
+    for (int32_t r = static_cast<int32_t>(state.replica_live.size()) - 1;
+         r >= 0 && excess > 0; --r) {
+      if (!state.replica_live[r] || !state.ReplicaBound(r)) continue;
+      bool evicting = false;
+      for (int32_t p = 0; p < h; ++p)
+        evicting |= state.slot_evicting[r * h + p] != 0;
+      --excess;  // an evicting replica still counts as above the minimum
+      if (evicting) continue;
+      std::vector<std::pair<uint32_t, int32_t>> replica;
+      for (int32_t p = 0; p < h; ++p) replica.emplace_back(g, r * h + p);
+      out.push_back(std::move(replica));
+    }
+  }
+  return out;
+}
+
+double Overshare(const Queue& q) {
+  double share = 0;
+  for (size_t i = 0; i < q.allocated.size(); ++i) {
+    ResourceId r(static_cast<uint32_t>(i));
+    if (q.allocated.Get(r) <= 0) continue;
+    if (q.fair_share.Get(r) <= 0)
+      return std::numeric_limits<double>::infinity();
+    share = std::max(share, static_cast<double>(q.allocated.Get(r)) /
+                                static_cast<double>(q.fair_share.Get(r)));
+  }
+  return share;
+}
+
+}  // namespace
+
+absl::string_view ToString(EvictionReason reason) {
+  switch (reason) {
+    case EvictionReason::kPreempt:
+      return "preempt";
+    case EvictionReason::kReclaim:
+      return "reclaim";
+    case EvictionReason::kStale:
+      return "stale";
+    case EvictionReason::kNodeLost:
+      return "node_lost";
+    case EvictionReason::kManual:
+      return "manual";
+  }
+  return "unknown";
+}
+
+absl::Duration Scheduler::MinRuntime(QueueId leaf, bool reclaim) const {
+  for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent) {
+    const QueueSpec& spec = queues_[q.value()].spec;
+    absl::Duration d =
+        reclaim ? spec.reclaim_min_runtime : spec.preempt_min_runtime;
+    if (d > absl::ZeroDuration()) return d;
+  }
+  return absl::ZeroDuration();
+}
+
+std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
+    const Workload& preemptor, absl::Time now) {
+  struct Ranked {
+    VictimUnit unit;
+    double overshare;
+    int32_t priority;
+    uint64_t seq;
+  };
+  std::vector<Ranked> ranked;
+  for (const auto& owned : workloads_) {
+    if (!owned || owned.get() == &preemptor) continue;
+    Workload& v = *owned;
+    if (v.state != WorkloadState::kRunning || !v.preemptible) continue;
+    bool same_queue = v.queue == preemptor.queue;
+    if (same_queue && v.priority >= preemptor.priority) continue;
+    EvictionReason reason =
+        same_queue ? EvictionReason::kPreempt : EvictionReason::kReclaim;
+    double overshare = Overshare(queues_[v.queue.value()]);
+    for (auto& replica : ElasticReplicas(v)) {
+      ranked.push_back({{&v, std::move(replica), false, reason},
+                        overshare,
+                        v.priority,
+                        v.submit_seq});
+    }
+    // The whole gang only once it has run its minimum time.
+    if (now - v.running_since <
+        MinRuntime(v.queue, reason == EvictionReason::kReclaim)) {
+      continue;
+    }
+    auto slots = EvictableSlots(v);
+    if (!slots.empty()) {
+      ranked.push_back({{&v, std::move(slots), true, reason},
+                        overshare,
+                        v.priority,
+                        v.submit_seq});
+    }
+  }
+  // Reverse scheduling order: elastic replicas before gangs, then most over
+  // fair share, lowest priority, newest.
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const Ranked& a, const Ranked& b) {
+                     if (a.unit.whole_gang != b.unit.whole_gang)
+                       return !a.unit.whole_gang;
+                     if (a.overshare != b.overshare)
+                       return a.overshare > b.overshare;
+                     if (a.priority != b.priority)
+                       return a.priority < b.priority;
+                     return a.seq > b.seq;
+                   });
+  std::vector<VictimUnit> out;
+  for (auto& r : ranked) out.push_back(std::move(r.unit));
+  return out;
+}
+
+bool Scheduler::Eligible(const Workload& preemptor, const VictimUnit& unit,
+                         const ResourceVector& need,
+                         const std::vector<VictimUnit>& chosen) const {
+  if (unit.reason == EvictionReason::kPreempt) return true;
+  // Reclaim: compare the two queues where the paths meet.
+  auto path = [&](QueueId leaf) {
+    std::vector<QueueId> p;
+    for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent)
+      p.push_back(q);
+    std::reverse(p.begin(), p.end());
+    return p;
+  };
+  std::vector<QueueId> pa = path(preemptor.queue),
+                       pb = path(unit.workload->queue);
+  size_t level = 0;
+  while (level < pa.size() && level < pb.size() && pa[level] == pb[level])
+    ++level;
+  if (level >= pa.size() || level >= pb.size()) return false;
+  const Queue& a = queues_[pa[level].value()];
+  const Queue& b = queues_[pb[level].value()];
+  auto under = [&](QueueId q, QueueId leaf) {
+    for (QueueId x = leaf; x.valid(); x = queues_[x.value()].parent) {
+      if (x == q) return true;
+    }
+    return false;
+  };
+  // What the already chosen victims take from b's side.
+  ResourceVector removed;
+  std::set<std::pair<const Workload*, std::pair<uint32_t, int32_t>>> seen;
+  for (const VictimUnit& c : chosen) {
+    if (!under(b.id, c.workload->queue)) continue;
+    for (auto slot : c.slots) {
+      if (seen.insert({c.workload, slot}).second)
+        removed += c.workload->groups[slot.first].pod;
+    }
+  }
+  ResourceVector frees;
+  for (auto slot : unit.slots) frees += unit.workload->groups[slot.first].pod;
+  bool a_within_fair = true, a_within_quota = true;
+  bool b_over_fair = false, b_over_quota = false;
+  for (size_t i = 0; i < need.size(); ++i) {
+    ResourceId r(static_cast<uint32_t>(i));
+    if (need.Get(r) <= 0) continue;
+    int64_t quota_a = a.QuotaOf(r);
+    int64_t used_a = preemptor.preemptible ? a.allocated.Get(r)
+                                           : a.allocated_non_preemptible.Get(r);
+    if (a.allocated.Get(r) + need.Get(r) > a.fair_share.Get(r))
+      a_within_fair = false;
+    if (quota_a != kUnlimited && used_a + need.Get(r) > quota_a)
+      a_within_quota = false;
+    if (frees.Get(r) <= 0) continue;
+    int64_t left_b = b.allocated.Get(r) - removed.Get(r);
+    if (left_b > b.fair_share.Get(r)) b_over_fair = true;
+    if (b.QuotaOf(r) != kUnlimited && left_b > b.QuotaOf(r))
+      b_over_quota = true;
+  }
+  // A non-preemptible reclaimer is bound by quota, not fair share.
+  bool a_ok = preemptor.preemptible ? a_within_fair : a_within_quota;
+  return a_ok && (b_over_fair || (b_over_quota && a_within_quota));
+}
+
+bool Scheduler::FitsWithout(const PlannedRequest& plan,
+                            const std::vector<VictimUnit>& units,
+                            GangPlacement* placement) {
+  std::set<std::pair<Workload*, std::pair<uint32_t, int32_t>>> slots;
+  for (const VictimUnit& u : units) {
+    for (auto slot : u.slots) slots.insert({u.workload, slot});
+  }
+  // Tentatively free the victims' pods, place, and roll back.
+  for (auto& [w, slot] : slots) {
+    nodes_[w->groups[slot.first].slot_node[slot.second].value()].used -=
+        w->groups[slot.first].pod;
+  }
+  *placement = TryPlaceGang(nodes_, resources_, plan.request, {});
+  for (auto& [w, slot] : slots) {
+    nodes_[w->groups[slot.first].slot_node[slot.second].value()].used +=
+        w->groups[slot.first].pod;
+  }
+  return placement->result == PlaceResult::kPlaced;
+}
+
+std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
+    const Workload& preemptor, const PlannedRequest& plan, absl::Time now) {
+  ResourceVector need = TotalOf(plan.request);
+  std::vector<VictimUnit> candidates = VictimCandidates(preemptor, now);
+  if (candidates.empty()) return std::nullopt;
+  ResourceVector free;  // cluster-wide, a cheap bound before placing
+  for (const Node& n : nodes_) {
+    if (n.live && n.schedulable) free += n.Free();
+  }
+  std::vector<VictimUnit> chosen;
+  VictimPlan result;
+  bool fits = false;
+  for (VictimUnit& unit : candidates) {
+    if (!Eligible(preemptor, unit, need, chosen)) continue;
+    for (auto slot : unit.slots) free += unit.workload->groups[slot.first].pod;
+    chosen.push_back(unit);
+    if (!need.FitsIn(free)) continue;
+    if (FitsWithout(plan, chosen, &result.placement)) {
+      fits = true;
+      break;
+    }
+  }
+  if (!fits) return std::nullopt;
+  // Drop every victim that can be spared, last chosen first, so the set is
+  // minimal: no single remaining victim can go and the gang still fit.
+  for (size_t i = chosen.size(); i-- > 0;) {
+    std::vector<VictimUnit> without = chosen;
+    without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
+    GangPlacement trial;
+    if (FitsWithout(plan, without, &trial)) chosen = std::move(without);
+  }
+  FitsWithout(plan, chosen, &result.placement);
+  result.units = std::move(chosen);
+  return result;
+}
+
+void Scheduler::EvictSlots(
+    Workload& victim, const std::vector<std::pair<uint32_t, int32_t>>& slots,
+    EvictionReason reason, const std::string& preemptor, bool whole,
+    absl::Time now) {
+  Eviction eviction{victim.spec.id, {}, reason, preemptor};
+  for (auto [g, i] : slots) {
+    victim.groups[g].slot_evicting[i] = 1;
+    eviction.slots.push_back({victim.spec.groups[g].name, i});
+  }
+  victim.evictions.push_back(eviction);
+  if (whole) {
+    SetState(victim, WorkloadState::kReleasing, now);
+    victim.requeue_after_eviction = true;
+  }
+  Event& e = Record(EventType::kEvicted, victim, now);
+  e.evictions.push_back(std::move(eviction));
+}
+
+void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
+                         const VictimPlan& victims, absl::Time now) {
+  // One eviction per victim workload, its units merged.
+  std::map<Workload*,
+           std::pair<std::vector<std::pair<uint32_t, int32_t>>, bool>>
+      merged;
+  std::map<Workload*, EvictionReason> reasons;
+  for (const VictimUnit& u : victims.units) {
+    auto& [slots, whole] = merged[u.workload];
+    for (auto slot : u.slots) {
+      if (std::find(slots.begin(), slots.end(), slot) == slots.end())
+        slots.push_back(slot);
+    }
+    whole |= u.whole_gang;
+    reasons[u.workload] = u.reason;
+  }
+  for (auto& [victim, entry] : merged) {
+    auto& [slots, whole] = entry;
+    // Workers before the head, whatever order the units came in.
+    std::stable_sort(
+        slots.begin(), slots.end(), [&](const auto& a, const auto& b) {
+          bool a_head = victim->spec.groups[a.first].name == "head";
+          bool b_head = victim->spec.groups[b.first].name == "head";
+          return a_head < b_head;
+        });
+    EvictSlots(*victim, slots, reasons[victim], preemptor.spec.id, whole, now);
+  }
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    const auto& [g, slots] = plan.slots[i];
+    for (size_t p = 0; p < slots.size(); ++p) {
+      NodeId node = victims.placement.nodes[i][p];
+      preemptor.groups[g].slot_nominated[slots[p]] = node;
+      nodes_[node.value()].reserved += preemptor.groups[g].pod;
+    }
+  }
+  SetState(preemptor, WorkloadState::kPipelined, now);
+  preemptor.pending = {
+      PendingCode::kWaitingForEvictions,
+      absl::StrCat("placed onto room that ", merged.size(),
+                   merged.size() == 1 ? " workload still holds"
+                                      : " workloads still hold",
+                   "; bound once their evictions are confirmed")};
+  Record(EventType::kStateChanged, preemptor, now);
+}
+
+absl::StatusOr<std::vector<Eviction>> Scheduler::Preempt(
+    absl::string_view workload_id, PreemptScope scope, bool requeue,
+    bool dry_run, absl::Time now) {
+  auto found = workload_ids_.find(workload_id);
+  if (found == workload_ids_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("workload_id: workload \"", workload_id, "\" not found"));
+  }
+  Workload& w = *workloads_[found->second.value()];
+  if (w.state == WorkloadState::kReleased) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "workload_id: workload \"", workload_id, "\" is released"));
+  }
+  std::vector<std::pair<uint32_t, int32_t>> slots;
+  if (scope == PreemptScope::kWhole) {
+    slots = EvictableSlots(w);
+  } else {
+    for (auto& replica : ElasticReplicas(w)) {
+      slots.insert(slots.end(), replica.begin(), replica.end());
+    }
+  }
+  std::vector<Eviction> out;
+  if (!slots.empty()) {
+    Eviction e{w.spec.id, {}, EvictionReason::kManual, ""};
+    for (auto [g, i] : slots) e.slots.push_back({w.spec.groups[g].name, i});
+    out.push_back(std::move(e));
+  }
+  if (dry_run) return out;
+  if (scope == PreemptScope::kWhole && slots.empty()) {
+    // Nothing bound: a pipelined gang gives its room back; without requeue
+    // the workload is gone.
+    ClearNominations(w);
+    if (!requeue) {
+      MarkReleased(w, now);
+      Record(EventType::kStateChanged, w, now);
+    } else if (w.state == WorkloadState::kPipelined) {
+      SetState(w, WorkloadState::kPending, now);
+      Record(EventType::kStateChanged, w, now);
+    }
+    return out;
+  }
+  if (slots.empty()) return out;
+  EvictSlots(w, slots, EvictionReason::kManual, "",
+             scope == PreemptScope::kWhole, now);
+  if (scope == PreemptScope::kWhole) w.requeue_after_eviction = requeue;
+  return out;
+}
+
+}  // namespace gangsched
