@@ -207,11 +207,21 @@ void Scheduler::PlaceGangMinimums(absl::Time now) {
 }
 
 void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
+  // Earlier picks of this cycle may have evicted it (or completed it).
+  bool lost = w.state == WorkloadState::kRunning && !w.AtMinimum();
+  if (w.state != WorkloadState::kPending && !lost) return;
   PlannedRequest plan = PlanGangMinimum(w);
   if (plan.request.replicas.empty()) return;
   ResourceVector total = TotalOf(plan.request);
-  bool lost = w.state == WorkloadState::kRunning;
   PendingReason reason = CheckQueues(w, total);
+  if (reason.code == PendingCode::kQueueLimit && !lost) {
+    // Lower-priority work under the same limit can make room (SPEC §4.7);
+    // victims are preemptible, so they never free non-preemptible quota.
+    if (std::optional<VictimPlan> victims = FindVictims(w, plan, now)) {
+      Pipeline(w, plan, *victims, now);
+      return;
+    }
+  }
   if (reason.code != PendingCode::kNone) {
     if (!lost) SetPending(w, std::move(reason), now);
     return;
@@ -289,7 +299,13 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
     }
     w.below_min_since = absl::InfiniteFuture();
     if (slots.empty()) {
-      SetState(w, WorkloadState::kPending, now);
+      // What it still holds is already being evicted: it waits for those
+      // confirmations, then goes back to PENDING.
+      SetState(w,
+               w.BoundPods() > 0 ? WorkloadState::kReleasing
+                                 : WorkloadState::kPending,
+               now);
+      w.requeue_after_eviction = true;
       Record(EventType::kStateChanged, w, now);
       continue;
     }

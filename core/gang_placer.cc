@@ -16,6 +16,17 @@ ResourceId KeyResource(const ResourceVector& pod) {
   return pod.Get(kGpu) > 0 ? kGpu : kCpu;
 }
 
+// How many pods of `pod` fit into `free`, at most `cap`.
+int64_t PodsThatFit(const ResourceVector& free, const ResourceVector& pod,
+                    int64_t cap) {
+  int64_t n = cap;
+  for (size_t i = 0; i < pod.size(); ++i) {
+    ResourceId r(static_cast<uint32_t>(i));
+    if (pod.Get(r) > 0) n = std::min(n, free.Get(r) / pod.Get(r));
+  }
+  return std::max<int64_t>(n, 0);
+}
+
 // One attempt of a whole request inside an optional topology domain.
 class Attempt {
  public:
@@ -37,31 +48,123 @@ class Attempt {
 
   bool Run(GangPlacement* out) {
     // Pods left per group in this request: STRICT_PACK needs room for all.
-    std::vector<int64_t> left(request_.groups.size(), 0);
+    left_.assign(request_.groups.size(), 0);
     for (const auto& replica : request_.replicas)
-      left[replica.group] += replica.pods;
-
+      left_[replica.group] += replica.pods;
+    total_pods_ = 0;
+    for (int64_t n : left_) total_pods_ += n;
+    placed_pods_ = 0;
     out->nodes.clear();
-    int64_t total_pods = 0;
-    for (int64_t n : left) total_pods += n;
-    int64_t placed_pods = 0;
-    for (const auto& replica : request_.replicas) {
+    // Replicas of one group are contiguous in a request; a group with a
+    // topology key places its run inside one domain at a time.
+    for (size_t begin = 0; begin < request_.replicas.size();) {
+      size_t end = begin;
+      while (end < request_.replicas.size() &&
+             request_.replicas[end].group == request_.replicas[begin].group) {
+        ++end;
+      }
+      if (!PlaceGroupRun(begin, end, out)) return false;
+      begin = end;
+    }
+    return true;
+  }
+
+ private:
+  bool PlaceGroupRun(size_t begin, size_t end, GangPlacement* out) {
+    uint32_t g = request_.replicas[begin].group;
+    const PlacementSpec& placement = request_.groups[g].placement;
+    if (placement.topology_key.empty()) return PlaceReplicas(begin, end, out);
+    // Snapshot to roll back a failed domain.
+    auto extra = extra_;
+    auto group_nodes = group_nodes_[g];
+    auto left = left_;
+    int64_t placed = placed_pods_;
+    size_t replicas = out->nodes.size();
+    auto restore = [&] {
+      extra_ = extra;
+      group_nodes_[g] = group_nodes;
+      left_ = left;
+      placed_pods_ = placed;
+      out->nodes.resize(replicas);
+    };
+    std::string first_failure;
+    for (const std::string& domain : GroupDomains(g)) {
+      group_domain_[g] = domain;
+      if (PlaceReplicas(begin, end, out)) return true;
+      if (first_failure.empty()) {
+        first_failure = absl::StrCat(placement.topology_key, "=", domain, ": ",
+                                     out->message);
+      }
+      restore();
+    }
+    group_domain_.erase(g);
+    if (!placement.required && PlaceReplicas(begin, end, out)) return true;
+    if (placement.required) {
+      out->message = first_failure.empty()
+                         ? absl::StrCat("group ", request_.groups[g].name,
+                                        ": no node has the topology label ",
+                                        placement.topology_key)
+                         : absl::StrCat("group ", request_.groups[g].name,
+                                        ": no ", placement.topology_key,
+                                        " domain fits the group; first tried ",
+                                        first_failure);
+    }
+    return false;
+  }
+
+  // Domains for group `g`: where it already runs (when required), else every
+  // value of the key, least free key resource first (most, for SPREAD).
+  std::vector<std::string> GroupDomains(uint32_t g) const {
+    const PlacementGroup& group = request_.groups[g];
+    const std::string& key = group.placement.topology_key;
+    if (group.placement.required) {
+      for (NodeId n : group.bound_nodes) {
+        absl::string_view value = nodes_[n.value()].Label(key);
+        if (!value.empty()) return {std::string(value)};
+      }
+    }
+    ResourceId resource = KeyResource(group.pod);
+    std::map<std::string, int64_t> free;
+    for (const Node& node : nodes_) {
+      if (!node.live) continue;
+      absl::string_view value = node.Label(key);
+      if (value.empty()) continue;
+      free[std::string(value)] += FreeOf(node).Get(resource);
+    }
+    std::vector<std::pair<int64_t, std::string>> order;
+    for (auto& [domain, amount] : free) order.emplace_back(amount, domain);
+    bool spread = group.placement.strategy == PlacementStrategy::kSpread ||
+                  group.placement.strategy == PlacementStrategy::kStrictSpread;
+    std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+      if (a.first != b.first)
+        return spread ? a.first > b.first : a.first < b.first;
+      return a.second < b.second;
+    });
+    std::vector<std::string> out;
+    for (auto& [amount, domain] : order) out.push_back(domain);
+    return out;
+  }
+
+  bool PlaceReplicas(size_t begin, size_t end, GangPlacement* out) {
+    for (size_t r = begin; r < end; ++r) {
+      const PlacementReplica& replica = request_.replicas[r];
       const PlacementGroup& group = request_.groups[replica.group];
       std::vector<NodeId> placed;
       for (int32_t p = 0; p < replica.pods; ++p) {
         std::optional<NodeId> node =
-            PickNode(replica.group, left[replica.group]);
+            PickNode(replica.group, left_[replica.group]);
         if (!node) {
           out->message =
-              absl::StrCat("placed ", placed_pods, " of ", total_pods,
+              absl::StrCat("placed ", placed_pods_, " of ", total_pods_,
                            " pods, then no node fits the next pod of group ",
                            group.name, " (", DescribeRejections(), ")");
+          out->rejections.assign(rejections_.begin(), rejections_.end());
           return false;
         }
         extra_[node->value()] += group.pod;
         ++group_nodes_[replica.group][node->value()];
-        --left[replica.group];
-        ++placed_pods;
+        --left_[replica.group];
+        ++placed_pods_;
         placed.push_back(*node);
       }
       out->nodes.push_back(std::move(placed));
@@ -69,7 +172,6 @@ class Attempt {
     return true;
   }
 
- private:
   ResourceVector FreeOf(const Node& node) const {
     ResourceVector free = node.allocatable;
     if (!options_.ignore_usage) {
@@ -103,6 +205,11 @@ class Attempt {
     }
     if (domain_ && node.Label(request_.gang.topology_key) != *domain_) {
       return "outside topology domain";
+    }
+    if (auto it = group_domain_.find(group_index);
+        it != group_domain_.end() &&
+        node.Label(group.placement.topology_key) != it->second) {
+      return "outside the group's topology domain";
     }
     const auto& used_by_group = group_nodes_[group_index];
     switch (group.placement.strategy) {
@@ -143,7 +250,7 @@ class Attempt {
                         strategy == PlacementStrategy::kStrictSpread;
 
     // Lexicographic score, smaller is better.
-    using Score = std::tuple<int, int, int64_t, int64_t, uint32_t>;
+    using Score = std::tuple<int, int64_t, int, int64_t, int64_t, uint32_t>;
     std::optional<Score> best;
     rejections_.clear();
     for (uint32_t i = 0; i < nodes_.size(); ++i) {
@@ -166,13 +273,19 @@ class Attempt {
       } else if (spread) {
         group_tier = on_group_node ? 1 : 0;
       }
-      Score score = spread
-                        ? Score{group_tier, gpu_tier, -key_left, -mem_left, i}
-                        : Score{group_tier, gpu_tier, key_left, mem_left, i};
+      // PACK uses as few nodes as possible: a new node is chosen by how many
+      // of the group's remaining pods it can hold (all of them first).
+      int64_t holds = 0;
+      if (strategy == PlacementStrategy::kPack && !on_group_node) {
+        holds = PodsThatFit(FreeOf(node), group.pod, pods_left);
+      }
+      Score score =
+          spread ? Score{group_tier, 0, gpu_tier, -key_left, -mem_left, i}
+                 : Score{group_tier, -holds, gpu_tier, key_left, mem_left, i};
       if (!best || score < *best) best = score;
     }
     if (!best) return std::nullopt;
-    return NodeId(std::get<4>(*best));
+    return NodeId(std::get<5>(*best));
   }
 
   const std::vector<Node>& nodes_;
@@ -183,6 +296,10 @@ class Attempt {
   absl::flat_hash_map<uint32_t, ResourceVector> extra_;
   std::vector<absl::flat_hash_map<uint32_t, int>> group_nodes_;
   std::map<std::string, int> rejections_;
+  std::vector<int64_t> left_;
+  int64_t total_pods_ = 0;
+  int64_t placed_pods_ = 0;
+  std::map<uint32_t, std::string> group_domain_;  // group -> its domain now
 };
 
 // Topology domains to try, in order: the one the gang already runs in

@@ -32,6 +32,10 @@ struct Queue {
   ResourceVector allocated;
   ResourceVector allocated_non_preemptible;
   ResourceVector requested;
+  // Room held for PIPELINED gangs of the subtree: counted against limits
+  // (and, for non-preemptible work, quota) like allocated.
+  ResourceVector reserved;
+  ResourceVector reserved_non_preemptible;
   // SPEC §4.2, recomputed at the start of every cycle that changed inputs.
   ResourceVector fair_share;
   int32_t pending_workloads = 0;

@@ -139,10 +139,18 @@ absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
   for (Queue& each : queues_) {
     each.allocated.Clear();
     each.allocated_non_preemptible.Clear();
+    each.reserved.Clear();
+    each.reserved_non_preemptible.Clear();
   }
   for (const auto& w : workloads_) {
     if (!w || w->state == WorkloadState::kReleased) continue;
     AddToQueuePath(w->queue, w->BoundResources(), !w->preemptible);
+    for (const auto& group : w->groups) {
+      for (NodeId n : group.slot_nominated) {
+        if (n.valid())
+          AddReservedToQueuePath(w->queue, group.pod, !w->preemptible);
+      }
+    }
   }
   RecomputeQueueCounters();
   return id;
@@ -461,6 +469,14 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
   for (uint32_t g = 0; g < w.groups.size(); ++g) {
     const GroupSpec& gs = w.spec.groups[g];
     GroupState& state = w.groups[g];
+    if (state.pods_per_replica != gs.pods_per_replica) {
+      // A new replica size (only allowed with nothing bound) re-lays the
+      // slots out from scratch.
+      state.replica_live.clear();
+      state.slot_node.clear();
+      state.slot_evicting.clear();
+      state.slot_nominated.clear();
+    }
     state.pod = resources_.FromNamed(gs.resources);
     state.pods_per_replica = gs.pods_per_replica;
     state.min_replicas = ReplicasOf(gs.min_count, gs.pods_per_replica);
@@ -656,6 +672,7 @@ void Scheduler::ClearNominations(Workload& w) {
     for (NodeId& n : group.slot_nominated) {
       if (!n.valid()) continue;
       nodes_[n.value()].reserved -= group.pod;
+      AddReservedToQueuePath(w.queue, group.pod * -1, !w.preemptible);
       n = NodeId();
     }
   }
@@ -796,7 +813,13 @@ GangRequest Scheduler::BaseRequest(const Workload& w) const {
     PlacementGroup pg;
     pg.pod = w.groups[g].pod;
     pg.node_selector = &gs.node_selector;
-    pg.placement = gs.placement.value_or(w.spec.placement);
+    // A group inherits the workload's strategy; topology is either the
+    // gang's (the whole gang in one domain) or the group's own.
+    if (gs.placement) {
+      pg.placement = *gs.placement;
+    } else {
+      pg.placement.strategy = w.spec.placement.strategy;
+    }
     pg.name = gs.name;
     for (NodeId n : w.groups[g].slot_node) {
       if (n.valid()) {
@@ -862,39 +885,54 @@ Scheduler::PlannedRequest Scheduler::PlanElasticReplica(
   return plan;
 }
 
-PendingReason Scheduler::CheckQueues(const Workload& w,
-                                     const ResourceVector& extra) const {
+PendingReason Scheduler::CheckQueues(
+    const Workload& w, const ResourceVector& extra,
+    const absl::flat_hash_map<uint32_t, ResourceVector>* removed) const {
   for (QueueId qid = w.queue; qid.valid(); qid = queues_[qid.value()].parent) {
     const Queue& q = queues_[qid.value()];
+    ResourceVector freed;
+    if (removed != nullptr) {
+      auto it = removed->find(qid.value());
+      if (it != removed->end()) freed = it->second;
+    }
     for (size_t i = 0; i < extra.size(); ++i) {
       ResourceId r(static_cast<uint32_t>(i));
       int64_t need = extra.Get(r);
       if (need <= 0) continue;
       QuantityScale scale = resources_.Scale(r);
       int64_t limit = q.LimitOf(r);
-      if (limit != kUnlimited && q.allocated.Get(r) + need > limit) {
+      int64_t held = q.allocated.Get(r) + q.reserved.Get(r) - freed.Get(r);
+      if (limit != kUnlimited && held + need > limit) {
         return {PendingCode::kQueueLimit,
-                absl::StrCat(
-                    "queue ", q.spec.name, ": ", resources_.Name(r), " limit ",
-                    FormatQuantity(limit, scale), ", allocated ",
-                    FormatQuantity(q.allocated.Get(r), scale), ", this needs ",
-                    FormatQuantity(need, scale), " more")};
+                absl::StrCat("queue ", q.spec.name, ": ", resources_.Name(r),
+                             " limit ", FormatQuantity(limit, scale), ", held ",
+                             FormatQuantity(held, scale), ", this needs ",
+                             FormatQuantity(need, scale), " more")};
       }
       int64_t quota = q.QuotaOf(r);
-      if (!w.preemptible && quota != kUnlimited &&
-          q.allocated_non_preemptible.Get(r) + need > quota) {
-        return {
-            PendingCode::kQueueQuota,
-            absl::StrCat(
-                "queue ", q.spec.name, ": non-preemptible ", resources_.Name(r),
-                " would exceed quota ", FormatQuantity(quota, scale),
-                " (non-preemptible allocated ",
-                FormatQuantity(q.allocated_non_preemptible.Get(r), scale),
-                ", this needs ", FormatQuantity(need, scale), ")")};
+      int64_t held_np = q.allocated_non_preemptible.Get(r) +
+                        q.reserved_non_preemptible.Get(r);
+      if (!w.preemptible && quota != kUnlimited && held_np + need > quota) {
+        return {PendingCode::kQueueQuota,
+                absl::StrCat("queue ", q.spec.name, ": non-preemptible ",
+                             resources_.Name(r), " would exceed quota ",
+                             FormatQuantity(quota, scale),
+                             " (non-preemptible held ",
+                             FormatQuantity(held_np, scale), ", this needs ",
+                             FormatQuantity(need, scale), ")")};
       }
     }
   }
   return {};
+}
+
+void Scheduler::AddReservedToQueuePath(QueueId leaf,
+                                       const ResourceVector& amount,
+                                       bool non_preemptible) {
+  for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent) {
+    queues_[q.value()].reserved += amount;
+    if (non_preemptible) queues_[q.value()].reserved_non_preemptible += amount;
+  }
 }
 
 void Scheduler::Commit(Workload& w, const PlannedRequest& plan,

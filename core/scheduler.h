@@ -241,8 +241,12 @@ class Scheduler {
   PlannedRequest PlanGangMinimum(const Workload& w) const;
   PlannedRequest PlanElasticReplica(const Workload& w) const;
   // Quota / limit checks along the queue path for `extra` more resources.
-  PendingReason CheckQueues(const Workload& w,
-                            const ResourceVector& extra) const;
+  // `removed`: resources victims would free, per queue id on their paths.
+  PendingReason CheckQueues(const Workload& w, const ResourceVector& extra,
+                            const absl::flat_hash_map<uint32_t, ResourceVector>*
+                                removed = nullptr) const;
+  void AddReservedToQueuePath(QueueId leaf, const ResourceVector& amount,
+                              bool non_preemptible);
   void Commit(Workload& w, const PlannedRequest& plan,
               const GangPlacement& placement, absl::Time now);
 

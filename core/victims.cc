@@ -237,33 +237,52 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
   ResourceVector need = TotalOf(plan.request);
   std::vector<VictimUnit> candidates = VictimCandidates(preemptor, now);
   if (candidates.empty()) return std::nullopt;
+  // The preemptor fits when the nodes have room without the victims and
+  // every queue on its path stays within its limits without them.
+  auto fits = [&](const std::vector<VictimUnit>& units,
+                  GangPlacement* placement) {
+    absl::flat_hash_map<uint32_t, ResourceVector> removed;
+    std::set<std::pair<const Workload*, std::pair<uint32_t, int32_t>>> seen;
+    for (const VictimUnit& u : units) {
+      for (auto slot : u.slots) {
+        if (!seen.insert({u.workload, slot}).second) continue;
+        for (QueueId q = u.workload->queue; q.valid();
+             q = queues_[q.value()].parent) {
+          removed[q.value()] += u.workload->groups[slot.first].pod;
+        }
+      }
+    }
+    if (CheckQueues(preemptor, need, &removed).code != PendingCode::kNone)
+      return false;
+    return FitsWithout(plan, units, placement);
+  };
   ResourceVector free;  // cluster-wide, a cheap bound before placing
   for (const Node& n : nodes_) {
     if (n.live && n.schedulable) free += n.Free();
   }
   std::vector<VictimUnit> chosen;
   VictimPlan result;
-  bool fits = false;
+  bool found = false;
   for (VictimUnit& unit : candidates) {
     if (!Eligible(preemptor, unit, need, chosen)) continue;
     for (auto slot : unit.slots) free += unit.workload->groups[slot.first].pod;
     chosen.push_back(unit);
     if (!need.FitsIn(free)) continue;
-    if (FitsWithout(plan, chosen, &result.placement)) {
-      fits = true;
+    if (fits(chosen, &result.placement)) {
+      found = true;
       break;
     }
   }
-  if (!fits) return std::nullopt;
+  if (!found) return std::nullopt;
   // Drop every victim that can be spared, last chosen first, so the set is
   // minimal: no single remaining victim can go and the gang still fit.
   for (size_t i = chosen.size(); i-- > 0;) {
     std::vector<VictimUnit> without = chosen;
     without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
     GangPlacement trial;
-    if (FitsWithout(plan, without, &trial)) chosen = std::move(without);
+    if (fits(without, &trial)) chosen = std::move(without);
   }
-  FitsWithout(plan, chosen, &result.placement);
+  fits(chosen, &result.placement);
   result.units = std::move(chosen);
   return result;
 }
@@ -319,6 +338,8 @@ void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
       NodeId node = victims.placement.nodes[i][p];
       preemptor.groups[g].slot_nominated[slots[p]] = node;
       nodes_[node.value()].reserved += preemptor.groups[g].pod;
+      AddReservedToQueuePath(preemptor.queue, preemptor.groups[g].pod,
+                             !preemptor.preemptible);
     }
   }
   SetState(preemptor, WorkloadState::kPipelined, now);
@@ -359,6 +380,13 @@ absl::StatusOr<std::vector<Eviction>> Scheduler::Preempt(
     out.push_back(std::move(e));
   }
   if (dry_run) return out;
+  if (scope == PreemptScope::kWhole && slots.empty() && w.BoundPods() > 0) {
+    // Everything it holds is already being evicted: only where it goes
+    // afterwards can change.
+    if (w.state == WorkloadState::kReleasing)
+      w.requeue_after_eviction = requeue;
+    return out;
+  }
   if (scope == PreemptScope::kWhole && slots.empty()) {
     // Nothing bound: a pipelined gang gives its room back; without requeue
     // the workload is gone.

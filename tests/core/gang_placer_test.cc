@@ -161,6 +161,42 @@ TEST_F(GangPlacerTest, RequiredTopologyKeepsTheGangInOneDomain) {
   EXPECT_EQ(PlaceGang(nodes_, table_, too_big).result, PlaceResult::kPlaced);
 }
 
+TEST_F(GangPlacerTest, GroupTopologyKeepsEachGroupInOneDomain) {
+  AddNode(GpuNode("a1", 8, {{"rack", "a"}}), 6);
+  AddNode(GpuNode("a2", 8, {{"rack", "a"}}));
+  AddNode(GpuNode("b1", 8, {{"rack", "b"}}));
+  AddNode(GpuNode("b2", 8, {{"rack", "b"}}));
+  PlacementGroup workers = GpuGroup(4);
+  workers.placement.topology_key = "rack";
+  workers.placement.required = true;
+  // 4 pods of 4 GPUs: rack a has room for 2 (10 free), rack b for 4.
+  GangPlacement p = PlaceGang(nodes_, table_, Request(workers, 4));
+  ASSERT_EQ(p.result, PlaceResult::kPlaced) << p.message;
+  EXPECT_EQ(NodesUsed(p), (std::set<std::string>{"b1", "b2"}));
+  // 5 pods fit no rack (each holds 16 GPUs when empty): never.
+  GangPlacement never = PlaceGang(nodes_, table_, Request(workers, 5));
+  EXPECT_EQ(never.result, PlaceResult::kNeverFits);
+  EXPECT_NE(never.message.find("rack"), std::string::npos) << never.message;
+  // Preferred only: spills over racks.
+  workers.placement.required = false;
+  EXPECT_EQ(PlaceGang(nodes_, table_, Request(workers, 5)).result,
+            PlaceResult::kPlaced);
+}
+
+TEST_F(GangPlacerTest, GroupTopologyFollowsTheBoundPods) {
+  AddNode(GpuNode("a1", 8, {{"rack", "a"}}), 4);
+  AddNode(GpuNode("b1", 8, {{"rack", "b"}}));
+  PlacementGroup workers = GpuGroup(4);
+  workers.placement.topology_key = "rack";
+  workers.placement.required = true;
+  workers.bound_nodes = {NodeId(0)};  // already runs in rack a
+  GangPlacement p = PlaceGang(nodes_, table_, Request(workers, 1));
+  ASSERT_EQ(p.result, PlaceResult::kPlaced);
+  EXPECT_EQ(NodesUsed(p), std::set<std::string>{"a1"});
+  EXPECT_EQ(TryPlaceGang(nodes_, table_, Request(workers, 2), {}).result,
+            PlaceResult::kRetryLater);
+}
+
 TEST_F(GangPlacerTest, PlacementIsPureAndLeavesNodesUntouched) {
   AddNode(GpuNode("a", 8));
   std::vector<Node> before = nodes_;

@@ -1,0 +1,306 @@
+// Property test (STYLE.md): thousands of random operation sequences against
+// the Scheduler, checking after every cycle that no node is over its
+// allocatable, no queue over a limit at any level, every gang is
+// all-or-nothing (a RUNNING gang holds its minimum unless it just lost pods,
+// nothing pending holds anything), every roll-up adds up, and fair shares
+// never divide more than there is.
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "core/scheduler.h"
+#include "gtest/gtest.h"
+#include "tests/core/test_util.h"
+
+namespace gangsched {
+namespace {
+
+using testing::GpuNode;
+using testing::Group;
+using testing::Workload;
+
+class RandomRun {
+ public:
+  explicit RandomRun(uint32_t seed)
+      : rng_(seed),
+        s_(SchedulerOptions{.stale_gang_grace = absl::Seconds(30)}) {
+    // dept (limit 12 GPUs) > team-a, team-b; ops (high priority); misc.
+    Add("dept", "", 100, 6000, 12000, 1);
+    Add("team-a", "dept", 100, 2000, kUnlimited, 1);
+    Add("team-b", "dept", 100, 2000, 6000, 3);
+    Add("ops", "", 120, 4000, kUnlimited, 1);
+    Add("misc", "", 90, 0, 8000, 0);
+    leaves_ = {"team-a", "team-b", "ops", "misc"};
+  }
+
+  void Add(const std::string& name, const std::string& parent, int priority,
+           int64_t quota, int64_t limit, double weight) {
+    QueueSpec q;
+    q.name = name;
+    q.parent = parent;
+    q.priority = priority;
+    q.resources = {
+        {"nvidia.com/gpu",
+         {.quota = quota, .limit = limit, .over_quota_weight = weight}}};
+    q.reclaim_min_runtime = absl::Seconds(Pick(3) * 20);
+    EXPECT_TRUE(s_.UpsertQueue(q).ok());
+  }
+
+  int Pick(int n) {
+    return static_cast<int>(rng_() % static_cast<uint32_t>(n));
+  }
+
+  void Step(int step) {
+    now_ += absl::Seconds(Pick(4) == 0 ? Pick(40) : 1);
+    int ops = 1 + Pick(3);  // a batch of operations, then one cycle
+    for (int i = 0; i < ops; ++i) {
+      Operate(step);
+      if (getenv("PROP_TRACE"))
+        fprintf(stderr, "  after op: %s\n", Check().c_str());
+    }
+    s_.RunCycle(now_);
+    s_.TakeEvents();
+  }
+
+  void Operate(int step) {
+    int op = Pick(12);
+    // PROP_TRACE=1 prints every operation and checks after each one.
+    if (getenv("PROP_TRACE")) fprintf(stderr, "step %d op %d\n", step, op);
+    switch (op) {
+      case 0:
+      case 1:
+      case 2: {  // submit
+        int h = 1 + Pick(2);
+        int min = h * Pick(3);
+        int desired = min + h * Pick(3);
+        if (desired == 0) desired = min = h;
+        static const char* kClasses[] = {"train", "build-preemptible", "build",
+                                         "inference"};
+        std::string id = absl::StrCat("w", step, "-", Pick(1000));
+        WorkloadSpec spec = Workload(
+            id,
+            {Group("head", 0, 1, 1),
+             Group("w", 1 + Pick(3), min, desired, desired + h * Pick(2), h)},
+            leaves_[Pick(leaves_.size())], kClasses[Pick(4)]);
+        if (Pick(4) == 0) {
+          spec.placement.topology_key = "zone";
+          spec.placement.required = Pick(2) == 0;
+        }
+        if (s_.Submit(spec, now_).ok()) ids_.push_back(id);
+        break;
+      }
+      case 3:  // release everything
+        if (!ids_.empty()) {
+          std::string id = ids_[Pick(ids_.size())];
+          s_.Release(id, {}, false, now_).IgnoreError();
+        }
+        break;
+      case 4:  // a pod failed
+        if (!ids_.empty()) {
+          s_.Release(ids_[Pick(ids_.size())], {{"w", Pick(6)}}, false, now_)
+              .IgnoreError();
+        }
+        break;
+      case 5:
+      case 6: {  // the shim confirms an eviction
+        for (const auto& w : s_.workloads()) {
+          if (!w || w->evictions.empty() || Pick(2)) continue;
+          std::string id = w->spec.id;
+          std::vector<SlotRef> slots = w->evictions.front().slots;
+          ASSERT_TRUE(s_.Release(id, slots, false, now_).ok());
+          break;
+        }
+        break;
+      }
+      case 7:  // node comes and goes
+        s_.UpsertNodes({GpuNode(absl::StrCat("n", Pick(6)), 4 * (1 + Pick(2)),
+                                {{"zone", Pick(2) ? "a" : "b"}})},
+                       now_);
+        break;
+      case 8:
+        if (Pick(3) == 0) s_.RemoveNodes({absl::StrCat("n", Pick(6))}, now_);
+        break;
+      case 9:  // spec update: new desired count
+        if (!ids_.empty()) {
+          const gangsched::Workload* w =
+              s_.FindWorkload(ids_[Pick(ids_.size())]);
+          if (w && w->state != WorkloadState::kReleased) {
+            WorkloadSpec spec = w->spec;
+            GroupSpec& g = spec.groups.back();
+            int h = g.pods_per_replica;
+            g.desired_count = std::min(g.max_count, g.min_count + h * Pick(3));
+            s_.Submit(spec, now_).IgnoreError();
+          }
+        }
+        break;
+      case 10: {  // queue change (limits only grow, so "over limit" is ours)
+        QueueSpec q = s_.FindQueue("team-a")->spec;
+        q.resources[0].second.quota = 1000 * Pick(5);
+        q.resources[0].second.over_quota_weight = Pick(3);
+        ASSERT_TRUE(s_.UpsertQueue(q).ok());
+        break;
+      }
+      default:  // manual preemption
+        if (!ids_.empty()) {
+          s_.Preempt(
+                ids_[Pick(ids_.size())],
+                Pick(2) ? PreemptScope::kWhole : PreemptScope::kElasticOnly,
+                Pick(2) == 0, Pick(4) == 0, now_)
+              .IgnoreError();
+        }
+        break;
+    }
+  }
+
+  // Every invariant; returns a description of the first broken one.
+  std::string Check() const {
+    std::map<uint32_t, ResourceVector> used, reserved;
+    std::map<uint32_t, ResourceVector> allocated;
+    for (const auto& w : s_.workloads()) {
+      if (!w) continue;
+      int32_t bound = w->BoundPods();
+      int32_t nominated = 0;
+      for (const auto& g : w->groups) {
+        for (size_t i = 0; i < g.slot_node.size(); ++i) {
+          if (g.slot_node[i].valid()) used[g.slot_node[i].value()] += g.pod;
+          if (g.slot_nominated[i].valid()) {
+            reserved[g.slot_nominated[i].value()] += g.pod;
+            ++nominated;
+          }
+          if (g.slot_evicting[i] && !g.slot_node[i].valid()) {
+            return absl::StrCat(w->spec.id, ": evicting slot ", i,
+                                " is not bound");
+          }
+        }
+      }
+      for (QueueId q = w->queue; q.valid(); q = s_.queues()[q.value()].parent) {
+        allocated[q.value()] += w->BoundResources();
+      }
+      switch (w->state) {
+        case WorkloadState::kPending:
+          if (bound != 0 || nominated != 0) {
+            return absl::StrCat(w->spec.id, ": PENDING but holds ", bound,
+                                " pods, ", nominated, " nominations");
+          }
+          break;
+        case WorkloadState::kPipelined:
+          if (bound != 0 || nominated == 0) {
+            return absl::StrCat(w->spec.id, ": PIPELINED with ", bound,
+                                " bound, ", nominated, " nominated");
+          }
+          break;
+        case WorkloadState::kRunning:
+          if (!w->AtMinimum() &&
+              now_ - w->below_min_since >= s_.options().stale_gang_grace) {
+            return absl::StrCat(w->spec.id,
+                                ": RUNNING below its minimum past the grace");
+          }
+          break;
+        case WorkloadState::kReleased:
+          if (bound != 0)
+            return absl::StrCat(w->spec.id, ": RELEASED but holds pods");
+          break;
+        default:
+          break;
+      }
+    }
+    for (const Node& n : s_.nodes()) {
+      if (!n.live) continue;
+      uint32_t id = static_cast<uint32_t>(&n - s_.nodes().data());
+      if (!n.used.FitsIn(n.allocatable))
+        return absl::StrCat(n.name, " is over allocatable");
+      size_t bound_here = 0;
+      for (const auto& w : s_.workloads()) {
+        if (!w) continue;
+        for (const auto& g : w->groups) {
+          for (NodeId slot_node : g.slot_node)
+            bound_here += slot_node.value() == id;
+        }
+      }
+      if (bound_here != n.slots.size()) {
+        return absl::StrCat(n.name, ": ", n.slots.size(), " slot keys for ",
+                            bound_here, " bound slots");
+      }
+      for (const SlotKey& key : n.slots) {
+        const auto& w = s_.workloads()[key.workload.value()];
+        if (!w || key.group >= w->groups.size() ||
+            key.index >=
+                static_cast<int32_t>(w->groups[key.group].slot_node.size()) ||
+            w->groups[key.group].slot_node[key.index].value() != id) {
+          return absl::StrCat(n.name, ": stale slot key");
+        }
+      }
+      if (!(n.used == used[id])) {
+        return absl::StrCat(n.name, ": used does not add up: gpu ",
+                            n.used.Get(kGpu), " vs ", used[id].Get(kGpu),
+                            ", cpu ", n.used.Get(kCpu), " vs ",
+                            used[id].Get(kCpu));
+      }
+      if (!(n.reserved == reserved[id]))
+        return absl::StrCat(n.name, ": reserved does not add up");
+    }
+    ResourceVector total;
+    for (const Node& n : s_.nodes()) {
+      if (n.live && n.schedulable) total += n.allocatable;
+    }
+    std::map<uint32_t, ResourceVector> children_share;
+    ResourceVector top_share;
+    for (const Queue& q : s_.queues()) {
+      if (!q.live) continue;
+      if (!(q.allocated == allocated[q.id.value()])) {
+        return absl::StrCat("queue ", q.spec.name,
+                            ": allocated does not add up");
+      }
+      int64_t limit = q.LimitOf(kGpu);
+      if (limit != kUnlimited && q.allocated.Get(kGpu) > limit) {
+        return absl::StrCat("queue ", q.spec.name, " is over its limit");
+      }
+      if (q.parent.valid()) {
+        children_share[q.parent.value()] += q.fair_share;
+      } else {
+        top_share += q.fair_share;
+      }
+    }
+    // Shares were computed at the start of the cycle; nodes removed in it
+    // can make `total` smaller since, so compare against what was divided.
+    for (const Queue& q : s_.queues()) {
+      if (q.live && !children_share[q.id.value()].FitsIn(q.fair_share)) {
+        return absl::StrCat("children of ", q.spec.name,
+                            " share more than it has");
+      }
+    }
+    (void)top_share;
+    return "";
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1700000000);
+  std::mt19937 rng_;
+  Scheduler s_;
+  std::vector<std::string> leaves_;
+  std::vector<std::string> ids_;
+};
+
+TEST(PropertyTest, RandomSequencesKeepEveryInvariant) {
+  // PROP_SEQUENCES=N runs more (or fewer) sequences by hand.
+  const int kSequences =
+      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 3000;
+  constexpr int kSteps = 40;
+  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+    if (getenv("PROP_TRACE")) fprintf(stderr, "seed %u\n", seed);
+    RandomRun run(seed);
+    run.s_.UpsertNodes(
+        {GpuNode("n0", 8, {{"zone", "a"}}), GpuNode("n1", 8, {{"zone", "b"}})},
+        run.now_);
+    for (int step = 0; step < kSteps; ++step) {
+      run.Step(step);
+      if (::testing::Test::HasFatalFailure()) return;
+      std::string broken = run.Check();
+      ASSERT_EQ(broken, "") << "seed " << seed << " step " << step;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gangsched
