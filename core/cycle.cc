@@ -38,7 +38,7 @@ double DominantShare(const Queue& q) {
 
 void Scheduler::RunCycle(absl::Time now) {
   RecomputeQueueCounters();
-  RecomputeFairShares();
+  if (fair_share_dirty_) RecomputeFairShares();
   CompletePipelined(now);
   PlaceGangMinimums(now);
   ExpireStaleGangs(now);
@@ -47,6 +47,7 @@ void Scheduler::RunCycle(absl::Time now) {
 }
 
 void Scheduler::RecomputeFairShares() {
+  fair_share_dirty_ = false;
   // Parents before children: breadth-first from the top-level queues.
   std::vector<QueueId> order;
   for (const Queue& q : queues_) {

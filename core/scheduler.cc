@@ -152,6 +152,7 @@ absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
       }
     }
   }
+  fair_share_dirty_ = true;
   RecomputeQueueCounters();
   return id;
 }
@@ -177,6 +178,7 @@ absl::Status Scheduler::DeleteQueue(absl::string_view name) {
   }
   q.live = false;
   q.spec.name.clear();
+  fair_share_dirty_ = true;
   queue_ids_.erase(it);
   return absl::OkStatus();
 }
@@ -211,6 +213,7 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
     nodes_[id.value()].live = true;
   }
   Node& node = nodes_[id.value()];
+  fair_share_dirty_ = true;  // the amount divided may change
   node.allocatable = resources_.FromNamed(spec.allocatable);
   node.labels = spec.labels;
   node.schedulable = spec.schedulable;
@@ -252,6 +255,7 @@ void Scheduler::RemoveNode(NodeId id, absl::Time now) {
     e.released = std::move(slots);
   }
   node.live = false;
+  fair_share_dirty_ = true;
   DropNominationsOn(id, now);
   node_ids_.erase(node.name);
   node = Node{};
@@ -779,7 +783,10 @@ std::vector<Event> Scheduler::TakeEvents() {
 }
 
 void Scheduler::RecomputeQueueCounters() {
+  std::vector<ResourceVector> before;
+  before.reserve(queues_.size());
   for (Queue& q : queues_) {
+    before.push_back(q.requested);
     q.requested = q.allocated;
     q.pending_workloads = 0;
     q.running_workloads = 0;
@@ -799,6 +806,10 @@ void Scheduler::RecomputeQueueCounters() {
         ++queues_[q.value()].running_workloads;
       }
     }
+  }
+  // Fair shares depend on requests: recompute them only when one changed.
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    if (!(queues_[i].requested == before[i])) fair_share_dirty_ = true;
   }
 }
 

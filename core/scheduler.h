@@ -304,6 +304,8 @@ class Scheduler {
   uint64_t submit_seq_ = 0;
 
   int64_t revision_ = 0;
+  // Set when a fair-share input changed (requests, queues, nodes).
+  bool fair_share_dirty_ = true;
   std::vector<Event> events_;
 };
 
