@@ -161,6 +161,7 @@ void Scheduler::CompletePipelined(absl::Time now) {
     w.below_min_since = absl::InfiniteFuture();
     Event& e = Record(EventType::kBound, w, now);
     e.bindings = std::move(bound);
+    e.waited = now - w.waiting_since;
   }
 }
 

@@ -404,6 +404,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
     auto w = std::make_unique<Workload>();
     w->id = id;
     w->created = now;
+    w->waiting_since = now;
     w->submit_seq = ++submit_seq_;
     w->queue = queue_ids_.at(spec.queue);
     w->spec.id = spec.id;
@@ -663,6 +664,7 @@ void Scheduler::SettleEvictions(Workload& w, absl::Time now) {
   }
   if (w.requeue_after_eviction) {
     SetState(w, WorkloadState::kPending, now);
+    w.waiting_since = now;
     w.pending = {};
     Record(EventType::kStateChanged, w, now);
   } else {
@@ -958,15 +960,18 @@ void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
           {w.spec.groups[g].name, slots[p], nodes_[node.value()].name});
     }
   }
+  bool became_running = false;
   if ((w.state == WorkloadState::kPending ||
        w.state == WorkloadState::kPipelined) &&
       w.AtMinimum()) {
     SetState(w, WorkloadState::kRunning, now);
     w.pending = {};
+    became_running = true;
   }
   if (w.AtMinimum()) w.below_min_since = absl::InfiniteFuture();
   Event& e = Record(EventType::kBound, w, now);
   e.bindings = std::move(bound);
+  if (became_running) e.waited = now - w.waiting_since;
 }
 
 // ---------------------------------------------------------------------------

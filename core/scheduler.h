@@ -49,6 +49,9 @@ struct Event {
   std::vector<Eviction> evictions;  // kEvicted: what to delete
   PendingReason pending;
   absl::Time time;
+  // kBound that took the workload to RUNNING: how long it waited since it
+  // was submitted (or requeued).
+  std::optional<absl::Duration> waited;
 };
 
 struct ScaleHint {

@@ -89,6 +89,7 @@ struct Workload {
   std::vector<GroupState> groups;     // parallel to spec.groups
   std::vector<uint32_t> group_order;  // placement order: head first
   absl::Time created;
+  absl::Time waiting_since;  // submitted, or last requeued
   absl::Time running_since = absl::InfinitePast();  // InfinitePast: never
   // When a RUNNING gang last fell below its minimum (InfiniteFuture: it is
   // not below); past stale_gang_grace its remaining slots are evicted.

@@ -9,7 +9,8 @@ PACKAGES=(
   libabsl-dev prometheus-cpp-dev libyaml-cpp-dev libsqlite3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-yaml
-  curl nghttp2-client
+  curl nghttp2-client libcivetweb-dev
+  chromium prometheus
 )
 
 missing=()

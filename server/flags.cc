@@ -13,8 +13,8 @@ std::string FlagsUsage() {
   return R"(usage: gangsched [flags]
 
   --listen=ADDR            gRPC address (default 127.0.0.1:50051)
-  --metrics-listen=ADDR    Prometheus /metrics address (default 127.0.0.1:9090;
-                           empty disables it)
+  --metrics-listen=ADDR    HTTP address of /metrics and the status page
+                           (default 127.0.0.1:9090; empty disables it)
   --config=FILE            YAML config: queues, priority classes, nodes
                            (default: built-in; one queue "default")
   --role=all               process role; only "all" (frontend and core in one
@@ -26,7 +26,9 @@ std::string FlagsUsage() {
   --stale-gang-grace-seconds=S
                            a running gang below its minimum this long has its
                            remaining pods evicted and waits again (default 60)
-  --log-level=LEVEL        trace|debug|info|warn|error (default info)
+  --log-level=LEVEL        trace|debug|info|warn|error|off (default info)
+  --log-format=FORMAT      text (key=value) or json (one JSON object per line);
+                           one line per scheduling decision and per eviction
   --version                print the version and exit
   --help                   this text
 
@@ -66,7 +68,17 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
          return absl::SimpleAtod(v, &flags.tick_seconds) &&
                 flags.tick_seconds > 0;
        }},
-      {"log-level", string_flag(&flags.log_level)},
+      {"log-level",
+       [&](const std::string& v) {
+         flags.log_level = v;
+         return v == "trace" || v == "debug" || v == "info" || v == "warn" ||
+                v == "error" || v == "off";
+       }},
+      {"log-format",
+       [&](const std::string& v) {
+         flags.log_format = v;
+         return v == "text" || v == "json";
+       }},
       {"stale-gang-grace-seconds",
        [&](const std::string& v) {
          return absl::SimpleAtod(v, &flags.stale_gang_grace_seconds) &&

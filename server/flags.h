@@ -17,6 +17,7 @@ struct ServerFlags {
   double tick_seconds = 1.0;
   double stale_gang_grace_seconds = 60.0;
   std::string log_level = "info";
+  std::string log_format = "text";
   bool help = false;
   bool version = false;
 };

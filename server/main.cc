@@ -1,11 +1,13 @@
 // The gangsched binary: parses flags, loads the config, starts the core
-// loop, the gRPC services (with health and reflection) and /metrics, and
-// shuts down cleanly on SIGINT / SIGTERM. SIGHUP reloads the config.
+// loop, the gRPC services (with health and reflection) and the HTTP side
+// (/metrics and the status page), and shuts down cleanly on SIGINT /
+// SIGTERM. SIGHUP reloads the config.
 #include <csignal>
 #include <cstdio>
 #include <future>
 #include <memory>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -15,9 +17,11 @@
 #include "server/core_loop.h"
 #include "server/event_log.h"
 #include "server/flags.h"
+#include "server/http_server.h"
+#include "server/log.h"
 #include "server/metrics.h"
 #include "server/services.h"
-#include "spdlog/spdlog.h"
+#include "server/status.h"
 
 namespace gangsched::server {
 namespace {
@@ -43,6 +47,63 @@ absl::Status ApplyConfig(CoreLoop& core, const Config& config) {
   return result.get();
 }
 
+// Asks the core for a workload's Explain text (HTTP thread; waits briefly).
+absl::StatusOr<std::string> ExplainText(CoreLoop& core, const std::string& id) {
+  auto done = std::make_shared<std::promise<absl::StatusOr<std::string>>>();
+  auto result = done->get_future();
+  bool posted = core.Post(nullptr, [id, done](CoreLoop::Context& c) {
+    auto answer = c.scheduler.Explain(id, c.now);
+    done->set_value(answer.ok() ? absl::StatusOr<std::string>(answer->text)
+                                : absl::StatusOr<std::string>(answer.status()));
+  });
+  if (!posted) return absl::UnavailableError("the scheduler is busy; retry");
+  if (result.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    return absl::DeadlineExceededError("the scheduler did not answer in time");
+  }
+  return result.get();
+}
+
+// One log line per decision: what the cycle did to a workload.
+void LogEvents(const std::vector<Event>& events, const Scheduler& scheduler,
+               uint64_t cycle) {
+  for (const Event& e : events) {
+    const Workload* w = scheduler.FindWorkload(e.workload);
+    std::string queue = w != nullptr ? w->spec.queue : "";
+    if (e.type == EventType::kEvicted) {
+      for (const Eviction& eviction : e.evictions) {
+        LogLine(spdlog::level::info, "eviction")
+            .Add("cycle", static_cast<int64_t>(cycle))
+            .Add("revision", e.revision)
+            .Add("workload", e.workload)
+            .Add("queue", queue)
+            .Add("reason", ToString(eviction.reason))
+            .Add("pods", static_cast<int64_t>(eviction.slots.size()))
+            .Add("preemptor", eviction.preemptor);
+      }
+      continue;
+    }
+    absl::string_view outcome = e.type == EventType::kBound      ? "bound"
+                                : e.type == EventType::kReleased ? "released"
+                                                                 : "state";
+    LogLine line(spdlog::level::info, "decision");
+    line.Add("cycle", static_cast<int64_t>(cycle))
+        .Add("revision", e.revision)
+        .Add("workload", e.workload)
+        .Add("queue", queue)
+        .Add("outcome", outcome)
+        .Add("state", ToString(e.state));
+    if (e.pending.code != PendingCode::kNone) {
+      line.Add("reason", ToString(e.pending.code))
+          .Add("message", e.pending.message);
+    }
+    if (!e.bindings.empty())
+      line.Add("pods", static_cast<int64_t>(e.bindings.size()));
+    if (!e.released.empty())
+      line.Add("pods", static_cast<int64_t>(e.released.size()));
+    if (e.waited) line.Add("waited_seconds", absl::ToDoubleSeconds(*e.waited));
+  }
+}
+
 int Run(int argc, char** argv) {
   auto flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
@@ -59,13 +120,16 @@ int Run(int argc, char** argv) {
     std::printf("gangsched %s\n", GANGSCHED_VERSION);
     return 0;
   }
-  spdlog::set_level(spdlog::level::from_str(flags->log_level));
+  ConfigureLogging(
+      flags->log_format == "json" ? LogFormat::kJson : LogFormat::kText,
+      spdlog::level::from_str(flags->log_level));
 
   Config config = EmbeddedDefaultConfig();
   if (!flags->config.empty()) {
     auto loaded = LoadConfigFile(flags->config);
     if (!loaded.ok()) {
-      spdlog::error("{}", std::string(loaded.status().message()));
+      LogLine(spdlog::level::err, "config not loaded")
+          .Add("error", loaded.status().message());
       return 1;
     }
     config = *std::move(loaded);
@@ -79,14 +143,7 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  std::unique_ptr<Metrics> metrics;
-  try {
-    metrics = std::make_unique<Metrics>(flags->metrics_listen);
-  } catch (const std::exception& e) {
-    spdlog::error("cannot serve metrics on {}: {}", flags->metrics_listen,
-                  e.what());
-    return 1;
-  }
+  Metrics metrics;
   EventLog events(flags->event_window);
   CoreLoop core(
       {.inbox_capacity = flags->inbox_capacity,
@@ -94,18 +151,37 @@ int Run(int argc, char** argv) {
       std::make_unique<Scheduler>(SchedulerOptions{
           .stale_gang_grace = absl::Seconds(flags->stale_gang_grace_seconds)}),
       &events);
+  HttpServer http(metrics.registry(), [&core](const std::string& id) {
+    return ExplainText(core, id);
+  });
+  absl::Time last_status = absl::InfinitePast();
   core.SetCycleObserver([&](const CycleStats& stats, const Scheduler& scheduler,
                             const std::vector<Event>& cycle_events) {
-    metrics->RecordCycle(stats, scheduler, cycle_events);
+    metrics.RecordCycle(stats, scheduler, cycle_events);
+    LogEvents(cycle_events, scheduler, stats.cycle);
+    // The status page is a snapshot at most 4 times a second.
+    absl::Time now = absl::Now();
+    if (now - last_status >= absl::Milliseconds(250)) {
+      last_status = now;
+      http.Publish(std::make_shared<StatusSnapshot>(
+          BuildStatus(scheduler, now, stats.cycle)));
+    }
   });
   core.Start();
   if (absl::Status s = ApplyConfig(core, config); !s.ok()) {
-    spdlog::error("config: {}", std::string(s.message()));
+    LogLine(spdlog::level::err, "config not applied").Add("error", s.message());
     return 1;
   }
+  if (!flags->metrics_listen.empty()) {
+    if (absl::Status s = http.Start(flags->metrics_listen); !s.ok()) {
+      LogLine(spdlog::level::err, "cannot serve HTTP")
+          .Add("address", flags->metrics_listen);
+      return 1;
+    }
+  }
 
-  SchedulerService scheduler_service(&core, &events, metrics.get());
-  AdminService admin_service(&core, metrics.get());
+  SchedulerService scheduler_service(&core, &events, &metrics);
+  AdminService admin_service(&core, &metrics);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -116,41 +192,45 @@ int Run(int argc, char** argv) {
   builder.RegisterService(&admin_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
-    spdlog::error("cannot listen on {}", flags->listen);
+    LogLine(spdlog::level::err, "cannot listen").Add("address", flags->listen);
     return 1;
   }
-  spdlog::info(
-      "gangsched {} serving gRPC on {} (port {}), metrics on {}, {} queues",
-      GANGSCHED_VERSION, flags->listen, bound_port,
-      flags->metrics_listen.empty() ? "(off)" : flags->metrics_listen,
-      config.queues.size());
+  LogLine(spdlog::level::info, "serving")
+      .Add("version", GANGSCHED_VERSION)
+      .Add("grpc", flags->listen)
+      .Add("http",
+           flags->metrics_listen.empty() ? "off" : flags->metrics_listen)
+      .Add("queues", static_cast<int64_t>(config.queues.size()));
 
   for (;;) {
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig == SIGHUP) {
       if (flags->config.empty()) {
-        spdlog::info("SIGHUP: no config file to reload");
+        LogLine(spdlog::level::info, "SIGHUP: no config file to reload");
         continue;
       }
       auto reloaded = LoadConfigFile(flags->config);
       absl::Status s =
           reloaded.ok() ? ApplyConfig(core, *reloaded) : reloaded.status();
       if (s.ok()) {
-        spdlog::info("SIGHUP: reloaded {}", flags->config);
+        LogLine(spdlog::level::info, "config reloaded")
+            .Add("file", flags->config);
       } else {
-        spdlog::error("SIGHUP: config not reloaded: {}",
-                      std::string(s.message()));
+        LogLine(spdlog::level::err, "config not reloaded")
+            .Add("error", s.message());
       }
       continue;
     }
-    spdlog::info("signal {}: shutting down", sig);
+    LogLine(spdlog::level::info, "shutting down")
+        .Add("signal", static_cast<int64_t>(sig));
     break;
   }
   // In-flight calls get a second to be answered by the core (which keeps
   // running until after the server stops); gRPC 1.51 waits out the whole
   // deadline while any client connection is open, so it is kept short.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  http.Stop();
   core.Stop();
   return 0;
 }

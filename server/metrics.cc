@@ -14,6 +14,12 @@ prometheus::Histogram::BucketBoundaries LatencyBuckets() {
           0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 }
 
+// Waiting for a gang: from milliseconds to an hour.
+prometheus::Histogram::BucketBoundaries WaitBuckets() {
+  return {0.001, 0.005, 0.01, 0.05, 0.1, 0.5,  1,   5,
+          10,    30,    60,   300,  900, 1800, 3600};
+}
+
 // Sets the gauges of a family to `values` and removes label sets that are
 // no longer present (a deleted queue must not keep reporting).
 void Refresh(
@@ -65,7 +71,7 @@ absl::string_view StatusCodeName(grpc::StatusCode code) {
   return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
 }
 
-Metrics::Metrics(const std::string& listen_address)
+Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       requests_(prometheus::BuildCounter()
                     .Name("gangsched_grpc_requests_total")
@@ -135,7 +141,20 @@ Metrics::Metrics(const std::string& listen_address)
               .Help("Evicted pods whose deletion the shim has not "
                     "confirmed yet.")
               .Register(*registry_)
-              .Add({})) {
+              .Add({})),
+      allocate_to_bound_(
+          prometheus::BuildHistogram()
+              .Name("gangsched_allocate_to_bound_seconds")
+              .Help("Time from submitting a workload (or requeueing it) to its "
+                    "gang minimum being bound, by priority class.")
+              .Register(*registry_)) {
+  // One process of role "all" is always the leader of its own core.
+  prometheus::BuildGauge()
+      .Name("gangsched_leader")
+      .Help("1 when this process is the scheduling leader for the role.")
+      .Register(*registry_)
+      .Add({{"role", "all"}})
+      .Set(1);
   for (absl::string_view reason :
        {"preempt", "reclaim", "stale", "node_lost", "manual"}) {
     evictions_.Add({{"reason", std::string(reason)}});
@@ -146,10 +165,6 @@ Metrics::Metrics(const std::string& listen_address)
       .Register(*registry_)
       .Add({{"version", GANGSCHED_VERSION}})
       .Set(1);
-  if (!listen_address.empty()) {
-    exposer_ = std::make_unique<prometheus::Exposer>(listen_address);
-    exposer_->RegisterCollectable(registry_);
-  }
 }
 
 Metrics::MethodMetrics& Metrics::ForMethod(absl::string_view method) {
@@ -187,6 +202,14 @@ void Metrics::RecordCycle(const CycleStats& stats, const Scheduler& scheduler,
                           const std::vector<Event>& events) {
   cycle_duration_.Observe(absl::ToDoubleSeconds(stats.duration));
   for (const Event& e : events) {
+    if (e.waited) {
+      const Workload* w = scheduler.FindWorkload(e.workload);
+      std::string cls = w == nullptr || w->spec.priority_class.empty()
+                            ? scheduler.default_priority_class()
+                            : w->spec.priority_class;
+      allocate_to_bound_.Add({{"priority_class", cls}}, WaitBuckets())
+          .Observe(absl::ToDoubleSeconds(*e.waited));
+    }
     for (const Eviction& eviction : e.evictions) {
       evictions_.Add({{"reason", std::string(ToString(eviction.reason))}})
           .Increment(static_cast<double>(eviction.slots.size()));

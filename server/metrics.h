@@ -18,7 +18,6 @@
 #include "core/scheduler.h"
 #include "grpcpp/support/status_code_enum.h"
 #include "prometheus/counter.h"
-#include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -31,9 +30,8 @@ absl::string_view StatusCodeName(grpc::StatusCode code);
 
 class Metrics {
  public:
-  // Serves /metrics on `listen_address` ("127.0.0.1:9090"); empty: no HTTP.
-  // Throws std::runtime_error when the address cannot be bound.
-  explicit Metrics(const std::string& listen_address);
+  // The registry is served by HttpServer on /metrics.
+  Metrics();
 
   void RecordRequest(absl::string_view method, grpc::StatusCode code,
                      absl::Duration latency);
@@ -41,7 +39,7 @@ class Metrics {
   void RecordCycle(const CycleStats& stats, const Scheduler& scheduler,
                    const std::vector<Event>& events);
 
-  prometheus::Registry& registry() { return *registry_; }
+  std::shared_ptr<prometheus::Registry> registry() { return registry_; }
 
  private:
   struct MethodMetrics {
@@ -51,7 +49,6 @@ class Metrics {
   MethodMetrics& ForMethod(absl::string_view method);
 
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
 
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_duration_;
@@ -66,6 +63,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& queue_limit_;
   prometheus::Family<prometheus::Counter>& evictions_;
   prometheus::Gauge& evictions_unconfirmed_;
+  prometheus::Family<prometheus::Histogram>& allocate_to_bound_;
 
   // Label sets currently exported per gauge family (core thread only).
   using LiveGauges =

@@ -1,0 +1,123 @@
+#include "server/http_server.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "civetweb.h"
+#include "prometheus/text_serializer.h"
+
+namespace gangsched::server {
+namespace {
+
+void Reply(mg_connection* conn, int code, absl::string_view type,
+           const std::string& body) {
+  const char* status = code == 200 ? "OK" : code == 404 ? "Not Found" : "Error";
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: %.*s\r\nContent-Length: %zu\r\n"
+            "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+            code, status, static_cast<int>(type.size()), type.data(),
+            body.size());
+  mg_write(conn, body.data(), body.size());
+}
+
+std::string QueryParam(const mg_request_info* info, const char* name) {
+  if (info->query_string == nullptr) return "";
+  char buf[512];
+  int n = mg_get_var(info->query_string, strlen(info->query_string), name, buf,
+                     sizeof(buf));
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+}  // namespace
+
+HttpServer::HttpServer(std::shared_ptr<prometheus::Registry> registry,
+                       ExplainFn explain)
+    : registry_(std::move(registry)), explain_(std::move(explain)) {
+  mg_init_library(0);
+}
+
+HttpServer::~HttpServer() {
+  Stop();
+  mg_exit_library();
+}
+
+absl::Status HttpServer::Start(const std::string& address) {
+  const char* options[] = {
+      "listening_ports",    address.c_str(), "num_threads", "4",
+      "request_timeout_ms", "10000",         nullptr};
+  mg_callbacks callbacks;
+  memset(&callbacks, 0, sizeof(callbacks));
+  ctx_ = mg_start(&callbacks, this, options);
+  if (ctx_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  }
+  for (const char* uri : {"/", "/metrics", "/queues", "/workloads", "/nodes",
+                          "/explain", "/api/state"}) {
+    mg_set_request_handler(ctx_, uri, &HttpServer::Handle, this);
+  }
+  return absl::OkStatus();
+}
+
+void HttpServer::Stop() {
+  if (ctx_ != nullptr) {
+    mg_stop(ctx_);
+    ctx_ = nullptr;
+  }
+}
+
+void HttpServer::Publish(std::shared_ptr<const StatusSnapshot> status) {
+  std::lock_guard lock(mu_);
+  status_ = std::move(status);
+}
+
+std::shared_ptr<const StatusSnapshot> HttpServer::Latest() {
+  std::lock_guard lock(mu_);
+  return status_;
+}
+
+int HttpServer::Handle(mg_connection* conn, void* self) {
+  return static_cast<HttpServer*>(self)->Serve(conn);
+}
+
+int HttpServer::Serve(mg_connection* conn) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  std::string uri = info->local_uri != nullptr ? info->local_uri : "/";
+  if (uri == "/metrics") {
+    std::vector<prometheus::MetricFamily> families = registry_->Collect();
+    Reply(conn, 200, "text/plain; version=0.0.4; charset=utf-8",
+          prometheus::TextSerializer().Serialize(families));
+    return 200;
+  }
+  std::shared_ptr<const StatusSnapshot> status = Latest();
+  if (status == nullptr) status = std::make_shared<StatusSnapshot>();
+  if (uri == "/api/state") {
+    Reply(conn, 200, "application/json", StatusJson(*status));
+    return 200;
+  }
+  if (uri == "/explain") {
+    std::string id = QueryParam(info, "id");
+    absl::StatusOr<std::string> text =
+        id.empty() ? absl::InvalidArgumentError("id: missing") : explain_(id);
+    if (!text.ok()) {
+      Reply(conn,
+            text.status().code() == absl::StatusCode::kNotFound ? 404 : 400,
+            "text/html; charset=utf-8",
+            RenderExplainPage(id, std::string(text.status().message())));
+      return 404;
+    }
+    Reply(conn, 200, "text/html; charset=utf-8", RenderExplainPage(id, *text));
+    return 200;
+  }
+  std::string page = uri == "/" ? "overview" : uri.substr(1);
+  if (page != "overview" && page != "queues" && page != "workloads" &&
+      page != "nodes") {
+    Reply(conn, 404, "text/plain", "not found\n");
+    return 404;
+  }
+  Reply(conn, 200, "text/html; charset=utf-8",
+        RenderStatusPage(*status, page, QueryParam(info, "state")));
+  return 200;
+}
+
+}  // namespace gangsched::server

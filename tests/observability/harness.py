@@ -1,0 +1,309 @@
+"""Shared helpers for the observability tests: stubs, the real server, a
+scenario that makes every metric family report, and a /metrics parser.
+
+Run with Debian's /usr/bin/python3 (it has python3-grpcio); stubs are
+generated with protoc + /usr/bin/grpc_python_plugin, like
+tests/integration/test_e2e.py.
+"""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import grpc
+
+STARTUP_DEADLINE_S = 10.0
+RPC_TIMEOUT_S = 5.0
+WAIT_DEADLINE_S = 10.0
+
+GPU = "nvidia.com/gpu"
+
+# Two queues; "serve" holds the preemption, "batch" the running workload and
+# the gang that does not fit.
+CONFIG = """
+queues:
+  - name: serve
+    resources:
+      nvidia.com/gpu: {quota: 1, limit: 2, over_quota_weight: 1}
+      cpu: {quota: 16}
+  - name: batch
+    resources:
+      nvidia.com/gpu: {quota: 4, over_quota_weight: 2}
+      cpu: {quota: -1}
+"""
+
+
+class Stubs:
+    """protoc-generated modules, in a temporary directory."""
+
+    def __init__(self, proto_dir):
+        self.dir = tempfile.mkdtemp(prefix="gangsched-obs-stubs-")
+        v1 = os.path.join(proto_dir, "gangsched", "v1")
+        protos = sorted(os.path.join(v1, f) for f in os.listdir(v1) if f.endswith(".proto"))
+        cmd = ["protoc", "-I" + proto_dir, "--python_out=" + self.dir,
+               "--grpc_python_out=" + self.dir,
+               "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin"] + protos
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise RuntimeError("protoc failed (%d): %s" % (proc.returncode, proc.stderr))
+        sys.path.insert(0, self.dir)
+        from gangsched.v1 import admin_pb2, admin_pb2_grpc, scheduler_pb2, \
+            scheduler_pb2_grpc, types_pb2
+        self.pb, self.pbg, self.types = scheduler_pb2, scheduler_pb2_grpc, types_pb2
+        self.admin, self.admin_g = admin_pb2, admin_pb2_grpc
+
+    def cleanup(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_SUFFIX = {"": 1, "m": 0.001, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def qty(text):
+    """Kubernetes quantity string -> float (enough for test comparisons)."""
+    if text is None or text == "":
+        return 0.0
+    m = re.fullmatch(r"(-?[0-9.]+)([a-zA-Z]*)", text)
+    if not m or m.group(2) not in _SUFFIX:
+        raise AssertionError("unparseable quantity %r" % text)
+    return float(m.group(1)) * _SUFFIX[m.group(2)]
+
+
+class ServerProcess:
+    """The real binary on free loopback ports, with CONFIG loaded."""
+
+    def __init__(self, binary, extra_args=()):
+        if not os.access(binary, os.X_OK):
+            raise RuntimeError("server binary %r is missing or not executable" % binary)
+        self.port = free_port()
+        self.metrics_port = free_port()
+        while self.metrics_port == self.port:
+            self.metrics_port = free_port()
+        self.logdir = tempfile.mkdtemp(prefix="gangsched-obs-server-")
+        self.config_path = os.path.join(self.logdir, "config.yaml")
+        with open(self.config_path, "w") as f:
+            f.write(CONFIG)
+        self.stdout_path = os.path.join(self.logdir, "stdout")
+        self.stderr_path = os.path.join(self.logdir, "stderr")
+        self.args = [binary,
+                     "--listen", "127.0.0.1:%d" % self.port,
+                     "--metrics-listen", "127.0.0.1:%d" % self.metrics_port,
+                     "--config", self.config_path] + list(extra_args)
+        self.proc = None
+        self.channel = None
+
+    def output(self):
+        parts = []
+        for name, path in (("stdout", self.stdout_path), ("stderr", self.stderr_path)):
+            try:
+                with open(path, errors="replace") as f:
+                    parts.append("--- server %s ---\n%s" % (name, f.read()[-8000:]))
+            except OSError:
+                pass
+        return "\n".join(parts)
+
+    def start(self):
+        self._out = open(self.stdout_path, "wb")
+        self._err = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
+                                     stdout=self._out, stderr=self._err)
+        deadline = time.monotonic() + STARTUP_DEADLINE_S
+        last_error = None
+        while self.channel is None and time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                self.channel = grpc.insecure_channel("127.0.0.1:%d" % self.port)
+            except OSError as e:
+                last_error = "connect: %s" % e
+                time.sleep(0.02)  # polling interval, bounded by the deadline
+        check = None if self.channel is None else \
+            self.channel.unary_unary("/grpc.health.v1.Health/Check")
+        while check is not None and time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                reply = check(b"", wait_for_ready=True,
+                              timeout=max(0.05, min(1.0, deadline - time.monotonic())))
+                if reply == b"\x08\x01":  # SERVING
+                    return
+                last_error = "health reply %r" % reply
+            except grpc.RpcError as e:
+                last_error = "%s: %s" % (e.code(), e.details())
+            time.sleep(0.02)  # polling interval, bounded by the deadline
+        output = self.output()
+        self.stop()
+        raise AssertionError("server did not report SERVING within %.0f s (last: %s): %s\n%s"
+                             % (STARTUP_DEADLINE_S, last_error, " ".join(self.args), output))
+
+    def _check_alive(self):
+        if self.proc.poll() is not None:
+            output = self.output()
+            code = self.proc.returncode
+            self.stop()
+            raise AssertionError("server exited with code %s during startup: %s\n%s"
+                                 % (code, " ".join(self.args), output))
+
+    def scrape(self):
+        url = "http://127.0.0.1:%d/metrics" % self.metrics_port
+        with urllib.request.urlopen(url, timeout=RPC_TIMEOUT_S) as resp:
+            if resp.status != 200:
+                raise AssertionError("GET %s: HTTP %d" % (url, resp.status))
+            return resp.read().decode("utf-8")
+
+    def stop(self):
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        for f in (getattr(self, "_out", None), getattr(self, "_err", None)):
+            if f:
+                f.close()
+        shutil.rmtree(self.logdir, ignore_errors=True)
+
+
+class Scenario:
+    """Drives the server so that every metric family has a sample.
+
+    1. Node g0 (1 GPU) and c0 (CPU only).
+    2. ns/train (class train, queue serve) runs on g0.
+    3. ns/infer (class inference, queue serve) preempts it; the evicted slots
+       are confirmed with Release and ns/infer becomes RUNNING.
+    4. ns/batch-cpu (queue batch) runs on CPU.
+    5. ns/batch-gang (queue batch, 2 x 1 GPU) does not fit and stays pending.
+    6. One failing call (GetWorkload of an unknown id) for a non-OK code.
+    """
+
+    def __init__(self, stubs, server):
+        self.s = stubs
+        self.server = server
+        self.sched = stubs.pbg.SchedulerStub(server.channel)
+        self.adm = stubs.admin_g.AdminStub(server.channel)
+
+    def node(self, name, gpus, cpu="32", memory="256Gi"):
+        alloc = {"cpu": cpu, "memory": memory}
+        if gpus:
+            alloc[GPU] = str(gpus)
+        return self.s.types.Node(name=name, allocatable=alloc)
+
+    def workload(self, wid, queue_name, priority_class, resources, pods):
+        t = self.s.types
+        return t.WorkloadSpec(id=wid, queue=queue_name, priority_class=priority_class,
+                              groups=[t.GroupSpec(name="worker", resources=resources,
+                                                  min_count=pods, desired_count=pods)])
+
+    def allocate(self, spec):
+        return self.sched.Allocate(self.s.pb.AllocateRequest(workload=spec),
+                                   timeout=RPC_TIMEOUT_S)
+
+    def get(self, wid):
+        return self.sched.GetWorkload(self.s.pb.GetWorkloadRequest(workload_id=wid),
+                                      timeout=RPC_TIMEOUT_S)
+
+    def list_queues(self):
+        return self.adm.ListQueues(self.s.admin.ListQueuesRequest(), timeout=RPC_TIMEOUT_S)
+
+    def wait_state(self, wid, state):
+        deadline = time.monotonic() + WAIT_DEADLINE_S
+        while True:
+            w = self.get(wid)
+            if w.state == state:
+                return w
+            if time.monotonic() > deadline:
+                raise AssertionError("%s: state %s, want %s" % (
+                    wid, self.s.types.WorkloadState.Name(w.state),
+                    self.s.types.WorkloadState.Name(state)))
+            time.sleep(0.05)  # polling interval, bounded by the deadline
+
+    def run(self):
+        t, pb = self.s.types, self.s.pb
+        reply = self.sched.UpsertNodes(pb.UpsertNodesRequest(
+            nodes=[self.node("g0", 1), self.node("c0", 0)]), timeout=RPC_TIMEOUT_S)
+        if len(reply.rejected):
+            raise AssertionError("nodes rejected: %s" % reply.rejected)
+
+        train = self.allocate(self.workload("ns/train", "serve", "train", {GPU: "1"}, 1))
+        if train.state != t.WORKLOAD_STATE_RUNNING:
+            raise AssertionError("ns/train not RUNNING: %s" % train)
+
+        infer = self.allocate(self.workload("ns/infer", "serve", "inference", {GPU: "1"}, 1))
+        if not infer.evictions:
+            raise AssertionError("ns/infer evicted nothing: %s" % infer)
+        for ev in infer.evictions:
+            self.sched.Release(pb.ReleaseRequest(
+                workload_id=ev.workload_id,
+                slots=[t.SlotRef(group=s.group, index=s.index) for s in ev.slots]),
+                timeout=RPC_TIMEOUT_S)
+        self.wait_state("ns/infer", t.WORKLOAD_STATE_RUNNING)
+
+        cpu = self.allocate(self.workload("ns/batch-cpu", "batch", "build", {"cpu": "2"}, 1))
+        if cpu.state != t.WORKLOAD_STATE_RUNNING:
+            raise AssertionError("ns/batch-cpu not RUNNING: %s" % cpu)
+
+        gang = self.allocate(self.workload("ns/batch-gang", "batch", "train", {GPU: "1"}, 2))
+        if gang.state != t.WORKLOAD_STATE_PENDING:
+            raise AssertionError("ns/batch-gang not PENDING: %s" % gang)
+
+        try:
+            self.get("ns/does-not-exist")
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+        else:
+            raise AssertionError("GetWorkload of an unknown id succeeded")
+
+
+# ---------------------------------------------------------------------------
+# Prometheus text format (enough of it for assertions)
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$')
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def parse_metrics(text):
+    """-> (types {family: type}, samples [(name, {label: value}, float)])."""
+    types, samples = {}, []
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            parts = line.split()
+            if len(parts) >= 4:
+                types[parts[2]] = parts[3]
+            continue
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if not m:
+            raise AssertionError("unparseable sample line %r" % line)
+        labels = {k: v for k, v in _LABEL.findall(m.group(2) or "")}
+        samples.append((m.group(1), labels, float(m.group(3))))
+    return types, samples
+
+
+def family_of(sample_name, types):
+    """The family a sample belongs to (x_bucket/_sum/_count -> x for histograms)."""
+    if sample_name in types:
+        return sample_name
+    for suffix in ("_bucket", "_sum", "_count"):
+        base = sample_name[:-len(suffix)]
+        if sample_name.endswith(suffix) and types.get(base) in ("histogram", "summary"):
+            return base
+    return sample_name
