@@ -276,7 +276,10 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
       w.below_min_since = absl::InfiniteFuture();
       continue;
     }
-    if (w.below_min_since == absl::InfiniteFuture()) w.below_min_since = now;
+    if (w.below_min_since == absl::InfiniteFuture()) {
+      w.below_min_since = now;
+      changes_.workloads.insert(w.spec.id);
+    }
     if (now - w.below_min_since < options_.stale_gang_grace) continue;
     // Stranded below its minimum too long: give back what it holds and wait
     // as a whole gang again.

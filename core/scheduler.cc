@@ -63,6 +63,7 @@ const PriorityClass* Scheduler::FindClass(absl::string_view name) const {
 }
 
 absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
+  changes_.queues.insert(spec.name);
   auto existing = queue_ids_.find(spec.name);
   QueueId parent;
   if (!spec.parent.empty()) {
@@ -163,6 +164,7 @@ absl::Status Scheduler::DeleteQueue(absl::string_view name) {
     return absl::NotFoundError(
         absl::StrCat("name: queue \"", name, "\" not found"));
   }
+  changes_.queues.insert(std::string(name));
   Queue& q = queues_[it->second.value()];
   if (!q.children.empty()) {
     return absl::FailedPreconditionError(
@@ -183,6 +185,11 @@ absl::Status Scheduler::DeleteQueue(absl::string_view name) {
   return absl::OkStatus();
 }
 
+const Node* Scheduler::FindNode(absl::string_view name) const {
+  NodeId id = FindNodeId(name);
+  return id.valid() ? &nodes_[id.value()] : nullptr;
+}
+
 const Queue* Scheduler::FindQueue(absl::string_view name) const {
   auto it = queue_ids_.find(name);
   return it == queue_ids_.end() ? nullptr : &queues_[it->second.value()];
@@ -198,6 +205,7 @@ NodeId Scheduler::FindNodeId(absl::string_view name) const {
 
 void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
                           NodeChangeAnswer* answer) {
+  changes_.nodes.insert(spec.name);
   NodeId id = FindNodeId(spec.name);
   if (!id.valid()) {
     if (!free_node_ids_.empty()) {
@@ -239,6 +247,7 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
 }
 
 void Scheduler::RemoveNode(NodeId id, absl::Time now) {
+  changes_.nodes.insert(nodes_[id.value()].name);
   Node& node = nodes_[id.value()];
   // Group the lost slots per workload so each gets one event.
   absl::flat_hash_map<uint32_t, std::vector<SlotRef>> lost;
@@ -386,6 +395,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
                            ? nullptr
                            : workloads_[found->second.value()].get();
   if (absl::Status s = ValidateAgainstState(spec, existing); !s.ok()) return s;
+  changes_.workloads.insert(spec.id);
   if (existing && existing->state == WorkloadState::kReleased) {
     Forget(*existing);
     existing = nullptr;
@@ -513,13 +523,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
       --live;
     }
   }
-  w.group_order.clear();
-  for (uint32_t g = 0; g < w.groups.size(); ++g) {
-    if (w.spec.groups[g].name == kHeadGroup) w.group_order.push_back(g);
-  }
-  for (uint32_t g = 0; g < w.groups.size(); ++g) {
-    if (w.spec.groups[g].name != kHeadGroup) w.group_order.push_back(g);
-  }
+  w.ResetGroupOrder();
   w.updated = now;
   if (!dropped.empty()) {
     Event& e = Record(EventType::kReleased, w, now);
@@ -674,6 +678,7 @@ void Scheduler::SettleEvictions(Workload& w, absl::Time now) {
 }
 
 void Scheduler::ClearNominations(Workload& w) {
+  changes_.workloads.insert(w.spec.id);
   for (auto& group : w.groups) {
     for (NodeId& n : group.slot_nominated) {
       if (!n.valid()) continue;
@@ -700,6 +705,7 @@ std::vector<Eviction> Scheduler::EvictionsFor(const Workload& w) const {
 }
 
 void Scheduler::Forget(Workload& w) {
+  changes_.workloads.insert(w.spec.id);  // gone: the store deletes it
   workload_ids_.erase(w.spec.id);
   uint32_t id = w.id.value();
   workloads_[id].reset();
@@ -718,6 +724,7 @@ void Scheduler::AddToQueuePath(QueueId leaf, const ResourceVector& amount,
 }
 
 void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node) {
+  changes_.workloads.insert(w.spec.id);
   GroupState& state = w.groups[group];
   state.slot_node[slot] = node;
   Node& n = nodes_[node.value()];
@@ -727,6 +734,7 @@ void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node) {
 }
 
 void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
+  changes_.workloads.insert(w.spec.id);
   GroupState& state = w.groups[group];
   NodeId node = state.slot_node[slot];
   state.slot_node[slot] = NodeId();
@@ -753,6 +761,7 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
 }
 
 Event& Scheduler::Record(EventType type, Workload& w, absl::Time now) {
+  changes_.workloads.insert(w.spec.id);
   Event& e = events_.emplace_back();
   e.revision = ++revision_;
   e.type = type;
@@ -766,6 +775,7 @@ Event& Scheduler::Record(EventType type, Workload& w, absl::Time now) {
 }
 
 void Scheduler::SetState(Workload& w, WorkloadState state, absl::Time now) {
+  changes_.workloads.insert(w.spec.id);
   if (state == WorkloadState::kRunning && w.state != WorkloadState::kRunning) {
     w.running_since = now;
   }
@@ -773,6 +783,7 @@ void Scheduler::SetState(Workload& w, WorkloadState state, absl::Time now) {
 }
 
 void Scheduler::SetPending(Workload& w, PendingReason reason, absl::Time now) {
+  changes_.workloads.insert(w.spec.id);
   bool changed = reason.code != w.pending.code;
   w.pending = std::move(reason);
   if (changed) Record(EventType::kStateChanged, w, now);
@@ -1090,12 +1101,7 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec) {
     state.ResizeSlots(gs.desired_count);
     w.groups.push_back(std::move(state));
   }
-  for (uint32_t g = 0; g < w.groups.size(); ++g) {
-    if (spec.groups[g].name == kHeadGroup) w.group_order.push_back(g);
-  }
-  for (uint32_t g = 0; g < w.groups.size(); ++g) {
-    if (spec.groups[g].name != kHeadGroup) w.group_order.push_back(g);
-  }
+  w.ResetGroupOrder();
 
   AllocateAnswer answer;
   answer.workload_id = spec.id;

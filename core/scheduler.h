@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -110,6 +111,39 @@ struct ExplainAnswer {
   std::vector<Eviction> would_evict;
 };
 
+// Names touched since the last TakeChanges: what a store must write (or
+// delete, when the name no longer exists) to hold the current state.
+struct ChangeSet {
+  absl::btree_set<std::string> workloads;
+  absl::btree_set<std::string> nodes;
+  absl::btree_set<std::string> queues;
+  bool empty() const {
+    return workloads.empty() && nodes.empty() && queues.empty();
+  }
+};
+
+// Everything that makes up one workload's state: what a store keeps and a
+// restart restores. Node usage, queue roll-ups and slot keys are derived.
+struct WorkloadRecord {
+  WorkloadSpec spec;  // groups in their stored order
+  WorkloadState state = WorkloadState::kPending;
+  PendingReason pending;
+  struct Slot {
+    uint32_t group = 0;
+    int32_t index = 0;
+    std::string node;  // bound to; empty: unbound
+    bool evicting = false;
+    std::string nominated;  // PIPELINED: reserved on
+  };
+  std::vector<std::vector<uint8_t>> replica_live;  // per group
+  std::vector<Slot> slots;  // only slots with a node or a nomination
+  std::vector<Eviction> evictions;
+  absl::Time created, waiting_since, running_since, below_min_since, updated;
+  int64_t revision = 0;
+  uint64_t submit_seq = 0;
+  bool requeue_after_eviction = true;
+};
+
 struct SchedulerOptions {
   // Released workloads kept for GetWorkload before they are forgotten.
   size_t released_retention = 10000;
@@ -178,6 +212,7 @@ class Scheduler {
   int64_t revision() const { return revision_; }
   const Workload* FindWorkload(absl::string_view id) const;
   const Queue* FindQueue(absl::string_view name) const;
+  const Node* FindNode(absl::string_view name) const;
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<Queue>& queues() const { return queues_; }
   const std::vector<std::unique_ptr<Workload>>& workloads() const {
@@ -193,6 +228,19 @@ class Scheduler {
   const SchedulerOptions& options() const { return options_; }
   // Events recorded since the last call, in revision order.
   std::vector<Event> TakeEvents();
+
+  // --- persistence --------------------------------------------------------
+  ChangeSet TakeChanges();
+  WorkloadRecord RecordOf(const Workload& workload) const;
+  // Restore order: priority classes, queues (parents first, with their
+  // creation sequence), nodes, then workloads, then the counters.
+  absl::Status RestoreQueue(const QueueSpec& spec, uint64_t created_seq);
+  absl::Status RestoreWorkload(const WorkloadRecord& record);
+  void RestoreCounters(int64_t revision, uint64_t submit_seq);
+  uint64_t submit_seq() const { return submit_seq_; }
+  // Checks the state's invariants (bookkeeping adds up, nothing over
+  // capacity); used after a restore and by tests.
+  absl::Status CheckConsistency() const;
 
  private:
   struct PlannedRequest {
@@ -310,6 +358,7 @@ class Scheduler {
   // Set when a fair-share input changed (requests, queues, nodes).
   bool fair_share_dirty_ = true;
   std::vector<Event> events_;
+  ChangeSet changes_;
 };
 
 }  // namespace gangsched

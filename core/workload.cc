@@ -73,6 +73,16 @@ int32_t GroupState::BoundPods() const {
   return n;
 }
 
+void Workload::ResetGroupOrder() {
+  group_order.clear();
+  for (uint32_t g = 0; g < groups.size(); ++g) {
+    if (spec.groups[g].name == "head") group_order.push_back(g);
+  }
+  for (uint32_t g = 0; g < groups.size(); ++g) {
+    if (spec.groups[g].name != "head") group_order.push_back(g);
+  }
+}
+
 bool Workload::AtMinimum() const {
   for (const auto& group : groups) {
     if (group.BoundReplicas() < group.min_replicas) return false;

@@ -101,6 +101,8 @@ struct Workload {
   std::vector<Eviction> evictions;
   int64_t revision = 0;
   uint64_t submit_seq = 0;  // tie-breaker for "older first"
+  // group_order: the head group first, then the others in spec order.
+  void ResetGroupOrder();
   // Every group has at least min_replicas replicas fully bound.
   bool AtMinimum() const;
   int32_t BoundPods() const;

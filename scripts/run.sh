@@ -18,7 +18,7 @@ if [[ -f "$PIDFILE" ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
   kill "$(cat "$PIDFILE")"
   sleep 1
 fi
-args=(--listen "$LISTEN" --metrics-listen "$METRICS")
+args=(--listen "$LISTEN" --metrics-listen "$METRICS" --data-dir "${GANGSCHED_DATA_DIR:-$BUILD/data}")
 [[ -n "$CONFIG" ]] && args+=(--config "$CONFIG")
 nohup "$BUILD/server/gangsched" "${args[@]}" >"$BUILD/gangsched.log" 2>&1 &
 echo $! >"$PIDFILE"

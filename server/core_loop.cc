@@ -1,6 +1,10 @@
 #include "server/core_loop.h"
 
+#include <cstdlib>
+
 #include "server/convert.h"
+#include "server/log.h"
+#include "server/store.h"
 
 namespace gangsched::server {
 
@@ -11,6 +15,7 @@ std::pair<std::shared_ptr<CachedReply>, bool> IdempotencyCache::FindOrInsert(
   auto entry = std::make_shared<CachedReply>();
   entries_.emplace(key, entry);
   order_.push_back(key);
+  new_.push_back({key, entry, next_seq_++});
   while (order_.size() > capacity_) {
     entries_.erase(order_.front());
     order_.pop_front();
@@ -18,11 +23,30 @@ std::pair<std::shared_ptr<CachedReply>, bool> IdempotencyCache::FindOrInsert(
   return {entry, false};
 }
 
+void IdempotencyCache::Restore(const std::string& key, CachedReply reply,
+                               uint64_t seq) {
+  auto entry = std::make_shared<CachedReply>(std::move(reply));
+  entry->ready = true;
+  if (entries_.emplace(key, entry).second) order_.push_back(key);
+  next_seq_ = std::max(next_seq_, seq + 1);
+  while (order_.size() > capacity_) {
+    entries_.erase(order_.front());
+    order_.pop_front();
+  }
+}
+
+std::vector<IdempotencyCache::Entry> IdempotencyCache::TakeNew() {
+  std::vector<Entry> out;
+  out.swap(new_);
+  return out;
+}
+
 CoreLoop::CoreLoop(Options options, std::unique_ptr<Scheduler> scheduler,
-                   EventLog* events)
+                   EventLog* events, Store* store)
     : options_(options),
       scheduler_(std::move(scheduler)),
       events_(events),
+      store_(store),
       idempotency_(options.idempotency_capacity) {}
 
 CoreLoop::~CoreLoop() { Stop(); }
@@ -53,6 +77,7 @@ bool CoreLoop::Post(Work apply, Work reply) {
 
 void CoreLoop::Run() {
   std::vector<Item> batch;
+  std::vector<std::function<void()>> deferred;
   for (;;) {
     {
       std::unique_lock lock(mu_);
@@ -63,7 +88,7 @@ void CoreLoop::Run() {
       if (!woken) batch.push_back({[](Context&) {}, nullptr});  // a tick
     }
     absl::Time start = absl::Now();
-    Context ctx{*scheduler_, idempotency_, start, cycle_ + 1};
+    Context ctx{*scheduler_, idempotency_, start, cycle_ + 1, &deferred};
     bool mutating = false;
     for (auto& item : batch) {
       if (item.apply) {
@@ -76,13 +101,29 @@ void CoreLoop::Run() {
       scheduler_->RunCycle(ctx.now);
     }
     std::vector<Event> events = scheduler_->TakeEvents();
+    for (auto& item : batch) {
+      if (item.reply) item.reply(ctx);
+    }
+    // Durable before anyone hears of it: replies and events wait for the
+    // commit. A store that cannot commit leaves nothing safe to answer, so
+    // the process stops and a restart recovers the last committed state.
+    ChangeSet changes = scheduler_->TakeChanges();
+    std::vector<IdempotencyCache::Entry> answers = idempotency_.TakeNew();
+    if (store_ != nullptr && (!changes.empty() || !answers.empty())) {
+      if (absl::Status s = store_->Commit(*scheduler_, changes, answers);
+          !s.ok()) {
+        LogLine(spdlog::level::critical, "commit failed; stopping")
+            .Add("error", s.message());
+        spdlog::default_logger()->flush();
+        std::abort();
+      }
+    }
+    for (auto& fn : deferred) fn();
+    deferred.clear();
     if (!events.empty()) {
       std::vector<gangsched::v1::Event> wire(events.size());
       for (size_t i = 0; i < events.size(); ++i) ToProto(events[i], &wire[i]);
       events_->Append(std::move(wire));
-    }
-    for (auto& item : batch) {
-      if (item.reply) item.reply(ctx);
     }
     if (observer_ && mutating) {
       observer_({cycle_, batch.size(), absl::Now() - start}, *scheduler_,

@@ -1,7 +1,8 @@
 // The single owner of scheduling state. gRPC threads hand it work through a
 // bounded inbox; one thread drains everything that arrived, applies it, runs
-// one scheduling cycle, publishes the cycle's events and then answers every
-// request of the batch. Nothing else touches the Scheduler.
+// one scheduling cycle, computes every reply of the batch, commits the
+// batch's changes to the store, and only then sends the replies and
+// publishes the cycle's events. Nothing else touches the Scheduler.
 #pragma once
 
 #include <condition_variable>
@@ -22,6 +23,8 @@
 
 namespace gangsched::server {
 
+class Store;
+
 // The remembered answer of one request id (success or error), so a retry
 // gets the same answer and has no second effect.
 struct CachedReply {
@@ -33,16 +36,31 @@ struct CachedReply {
 // Bounded request-id table, oldest entries forgotten first.
 class IdempotencyCache {
  public:
+  struct Entry {
+    std::string key;
+    std::shared_ptr<CachedReply> reply;
+    uint64_t seq = 0;
+  };
   explicit IdempotencyCache(size_t capacity) : capacity_(capacity) {}
   // The entry for `key`, and whether it already existed.
   std::pair<std::shared_ptr<CachedReply>, bool> FindOrInsert(
       const std::string& key);
+  // A stored answer, on restart.
+  void Restore(const std::string& key, CachedReply reply, uint64_t seq);
+  // Entries added since the last call (for the store), oldest first.
+  std::vector<Entry> TakeNew();
+  // Entries with a smaller sequence number have been forgotten.
+  uint64_t oldest_kept_seq() const {
+    return next_seq_ > capacity_ ? next_seq_ - capacity_ : 0;
+  }
   size_t size() const { return entries_.size(); }
 
  private:
   size_t capacity_;
+  uint64_t next_seq_ = 0;
   absl::flat_hash_map<std::string, std::shared_ptr<CachedReply>> entries_;
   std::deque<std::string> order_;
+  std::vector<Entry> new_;
 };
 
 struct CycleStats {
@@ -58,10 +76,12 @@ class CoreLoop {
     IdempotencyCache& idempotency;
     absl::Time now;
     uint64_t cycle;
+    // Runs once the batch is committed: replies finish their calls here.
+    std::vector<std::function<void()>>* deferred;
+    void Defer(std::function<void()> fn) { deferred->push_back(std::move(fn)); }
   };
-  // `apply` runs before the batch's scheduling cycle, `reply` after it (and
-  // after the cycle's events are published). Either may be empty; a batch of
-  // replies only (reads) skips the cycle.
+  // `apply` runs before the batch's scheduling cycle, `reply` after it.
+  // Either may be empty; a batch of replies only (reads) skips the cycle.
   using Work = std::function<void(Context&)>;
   using CycleObserver = std::function<void(const CycleStats&, const Scheduler&,
                                            const std::vector<Event>&)>;
@@ -74,16 +94,21 @@ class CoreLoop {
     absl::Duration tick = absl::Seconds(1);
   };
 
+  // `store` may be null (--ephemeral): nothing is written.
   CoreLoop(Options options, std::unique_ptr<Scheduler> scheduler,
-           EventLog* events);
+           EventLog* events, Store* store = nullptr);
   ~CoreLoop();
+
+  // Before Start only: the state to restore into.
+  Scheduler& scheduler() { return *scheduler_; }
+  IdempotencyCache& idempotency() { return idempotency_; }
 
   void Start();
   // Answers everything still queued, then stops the thread.
   void Stop();
   // False when the inbox is full (the caller answers RESOURCE_EXHAUSTED).
   bool Post(Work apply, Work reply);
-  // Called on the core thread after every cycle (metrics).
+  // Called on the core thread after every cycle (metrics, logs, status).
   void SetCycleObserver(CycleObserver observer) {
     observer_ = std::move(observer);
   }
@@ -98,6 +123,7 @@ class CoreLoop {
   Options options_;
   std::unique_ptr<Scheduler> scheduler_;
   EventLog* events_;
+  Store* store_;
   IdempotencyCache idempotency_;
   CycleObserver observer_;
 

@@ -17,6 +17,12 @@ std::string FlagsUsage() {
                            (default 127.0.0.1:9090; empty disables it)
   --config=FILE            YAML config: queues, priority classes, nodes
                            (default: built-in; one queue "default")
+  --data-dir=DIR           where the state is kept (SQLite, default
+                           ./gangsched-data); one gangsched per directory
+  --ephemeral              keep everything in memory (nothing survives a restart)
+  --sqlite-sync=full|normal
+                           full (default) survives power loss; normal survives
+                           a killed process and commits faster
   --role=all               process role; only "all" (frontend and core in one
                            process) exists so far
   --inbox-capacity=N       requests waiting for the core before new ones get
@@ -56,6 +62,12 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
       {"listen", string_flag(&flags.listen)},
       {"metrics-listen", string_flag(&flags.metrics_listen)},
       {"config", string_flag(&flags.config)},
+      {"data-dir", string_flag(&flags.data_dir)},
+      {"sqlite-sync",
+       [&](const std::string& v) {
+         flags.sqlite_sync = v;
+         return v == "full" || v == "normal";
+       }},
       {"role",
        [&](const std::string& v) {
          flags.role = v;
@@ -89,6 +101,10 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       flags.help = true;
+      continue;
+    }
+    if (arg == "--ephemeral") {
+      flags.ephemeral = true;
       continue;
     }
     if (arg == "--version") {

@@ -12,6 +12,9 @@ struct ServerFlags {
   std::string metrics_listen = "127.0.0.1:9090";
   std::string config;
   std::string role = "all";
+  std::string data_dir = "gangsched-data";
+  bool ephemeral = false;
+  std::string sqlite_sync = "full";
   size_t inbox_capacity = 10000;
   size_t event_window = 100000;
   double tick_seconds = 1.0;

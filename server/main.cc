@@ -21,6 +21,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/services.h"
+#include "server/sqlite_store.h"
 #include "server/status.h"
 
 namespace gangsched::server {
@@ -143,6 +144,17 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  std::unique_ptr<SqliteStore> store;
+  if (!flags->ephemeral) {
+    auto opened = SqliteStore::Open(
+        {.dir = flags->data_dir, .full_sync = flags->sqlite_sync == "full"});
+    if (!opened.ok()) {
+      LogLine(spdlog::level::err, "cannot open the store")
+          .Add("error", opened.status().message());
+      return 1;
+    }
+    store = *std::move(opened);
+  }
   Metrics metrics;
   EventLog events(flags->event_window);
   CoreLoop core(
@@ -150,7 +162,35 @@ int Run(int argc, char** argv) {
        .tick = absl::Seconds(flags->tick_seconds)},
       std::make_unique<Scheduler>(SchedulerOptions{
           .stale_gang_grace = absl::Seconds(flags->stale_gang_grace_seconds)}),
-      &events);
+      &events, store.get());
+  if (store != nullptr) {
+    // Recovery: classes and the config's queues first (stored workloads need
+    // them), then everything stored; the config is applied again below.
+    absl::Time started = absl::Now();
+    Scheduler& scheduler = core.scheduler();
+    absl::Status status = scheduler.SetPriorityClasses(
+        config.priority_classes, config.default_priority_class);
+    for (const auto& q : config.queues) {
+      if (status.ok()) status = scheduler.UpsertQueue(q).status();
+    }
+    absl::StatusOr<Store::Loaded> loaded =
+        status.ok() ? store->Load(scheduler, core.idempotency()) : status;
+    if (!loaded.ok()) {
+      LogLine(spdlog::level::err, "cannot recover the stored state")
+          .Add("data_dir", flags->data_dir)
+          .Add("error", loaded.status().message());
+      return 1;
+    }
+    events.ResetTo(loaded->revision);
+    LogLine(spdlog::level::info, "recovered")
+        .Add("data_dir", flags->data_dir)
+        .Add("queues", static_cast<int64_t>(loaded->queues))
+        .Add("nodes", static_cast<int64_t>(loaded->nodes))
+        .Add("workloads", static_cast<int64_t>(loaded->workloads))
+        .Add("requests", static_cast<int64_t>(loaded->requests))
+        .Add("revision", loaded->revision)
+        .Add("seconds", absl::ToDoubleSeconds(absl::Now() - started));
+  }
   HttpServer http(metrics.registry(), [&core](const std::string& id) {
     return ExplainText(core, id);
   });

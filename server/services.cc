@@ -52,11 +52,13 @@ grpc::ServerUnaryReactor* Dispatch(CoreLoop* core, Metrics* metrics,
       apply(c);
     };
   }
+  // The answer is computed after the cycle but sent only after the commit.
   auto wrapped_reply = [reply = std::move(reply), idem, response,
                         finish](Ctx& c) {
     if (idem->replay) {
       response->ParseFromString(idem->entry->response);
-      finish(idem->entry->status);
+      grpc::Status status = idem->entry->status;
+      c.Defer([finish, status] { finish(status); });
       return;
     }
     grpc::Status status = reply(c);
@@ -65,7 +67,7 @@ grpc::ServerUnaryReactor* Dispatch(CoreLoop* core, Metrics* metrics,
       response->SerializeToString(&idem->entry->response);
       idem->entry->ready = true;
     }
-    finish(std::move(status));
+    c.Defer([finish, status] { finish(status); });
   };
   if (!core->Post(std::move(wrapped_apply), std::move(wrapped_reply))) {
     finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,

@@ -122,6 +122,7 @@ class ServerProcess:
         self.args = [SERVER_BINARY,
                      "--listen", "127.0.0.1:%d" % self.port,
                      "--metrics-listen", "127.0.0.1:%d" % self.metrics_port,
+                     "--data-dir", os.path.join(self.logdir, "data"),
                      ] + list(extra_args)
         self.proc = None
         self.channel = None

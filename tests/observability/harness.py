@@ -102,7 +102,8 @@ class ServerProcess:
         self.args = [binary,
                      "--listen", "127.0.0.1:%d" % self.port,
                      "--metrics-listen", "127.0.0.1:%d" % self.metrics_port,
-                     "--config", self.config_path] + list(extra_args)
+                     "--config", self.config_path,
+                     "--data-dir", os.path.join(self.logdir, "data")] + list(extra_args)
         self.proc = None
         self.channel = None
 

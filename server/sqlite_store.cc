@@ -1,0 +1,304 @@
+#include "server/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "server/store_codec.h"
+
+namespace gangsched::server {
+namespace {
+
+constexpr const char* kSchema = R"(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS queues(name TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS nodes(name TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS workloads(id TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS requests(key TEXT PRIMARY KEY, seq INTEGER NOT NULL,
+                                    code INTEGER NOT NULL, message TEXT NOT NULL,
+                                    response BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS requests_seq ON requests(seq);
+)";
+
+// A prepared statement, finalized on scope exit.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  bool ok() const { return rc_ == SQLITE_OK; }
+  sqlite3_stmt* get() { return stmt_; }
+  void Text(int i, const std::string& s) {
+    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()),
+                      SQLITE_TRANSIENT);
+  }
+  void Blob(int i, const std::string& s) {
+    sqlite3_bind_blob(stmt_, i, s.data(), static_cast<int>(s.size()),
+                      SQLITE_TRANSIENT);
+  }
+  void Int(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  int Step() { return sqlite3_step(stmt_); }
+  void Reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  std::string ColumnBytes(int i) {
+    const void* data = sqlite3_column_blob(stmt_, i);
+    int n = sqlite3_column_bytes(stmt_, i);
+    return data == nullptr ? std::string()
+                           : std::string(static_cast<const char*>(data), n);
+  }
+  int64_t ColumnInt(int i) { return sqlite3_column_int64(stmt_, i); }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+absl::Status Error(sqlite3* db, absl::string_view what) {
+  return absl::InternalError(
+      absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
+    const Options& options) {
+  std::error_code ec;
+  std::filesystem::create_directories(options.dir, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data-dir ", options.dir, ": ", ec.message()));
+  }
+  std::string path =
+      (std::filesystem::path(options.dir) / "gangsched.db").string();
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                      nullptr) != SQLITE_OK) {
+    absl::Status s = Error(db, absl::StrCat("open ", path));
+    sqlite3_close(db);
+    return s;
+  }
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db, options.request_rows));
+  // One process owns the database: EXCLUSIVE locking plus an immediate
+  // write takes the lock now, so a second gangsched fails at start.
+  for (const char* pragma :
+       {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA journal_mode=WAL"}) {
+    if (absl::Status s = store->Exec(pragma); !s.ok()) {
+      if (sqlite3_errcode(db) == SQLITE_BUSY) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "--data-dir ", options.dir, " is in use by another gangsched"));
+      }
+      return s;
+    }
+  }
+  if (absl::Status s =
+          store->Exec(options.full_sync ? "PRAGMA synchronous=FULL"
+                                        : "PRAGMA synchronous=NORMAL");
+      !s.ok()) {
+    return s;
+  }
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE; COMMIT;", nullptr, nullptr, nullptr) !=
+      SQLITE_OK) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--data-dir ", options.dir, " is in use by another gangsched (",
+        sqlite3_errmsg(db), ")"));
+  }
+  if (absl::Status s = store->Exec(kSchema); !s.ok()) return s;
+  return store;
+}
+
+SqliteStore::~SqliteStore() { sqlite3_close(db_); }
+
+absl::Status SqliteStore::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    absl::Status s = absl::InternalError(
+        absl::StrCat("sqlite: ", sql, ": ", err ? err : "?"));
+    sqlite3_free(err);
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
+                                                IdempotencyCache& requests) {
+  Loaded loaded;
+  // Queues, parents before children.
+  {
+    Statement q(db_, "SELECT data FROM queues");
+    std::vector<std::pair<QueueSpec, uint64_t>> pending;
+    while (q.Step() == SQLITE_ROW) {
+      auto decoded = DecodeQueue(q.ColumnBytes(0));
+      if (!decoded.ok()) return decoded.status();
+      pending.push_back(*std::move(decoded));
+    }
+    std::sort(pending.begin(), pending.end(),
+              [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (bool progress = true; progress && !pending.empty();) {
+      progress = false;
+      for (auto it = pending.begin(); it != pending.end();) {
+        if (!it->first.parent.empty() &&
+            scheduler.FindQueue(it->first.parent) == nullptr) {
+          ++it;
+          continue;
+        }
+        if (absl::Status s = scheduler.RestoreQueue(it->first, it->second);
+            !s.ok())
+          return s;
+        ++loaded.queues;
+        it = pending.erase(it);
+        progress = true;
+      }
+    }
+    if (!pending.empty()) {
+      return absl::DataLossError(absl::StrCat(
+          "stored queue ", pending.front().first.name, " has no parent"));
+    }
+  }
+  {
+    Statement q(db_, "SELECT data FROM nodes");
+    std::vector<NodeSpec> nodes;
+    while (q.Step() == SQLITE_ROW) {
+      auto node = DecodeNode(q.ColumnBytes(0));
+      if (!node.ok()) return node.status();
+      nodes.push_back(*std::move(node));
+    }
+    scheduler.UpsertNodes(nodes, absl::Now());
+    loaded.nodes = nodes.size();
+  }
+  {
+    Statement q(db_, "SELECT data FROM workloads");
+    std::vector<WorkloadRecord> records;
+    while (q.Step() == SQLITE_ROW) {
+      auto record = DecodeWorkload(q.ColumnBytes(0));
+      if (!record.ok()) return record.status();
+      records.push_back(*std::move(record));
+    }
+    std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
+      return a.submit_seq < b.submit_seq;
+    });
+    for (const auto& r : records) {
+      if (absl::Status s = scheduler.RestoreWorkload(r); !s.ok()) return s;
+    }
+    loaded.workloads = records.size();
+  }
+  int64_t revision = 0, submit_seq = 0;
+  {
+    Statement q(db_, "SELECT key, value FROM meta");
+    while (q.Step() == SQLITE_ROW) {
+      std::string key = q.ColumnBytes(0);
+      if (key == "revision") revision = q.ColumnInt(1);
+      if (key == "submit_seq") submit_seq = q.ColumnInt(1);
+    }
+  }
+  scheduler.RestoreCounters(revision, static_cast<uint64_t>(submit_seq));
+  loaded.revision = revision;
+  {
+    Statement q(
+        db_,
+        "SELECT key, seq, code, message, response FROM requests ORDER BY seq");
+    while (q.Step() == SQLITE_ROW) {
+      CachedReply reply;
+      reply.status = grpc::Status(static_cast<grpc::StatusCode>(q.ColumnInt(2)),
+                                  q.ColumnBytes(3));
+      reply.response = q.ColumnBytes(4);
+      requests.Restore(q.ColumnBytes(0), std::move(reply),
+                       static_cast<uint64_t>(q.ColumnInt(1)));
+      ++loaded.requests;
+    }
+    requests.TakeNew();
+  }
+  if (absl::Status s = scheduler.CheckConsistency(); !s.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("restored state is inconsistent: ", s.message()));
+  }
+  return loaded;
+}
+
+absl::Status SqliteStore::Commit(
+    const Scheduler& scheduler, const ChangeSet& changes,
+    const std::vector<IdempotencyCache::Entry>& answers) {
+  if (absl::Status s = Exec("BEGIN"); !s.ok()) return s;
+  auto fail = [&](absl::string_view what) {
+    absl::Status s = Error(db_, what);
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return s;
+  };
+  Statement put_workload(
+      db_, "INSERT OR REPLACE INTO workloads(id, data) VALUES(?, ?)");
+  Statement del_workload(db_, "DELETE FROM workloads WHERE id = ?");
+  for (const std::string& id : changes.workloads) {
+    const Workload* w = scheduler.FindWorkload(id);
+    Statement& st = w ? put_workload : del_workload;
+    st.Text(1, id);
+    if (w) st.Blob(2, EncodeWorkload(scheduler.RecordOf(*w)));
+    if (st.Step() != SQLITE_DONE) return fail("write workload");
+    st.Reset();
+  }
+  Statement put_node(db_,
+                     "INSERT OR REPLACE INTO nodes(name, data) VALUES(?, ?)");
+  Statement del_node(db_, "DELETE FROM nodes WHERE name = ?");
+  for (const std::string& name : changes.nodes) {
+    const Node* n = scheduler.FindNode(name);
+    Statement& st = n ? put_node : del_node;
+    st.Text(1, name);
+    if (n) st.Blob(2, EncodeNode(scheduler, *n));
+    if (st.Step() != SQLITE_DONE) return fail("write node");
+    st.Reset();
+  }
+  Statement put_queue(db_,
+                      "INSERT OR REPLACE INTO queues(name, data) VALUES(?, ?)");
+  Statement del_queue(db_, "DELETE FROM queues WHERE name = ?");
+  for (const std::string& name : changes.queues) {
+    const Queue* q = scheduler.FindQueue(name);
+    Statement& st = q ? put_queue : del_queue;
+    st.Text(1, name);
+    if (q) st.Blob(2, EncodeQueue(q->spec, q->created_seq));
+    if (st.Step() != SQLITE_DONE) return fail("write queue");
+    st.Reset();
+  }
+  Statement put_meta(db_,
+                     "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)");
+  for (auto [key, value] :
+       {std::pair<const char*, int64_t>{"revision", scheduler.revision()},
+        {"submit_seq", static_cast<int64_t>(scheduler.submit_seq())}}) {
+    put_meta.Text(1, key);
+    put_meta.Int(2, value);
+    if (put_meta.Step() != SQLITE_DONE) return fail("write meta");
+    put_meta.Reset();
+  }
+  if (!answers.empty()) {
+    Statement put(
+        db_,
+        "INSERT OR REPLACE INTO requests(key, seq, code, message, response) "
+        "VALUES(?, ?, ?, ?, ?)");
+    uint64_t newest = 0;
+    for (const auto& a : answers) {
+      put.Text(1, a.key);
+      put.Int(2, static_cast<int64_t>(a.seq));
+      put.Int(3, a.reply->status.error_code());
+      put.Text(4, a.reply->status.error_message());
+      put.Blob(5, a.reply->response);
+      if (put.Step() != SQLITE_DONE) return fail("write request");
+      put.Reset();
+      newest = std::max(newest, a.seq);
+    }
+    // The table keeps what the in-memory table keeps.
+    Statement trim(db_, "DELETE FROM requests WHERE seq < ?");
+    int64_t keep_from =
+        static_cast<int64_t>(newest) - static_cast<int64_t>(request_rows_) + 1;
+    trim.Int(1, keep_from);
+    if (keep_from > 0 && trim.Step() != SQLITE_DONE)
+      return fail("trim requests");
+  }
+  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
+    return fail("commit");
+  return absl::OkStatus();
+}
+
+}  // namespace gangsched::server

@@ -1,0 +1,45 @@
+// The embedded default store: SQLite in --data-dir, WAL mode. One
+// transaction per batch; rows hold the current state (workloads, nodes,
+// queues, request answers), so restart time does not grow with history.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/store.h"
+
+struct sqlite3;
+
+namespace gangsched::server {
+
+class SqliteStore final : public Store {
+ public:
+  struct Options {
+    std::string dir;
+    // FULL survives power loss; NORMAL survives a killed process (WAL).
+    bool full_sync = true;
+    // Request answers kept (as many as the in-memory request-id table).
+    size_t request_rows = 100000;
+  };
+  // Creates the directory and schema if needed; fails when another process
+  // holds the database.
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(
+      const Options& options);
+  ~SqliteStore() override;
+
+  absl::StatusOr<Loaded> Load(Scheduler& scheduler,
+                              IdempotencyCache& requests) override;
+  absl::Status Commit(
+      const Scheduler& scheduler, const ChangeSet& changes,
+      const std::vector<IdempotencyCache::Entry>& answers) override;
+
+ private:
+  SqliteStore(sqlite3* db, size_t request_rows)
+      : db_(db), request_rows_(request_rows) {}
+  absl::Status Exec(const char* sql);
+  sqlite3* db_;
+  size_t request_rows_;
+};
+
+}  // namespace gangsched::server

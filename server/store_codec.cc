@@ -1,0 +1,172 @@
+#include "server/store_codec.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "server/convert.h"
+
+namespace gangsched::server {
+namespace {
+
+int64_t EncodeTime(absl::Time t) {
+  if (t == absl::InfinitePast()) return std::numeric_limits<int64_t>::min();
+  if (t == absl::InfiniteFuture()) return std::numeric_limits<int64_t>::max();
+  return absl::ToUnixMicros(t);
+}
+
+absl::Time DecodeTime(int64_t us) {
+  if (us == std::numeric_limits<int64_t>::min()) return absl::InfinitePast();
+  if (us == std::numeric_limits<int64_t>::max()) return absl::InfiniteFuture();
+  return absl::FromUnixMicros(us);
+}
+
+std::optional<WorkloadState> StateFromProto(v1::WorkloadState s) {
+  switch (s) {
+    case v1::WORKLOAD_STATE_PENDING:
+      return WorkloadState::kPending;
+    case v1::WORKLOAD_STATE_PIPELINED:
+      return WorkloadState::kPipelined;
+    case v1::WORKLOAD_STATE_RUNNING:
+      return WorkloadState::kRunning;
+    case v1::WORKLOAD_STATE_RELEASING:
+      return WorkloadState::kReleasing;
+    case v1::WORKLOAD_STATE_RELEASED:
+      return WorkloadState::kReleased;
+    default:
+      return std::nullopt;
+  }
+}
+
+PendingCode CodeFromProto(v1::PendingCode code) {
+  for (PendingCode c :
+       {PendingCode::kQueueQuota, PendingCode::kQueueLimit,
+        PendingCode::kCapacity, PendingCode::kUnsatisfiable,
+        PendingCode::kUnknownQueue, PendingCode::kWaitingForEvictions,
+        PendingCode::kOrder}) {
+    if (ToProto(c) == code) return c;
+  }
+  return PendingCode::kNone;
+}
+
+std::optional<EvictionReason> ReasonFromString(absl::string_view s) {
+  for (EvictionReason r : {EvictionReason::kPreempt, EvictionReason::kReclaim,
+                           EvictionReason::kStale, EvictionReason::kNodeLost,
+                           EvictionReason::kManual}) {
+    if (ToString(r) == s) return r;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string EncodeWorkload(const WorkloadRecord& r) {
+  internal::StoredWorkload out;
+  ToProto(r.spec, out.mutable_spec());
+  out.set_state(ToProto(r.state));
+  ToProto(r.pending, out.mutable_pending());
+  for (const auto& live : r.replica_live) {
+    out.add_replica_live(std::string(live.begin(), live.end()));
+  }
+  for (const auto& slot : r.slots) {
+    auto* s = out.add_slots();
+    s->set_group(slot.group);
+    s->set_index(slot.index);
+    s->set_node(slot.node);
+    s->set_evicting(slot.evicting);
+    s->set_nominated(slot.nominated);
+  }
+  for (const auto& e : r.evictions) ToProto(e, out.add_evictions());
+  out.set_created_us(EncodeTime(r.created));
+  out.set_waiting_since_us(EncodeTime(r.waiting_since));
+  out.set_running_since_us(EncodeTime(r.running_since));
+  out.set_below_min_since_us(EncodeTime(r.below_min_since));
+  out.set_updated_us(EncodeTime(r.updated));
+  out.set_revision(r.revision);
+  out.set_submit_seq(r.submit_seq);
+  out.set_requeue_after_eviction(r.requeue_after_eviction);
+  return out.SerializeAsString();
+}
+
+absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes) {
+  internal::StoredWorkload in;
+  if (!in.ParseFromString(bytes))
+    return absl::DataLossError("workload record does not parse");
+  absl::StatusOr<WorkloadSpec> spec = ParseWorkloadSpec(in.spec());
+  if (!spec.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("stored spec: ", spec.status().message()));
+  }
+  std::optional<WorkloadState> state = StateFromProto(in.state());
+  if (!state) return absl::DataLossError("stored state is unknown");
+  WorkloadRecord r;
+  r.spec = *std::move(spec);
+  r.state = *state;
+  r.pending = {CodeFromProto(in.pending().code()), in.pending().message()};
+  for (const std::string& live : in.replica_live()) {
+    r.replica_live.emplace_back(live.begin(), live.end());
+  }
+  for (const auto& s : in.slots()) {
+    r.slots.push_back(
+        {s.group(), s.index(), s.node(), s.evicting(), s.nominated()});
+  }
+  for (const auto& e : in.evictions()) {
+    std::optional<EvictionReason> reason = ReasonFromString(e.reason());
+    if (!reason)
+      return absl::DataLossError("stored eviction reason is unknown");
+    Eviction eviction{e.workload_id(), {}, *reason, e.preemptor_workload_id()};
+    for (const auto& s : e.slots())
+      eviction.slots.push_back({s.group(), s.index()});
+    r.evictions.push_back(std::move(eviction));
+  }
+  r.created = DecodeTime(in.created_us());
+  r.waiting_since = DecodeTime(in.waiting_since_us());
+  r.running_since = DecodeTime(in.running_since_us());
+  r.below_min_since = DecodeTime(in.below_min_since_us());
+  r.updated = DecodeTime(in.updated_us());
+  r.revision = in.revision();
+  r.submit_seq = in.submit_seq();
+  r.requeue_after_eviction = in.requeue_after_eviction();
+  return r;
+}
+
+std::string EncodeQueue(const QueueSpec& spec, uint64_t created_seq) {
+  internal::StoredQueue out;
+  ToProto(spec, out.mutable_queue());
+  out.set_created_seq(created_seq);
+  return out.SerializeAsString();
+}
+
+absl::StatusOr<std::pair<QueueSpec, uint64_t>> DecodeQueue(
+    const std::string& bytes) {
+  internal::StoredQueue in;
+  if (!in.ParseFromString(bytes))
+    return absl::DataLossError("queue record does not parse");
+  absl::StatusOr<QueueSpec> spec = ParseQueue(in.queue());
+  if (!spec.ok())
+    return absl::DataLossError(
+        absl::StrCat("stored queue: ", spec.status().message()));
+  return std::make_pair(*std::move(spec), in.created_seq());
+}
+
+std::string EncodeNode(const Scheduler& scheduler, const Node& node) {
+  v1::Node out;
+  out.set_name(node.name);
+  ResourcesToProto(scheduler.resources(), node.allocatable,
+                   out.mutable_allocatable());
+  for (const auto& [k, v] : node.labels) (*out.mutable_labels())[k] = v;
+  out.set_schedulable(node.schedulable);
+  return out.SerializeAsString();
+}
+
+absl::StatusOr<NodeSpec> DecodeNode(const std::string& bytes) {
+  v1::Node in;
+  if (!in.ParseFromString(bytes))
+    return absl::DataLossError("node record does not parse");
+  absl::StatusOr<NodeSpec> spec = ParseNode(in, "node");
+  if (!spec.ok())
+    return absl::DataLossError(
+        absl::StrCat("stored node: ", spec.status().message()));
+  return spec;
+}
+
+}  // namespace gangsched::server
