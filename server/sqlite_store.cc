@@ -65,6 +65,39 @@ absl::Status Error(sqlite3* db, absl::string_view what) {
 
 }  // namespace
 
+struct SqliteStore::Statements {
+  explicit Statements(sqlite3* db)
+      : put_workload(db,
+                     "INSERT OR REPLACE INTO workloads(id, data) VALUES(?, ?)"),
+        del_workload(db, "DELETE FROM workloads WHERE id = ?"),
+        put_node(db, "INSERT OR REPLACE INTO nodes(name, data) VALUES(?, ?)"),
+        del_node(db, "DELETE FROM nodes WHERE name = ?"),
+        put_queue(db, "INSERT OR REPLACE INTO queues(name, data) VALUES(?, ?)"),
+        del_queue(db, "DELETE FROM queues WHERE name = ?"),
+        put_meta(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)"),
+        put_request(db,
+                    "INSERT OR REPLACE INTO requests(key, seq, code, message, "
+                    "response) "
+                    "VALUES(?, ?, ?, ?, ?)"),
+        trim_requests(db, "DELETE FROM requests WHERE seq < ?"),
+        begin(db, "BEGIN"),
+        commit(db, "COMMIT") {}
+  bool ok() const {
+    for (const Statement* st :
+         {&put_workload, &del_workload, &put_node, &del_node, &put_queue,
+          &del_queue, &put_meta, &put_request, &trim_requests, &begin,
+          &commit}) {
+      if (!st->ok()) return false;
+    }
+    return true;
+  }
+  Statement put_workload, del_workload, put_node, del_node, put_queue,
+      del_queue, put_meta, put_request, trim_requests, begin, commit;
+};
+
+SqliteStore::SqliteStore(sqlite3* db, size_t request_rows)
+    : db_(db), request_rows_(request_rows) {}
+
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     const Options& options) {
   std::error_code ec;
@@ -109,10 +142,15 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
         sqlite3_errmsg(db), ")"));
   }
   if (absl::Status s = store->Exec(kSchema); !s.ok()) return s;
+  store->statements_ = std::make_unique<Statements>(db);
+  if (!store->statements_->ok()) return Error(db, "prepare");
   return store;
 }
 
-SqliteStore::~SqliteStore() { sqlite3_close(db_); }
+SqliteStore::~SqliteStore() {
+  statements_.reset();  // finalize before closing
+  sqlite3_close(db_);
+}
 
 absl::Status SqliteStore::Exec(const char* sql) {
   char* err = nullptr;
@@ -223,81 +261,64 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
 absl::Status SqliteStore::Commit(
     const Scheduler& scheduler, const ChangeSet& changes,
     const std::vector<IdempotencyCache::Entry>& answers) {
-  if (absl::Status s = Exec("BEGIN"); !s.ok()) return s;
+  Statements& st = *statements_;
   auto fail = [&](absl::string_view what) {
     absl::Status s = Error(db_, what);
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return s;
   };
-  Statement put_workload(
-      db_, "INSERT OR REPLACE INTO workloads(id, data) VALUES(?, ?)");
-  Statement del_workload(db_, "DELETE FROM workloads WHERE id = ?");
+  auto run = [](Statement& statement) {
+    int rc = statement.Step();
+    statement.Reset();
+    return rc == SQLITE_DONE;
+  };
+  if (!run(st.begin)) return fail("begin");
   for (const std::string& id : changes.workloads) {
     const Workload* w = scheduler.FindWorkload(id);
-    Statement& st = w ? put_workload : del_workload;
-    st.Text(1, id);
-    if (w) st.Blob(2, EncodeWorkload(scheduler.RecordOf(*w)));
-    if (st.Step() != SQLITE_DONE) return fail("write workload");
-    st.Reset();
+    Statement& put = w ? st.put_workload : st.del_workload;
+    put.Text(1, id);
+    if (w) put.Blob(2, EncodeWorkload(scheduler.RecordOf(*w)));
+    if (!run(put)) return fail("write workload");
   }
-  Statement put_node(db_,
-                     "INSERT OR REPLACE INTO nodes(name, data) VALUES(?, ?)");
-  Statement del_node(db_, "DELETE FROM nodes WHERE name = ?");
   for (const std::string& name : changes.nodes) {
     const Node* n = scheduler.FindNode(name);
-    Statement& st = n ? put_node : del_node;
-    st.Text(1, name);
-    if (n) st.Blob(2, EncodeNode(scheduler, *n));
-    if (st.Step() != SQLITE_DONE) return fail("write node");
-    st.Reset();
+    Statement& put = n ? st.put_node : st.del_node;
+    put.Text(1, name);
+    if (n) put.Blob(2, EncodeNode(scheduler, *n));
+    if (!run(put)) return fail("write node");
   }
-  Statement put_queue(db_,
-                      "INSERT OR REPLACE INTO queues(name, data) VALUES(?, ?)");
-  Statement del_queue(db_, "DELETE FROM queues WHERE name = ?");
   for (const std::string& name : changes.queues) {
     const Queue* q = scheduler.FindQueue(name);
-    Statement& st = q ? put_queue : del_queue;
-    st.Text(1, name);
-    if (q) st.Blob(2, EncodeQueue(q->spec, q->created_seq));
-    if (st.Step() != SQLITE_DONE) return fail("write queue");
-    st.Reset();
+    Statement& put = q ? st.put_queue : st.del_queue;
+    put.Text(1, name);
+    if (q) put.Blob(2, EncodeQueue(q->spec, q->created_seq));
+    if (!run(put)) return fail("write queue");
   }
-  Statement put_meta(db_,
-                     "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)");
   for (auto [key, value] :
        {std::pair<const char*, int64_t>{"revision", scheduler.revision()},
         {"submit_seq", static_cast<int64_t>(scheduler.submit_seq())}}) {
-    put_meta.Text(1, key);
-    put_meta.Int(2, value);
-    if (put_meta.Step() != SQLITE_DONE) return fail("write meta");
-    put_meta.Reset();
+    st.put_meta.Text(1, key);
+    st.put_meta.Int(2, value);
+    if (!run(st.put_meta)) return fail("write meta");
   }
-  if (!answers.empty()) {
-    Statement put(
-        db_,
-        "INSERT OR REPLACE INTO requests(key, seq, code, message, response) "
-        "VALUES(?, ?, ?, ?, ?)");
-    uint64_t newest = 0;
-    for (const auto& a : answers) {
-      put.Text(1, a.key);
-      put.Int(2, static_cast<int64_t>(a.seq));
-      put.Int(3, a.reply->status.error_code());
-      put.Text(4, a.reply->status.error_message());
-      put.Blob(5, a.reply->response);
-      if (put.Step() != SQLITE_DONE) return fail("write request");
-      put.Reset();
-      newest = std::max(newest, a.seq);
-    }
-    // The table keeps what the in-memory table keeps.
-    Statement trim(db_, "DELETE FROM requests WHERE seq < ?");
-    int64_t keep_from =
-        static_cast<int64_t>(newest) - static_cast<int64_t>(request_rows_) + 1;
-    trim.Int(1, keep_from);
-    if (keep_from > 0 && trim.Step() != SQLITE_DONE)
-      return fail("trim requests");
+  uint64_t newest = 0;
+  for (const auto& a : answers) {
+    st.put_request.Text(1, a.key);
+    st.put_request.Int(2, static_cast<int64_t>(a.seq));
+    st.put_request.Int(3, a.reply->status.error_code());
+    st.put_request.Text(4, a.reply->status.error_message());
+    st.put_request.Blob(5, a.reply->response);
+    if (!run(st.put_request)) return fail("write request");
+    newest = std::max(newest, a.seq);
   }
-  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
-    return fail("commit");
+  // The table keeps what the in-memory table keeps.
+  int64_t keep_from =
+      static_cast<int64_t>(newest) - static_cast<int64_t>(request_rows_) + 1;
+  if (!answers.empty() && keep_from > 0) {
+    st.trim_requests.Int(1, keep_from);
+    if (!run(st.trim_requests)) return fail("trim requests");
+  }
+  if (!run(st.commit)) return fail("commit");
   return absl::OkStatus();
 }
 

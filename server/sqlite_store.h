@@ -35,11 +35,12 @@ class SqliteStore final : public Store {
       const std::vector<IdempotencyCache::Entry>& answers) override;
 
  private:
-  SqliteStore(sqlite3* db, size_t request_rows)
-      : db_(db), request_rows_(request_rows) {}
+  struct Statements;  // prepared once, reused by every commit
+  SqliteStore(sqlite3* db, size_t request_rows);
   absl::Status Exec(const char* sql);
   sqlite3* db_;
   size_t request_rows_;
+  std::unique_ptr<Statements> statements_;
 };
 
 }  // namespace gangsched::server
