@@ -14,6 +14,7 @@
 #include "server/core_loop.h"
 #include "server/event_log.h"
 #include "server/sqlite_store.h"
+#include "server/store_codec.h"
 
 namespace gangsched::server {
 namespace {
@@ -122,16 +123,19 @@ void BM_PairsSqliteFull(benchmark::State& state) {
 BENCHMARK(BM_PairsInMemory)
     ->Arg(1)
     ->Arg(32)
+    ->Arg(128)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_PairsSqliteNormal)
     ->Arg(1)
     ->Arg(32)
+    ->Arg(128)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_PairsSqliteFull)
     ->Arg(1)
     ->Arg(32)
+    ->Arg(128)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -151,7 +155,8 @@ void BM_Restart100kSlots10kNodes(benchmark::State& state) {
     for (const auto& w : s->workloads()) slots += w ? w->BoundPods() : 0;
     state.counters["slots"] = static_cast<double>(slots);
     auto store = *SqliteStore::Open({.dir = dir});
-    store->Commit(*s, s->TakeChanges(), {}).IgnoreError();
+    StoreRows rows = EncodeChanges(*s, s->TakeChanges(), {});
+    store->Write({&rows}).IgnoreError();
   }
   for (auto _ : state) {
     auto store = *SqliteStore::Open({.dir = dir});

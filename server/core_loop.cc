@@ -5,6 +5,7 @@
 #include "server/convert.h"
 #include "server/log.h"
 #include "server/store.h"
+#include "server/store_codec.h"
 
 namespace gangsched::server {
 
@@ -52,17 +53,23 @@ CoreLoop::CoreLoop(Options options, std::unique_ptr<Scheduler> scheduler,
 CoreLoop::~CoreLoop() { Stop(); }
 
 void CoreLoop::Start() {
+  if (store_ != nullptr) committer_ = std::thread([this] { Commit(); });
   thread_ = std::thread([this] { Run(); });
 }
 
 void CoreLoop::Stop() {
   {
     std::lock_guard lock(mu_);
-    if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard lock(commit_mu_);
+    commit_stopping_ = true;
+  }
+  commit_cv_.notify_all();
+  if (committer_.joinable()) committer_.join();
 }
 
 bool CoreLoop::Post(Work apply, Work reply) {
@@ -73,6 +80,43 @@ bool CoreLoop::Post(Work apply, Work reply) {
   }
   cv_.notify_one();
   return true;
+}
+
+void CoreLoop::Release(Pending& pending) {
+  for (auto& fn : pending.deferred) fn();
+  if (!pending.events.empty()) events_->Append(std::move(pending.events));
+}
+
+void CoreLoop::Commit() {
+  for (;;) {
+    std::vector<Pending> batch;
+    {
+      std::unique_lock lock(commit_mu_);
+      commit_cv_.wait(lock,
+                      [&] { return commit_stopping_ || !commits_.empty(); });
+      if (commits_.empty()) return;
+      while (!commits_.empty()) {
+        batch.push_back(std::move(commits_.front()));
+        commits_.pop_front();
+      }
+    }
+    commit_space_cv_.notify_all();
+    std::vector<const StoreRows*> rows;
+    for (const Pending& p : batch) {
+      if (p.rows) rows.push_back(p.rows.get());
+    }
+    if (!rows.empty()) {
+      if (absl::Status s = store_->Write(rows); !s.ok()) {
+        // Nothing of these batches was answered: stop, and a restart
+        // recovers the last committed state.
+        LogLine(spdlog::level::critical, "commit failed; stopping")
+            .Add("error", s.message());
+        spdlog::default_logger()->flush();
+        std::abort();
+      }
+    }
+    for (Pending& p : batch) Release(p);
+  }
 }
 
 void CoreLoop::Run() {
@@ -105,25 +149,28 @@ void CoreLoop::Run() {
       if (item.reply) item.reply(ctx);
     }
     // Durable before anyone hears of it: replies and events wait for the
-    // commit. A store that cannot commit leaves nothing safe to answer, so
-    // the process stops and a restart recovers the last committed state.
+    // commit, which the committer thread does while this thread goes on
+    // with the next batch. Reads queue behind earlier writes, so they never
+    // reveal what is not committed yet.
+    std::vector<gangsched::v1::Event> wire(events.size());
+    for (size_t i = 0; i < events.size(); ++i) ToProto(events[i], &wire[i]);
     ChangeSet changes = scheduler_->TakeChanges();
     std::vector<IdempotencyCache::Entry> answers = idempotency_.TakeNew();
-    if (store_ != nullptr && (!changes.empty() || !answers.empty())) {
-      if (absl::Status s = store_->Commit(*scheduler_, changes, answers);
-          !s.ok()) {
-        LogLine(spdlog::level::critical, "commit failed; stopping")
-            .Add("error", s.message());
-        spdlog::default_logger()->flush();
-        std::abort();
-      }
-    }
-    for (auto& fn : deferred) fn();
+    Pending pending{nullptr, std::move(deferred), std::move(wire)};
     deferred.clear();
-    if (!events.empty()) {
-      std::vector<gangsched::v1::Event> wire(events.size());
-      for (size_t i = 0; i < events.size(); ++i) ToProto(events[i], &wire[i]);
-      events_->Append(std::move(wire));
+    if (store_ == nullptr) {
+      Release(pending);
+    } else {
+      if (!changes.empty() || !answers.empty()) {
+        pending.rows = std::make_unique<StoreRows>(
+            EncodeChanges(*scheduler_, changes, answers));
+      }
+      std::unique_lock lock(commit_mu_);
+      // Bounded: the core never runs far ahead of the disk.
+      commit_space_cv_.wait(lock, [&] { return commits_.size() < 64; });
+      commits_.push_back(std::move(pending));
+      lock.unlock();
+      commit_cv_.notify_one();
     }
     if (observer_ && mutating) {
       observer_({cycle_, batch.size(), absl::Now() - start}, *scheduler_,

@@ -20,10 +20,9 @@
 #include "core/scheduler.h"
 #include "grpcpp/support/status.h"
 #include "server/event_log.h"
+#include "server/store.h"
 
 namespace gangsched::server {
-
-class Store;
 
 // The remembered answer of one request id (success or error), so a retry
 // gets the same answer and has no second effect.
@@ -118,7 +117,17 @@ class CoreLoop {
     Work apply;
     Work reply;
   };
+  // A batch whose replies and events wait for its commit.
+  struct Pending {
+    std::unique_ptr<StoreRows> rows;  // null: nothing to write (a read)
+    std::vector<std::function<void()>> deferred;
+    std::vector<gangsched::v1::Event> events;
+  };
   void Run();
+  // The committer thread: writes queued batches (several per transaction
+  // when they pile up), then releases their replies and events in order.
+  void Commit();
+  void Release(Pending& pending);
 
   Options options_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -133,6 +142,13 @@ class CoreLoop {
   bool stopping_ = false;
   std::thread thread_;
   uint64_t cycle_ = 0;
+
+  std::mutex commit_mu_;
+  std::condition_variable commit_cv_;
+  std::condition_variable commit_space_cv_;
+  std::deque<Pending> commits_;
+  bool commit_stopping_ = false;
+  std::thread committer_;
 };
 
 }  // namespace gangsched::server

@@ -258,9 +258,7 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
   return loaded;
 }
 
-absl::Status SqliteStore::Commit(
-    const Scheduler& scheduler, const ChangeSet& changes,
-    const std::vector<IdempotencyCache::Entry>& answers) {
+absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
   Statements& st = *statements_;
   auto fail = [&](absl::string_view what) {
     absl::Status s = Error(db_, what);
@@ -273,48 +271,49 @@ absl::Status SqliteStore::Commit(
     return rc == SQLITE_DONE;
   };
   if (!run(st.begin)) return fail("begin");
-  for (const std::string& id : changes.workloads) {
-    const Workload* w = scheduler.FindWorkload(id);
-    Statement& put = w ? st.put_workload : st.del_workload;
-    put.Text(1, id);
-    if (w) put.Blob(2, EncodeWorkload(scheduler.RecordOf(*w)));
-    if (!run(put)) return fail("write workload");
+  uint64_t newest = 0;
+  bool any_answer = false;
+  for (const StoreRows* batch : batches) {
+    for (const StoreRows::Row& row : batch->rows) {
+      Statement* put = nullptr;
+      switch (row.table) {
+        case StoreRows::Table::kWorkload:
+          put = row.value ? &st.put_workload : &st.del_workload;
+          break;
+        case StoreRows::Table::kNode:
+          put = row.value ? &st.put_node : &st.del_node;
+          break;
+        case StoreRows::Table::kQueue:
+          put = row.value ? &st.put_queue : &st.del_queue;
+          break;
+      }
+      put->Text(1, row.key);
+      if (row.value) put->Blob(2, *row.value);
+      if (!run(*put)) return fail("write row");
+    }
+    for (const StoreRows::Answer& a : batch->answers) {
+      st.put_request.Text(1, a.key);
+      st.put_request.Int(2, static_cast<int64_t>(a.seq));
+      st.put_request.Int(3, a.code);
+      st.put_request.Text(4, a.message);
+      st.put_request.Blob(5, a.response);
+      if (!run(st.put_request)) return fail("write request");
+      newest = std::max(newest, a.seq);
+      any_answer = true;
+    }
   }
-  for (const std::string& name : changes.nodes) {
-    const Node* n = scheduler.FindNode(name);
-    Statement& put = n ? st.put_node : st.del_node;
-    put.Text(1, name);
-    if (n) put.Blob(2, EncodeNode(scheduler, *n));
-    if (!run(put)) return fail("write node");
-  }
-  for (const std::string& name : changes.queues) {
-    const Queue* q = scheduler.FindQueue(name);
-    Statement& put = q ? st.put_queue : st.del_queue;
-    put.Text(1, name);
-    if (q) put.Blob(2, EncodeQueue(q->spec, q->created_seq));
-    if (!run(put)) return fail("write queue");
-  }
+  const StoreRows& last = *batches.back();
   for (auto [key, value] :
-       {std::pair<const char*, int64_t>{"revision", scheduler.revision()},
-        {"submit_seq", static_cast<int64_t>(scheduler.submit_seq())}}) {
+       {std::pair<const char*, int64_t>{"revision", last.revision},
+        {"submit_seq", static_cast<int64_t>(last.submit_seq)}}) {
     st.put_meta.Text(1, key);
     st.put_meta.Int(2, value);
     if (!run(st.put_meta)) return fail("write meta");
   }
-  uint64_t newest = 0;
-  for (const auto& a : answers) {
-    st.put_request.Text(1, a.key);
-    st.put_request.Int(2, static_cast<int64_t>(a.seq));
-    st.put_request.Int(3, a.reply->status.error_code());
-    st.put_request.Text(4, a.reply->status.error_message());
-    st.put_request.Blob(5, a.reply->response);
-    if (!run(st.put_request)) return fail("write request");
-    newest = std::max(newest, a.seq);
-  }
   // The table keeps what the in-memory table keeps.
   int64_t keep_from =
       static_cast<int64_t>(newest) - static_cast<int64_t>(request_rows_) + 1;
-  if (!answers.empty() && keep_from > 0) {
+  if (any_answer && keep_from > 0) {
     st.trim_requests.Int(1, keep_from);
     if (!run(st.trim_requests)) return fail("trim requests");
   }

@@ -30,9 +30,7 @@ class SqliteStore final : public Store {
 
   absl::StatusOr<Loaded> Load(Scheduler& scheduler,
                               IdempotencyCache& requests) override;
-  absl::Status Commit(
-      const Scheduler& scheduler, const ChangeSet& changes,
-      const std::vector<IdempotencyCache::Entry>& answers) override;
+  absl::Status Write(const std::vector<const StoreRows*>& batches) override;
 
  private:
   struct Statements;  // prepared once, reused by every commit

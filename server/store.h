@@ -1,18 +1,44 @@
-// Durable state behind the core loop. The core loop commits each batch's
-// changes (the names the Scheduler touched, read back from its state, plus
-// the answers of new request ids) in one transaction before any reply of
-// the batch is sent; on start the state is loaded back into a Scheduler.
+// Durable state behind the core loop. The core thread encodes what a batch
+// changed (the names the Scheduler touched, read back from its state, plus
+// the answers of new request ids) into StoreRows; a committer thread writes
+// one or more batches' rows in one transaction and only then lets their
+// replies go out. On start the state is loaded back into a Scheduler.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/scheduler.h"
-#include "server/core_loop.h"
 
 namespace gangsched::server {
+
+class IdempotencyCache;
+
+// One batch's changes, encoded: no references into the scheduler.
+struct StoreRows {
+  enum class Table { kWorkload, kNode, kQueue };
+  struct Row {
+    Table table;
+    std::string key;
+    std::optional<std::string> value;  // nullopt: delete the row
+  };
+  struct Answer {
+    std::string key;
+    uint64_t seq = 0;
+    int code = 0;
+    std::string message;
+    std::string response;
+  };
+  std::vector<Row> rows;
+  std::vector<Answer> answers;
+  int64_t revision = 0;
+  uint64_t submit_seq = 0;
+};
 
 class Store {
  public:
@@ -28,11 +54,8 @@ class Store {
   };
   virtual absl::StatusOr<Loaded> Load(Scheduler& scheduler,
                                       IdempotencyCache& requests) = 0;
-  // Writes every changed workload / node / queue (or deletes it when it no
-  // longer exists) and the new request answers, atomically.
-  virtual absl::Status Commit(
-      const Scheduler& scheduler, const ChangeSet& changes,
-      const std::vector<IdempotencyCache::Entry>& answers) = 0;
+  // Writes the batches, in order, atomically.
+  virtual absl::Status Write(const std::vector<const StoreRows*>& batches) = 0;
 };
 
 }  // namespace gangsched::server

@@ -59,6 +59,40 @@ std::optional<EvictionReason> ReasonFromString(absl::string_view s) {
 
 }  // namespace
 
+StoreRows EncodeChanges(const Scheduler& scheduler, const ChangeSet& changes,
+                        const std::vector<IdempotencyCache::Entry>& answers) {
+  StoreRows out;
+  using Table = StoreRows::Table;
+  for (const std::string& id : changes.workloads) {
+    const Workload* w = scheduler.FindWorkload(id);
+    out.rows.push_back(
+        {Table::kWorkload, id,
+         w ? std::optional<std::string>(EncodeWorkload(scheduler.RecordOf(*w)))
+           : std::nullopt});
+  }
+  for (const std::string& name : changes.nodes) {
+    const Node* n = scheduler.FindNode(name);
+    out.rows.push_back(
+        {Table::kNode, name,
+         n ? std::optional<std::string>(EncodeNode(scheduler, *n))
+           : std::nullopt});
+  }
+  for (const std::string& name : changes.queues) {
+    const Queue* q = scheduler.FindQueue(name);
+    out.rows.push_back(
+        {Table::kQueue, name,
+         q ? std::optional<std::string>(EncodeQueue(q->spec, q->created_seq))
+           : std::nullopt});
+  }
+  for (const auto& a : answers) {
+    out.answers.push_back({a.key, a.seq, a.reply->status.error_code(),
+                           a.reply->status.error_message(), a.reply->response});
+  }
+  out.revision = scheduler.revision();
+  out.submit_seq = scheduler.submit_seq();
+  return out;
+}
+
 std::string EncodeWorkload(const WorkloadRecord& r) {
   internal::StoredWorkload out;
   ToProto(r.spec, out.mutable_spec());

@@ -7,8 +7,14 @@
 #include "absl/status/statusor.h"
 #include "core/scheduler.h"
 #include "gangsched/internal/store.pb.h"
+#include "server/core_loop.h"
+#include "server/store.h"
 
 namespace gangsched::server {
+
+// Everything a batch changed, read back from the scheduler (core thread).
+StoreRows EncodeChanges(const Scheduler& scheduler, const ChangeSet& changes,
+                        const std::vector<IdempotencyCache::Entry>& answers);
 
 std::string EncodeWorkload(const WorkloadRecord& record);
 absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes);
