@@ -69,14 +69,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   if (r.replica_live.size() != r.spec.groups.size())
     return fail("group count differs");
 
-  WorkloadId id;
-  if (!free_workload_ids_.empty()) {
-    id = WorkloadId(free_workload_ids_.back());
-    free_workload_ids_.pop_back();
-  } else {
-    id = WorkloadId(static_cast<uint32_t>(workloads_.size()));
-    workloads_.emplace_back();
-  }
+  WorkloadId id = NewWorkloadId();
   auto owned = std::make_unique<Workload>();
   Workload& w = *owned;
   w.id = id;

@@ -403,14 +403,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
   const PriorityClass* cls = FindClass(spec.priority_class);
 
   if (existing == nullptr) {
-    WorkloadId id;
-    if (!free_workload_ids_.empty()) {
-      id = WorkloadId(free_workload_ids_.back());
-      free_workload_ids_.pop_back();
-    } else {
-      id = WorkloadId(static_cast<uint32_t>(workloads_.size()));
-      workloads_.emplace_back();
-    }
+    WorkloadId id = NewWorkloadId();
     auto w = std::make_unique<Workload>();
     w->id = id;
     w->created = now;
@@ -702,6 +695,16 @@ std::vector<Eviction> Scheduler::EvictionsFor(const Workload& w) const {
     }
   }
   return out;
+}
+
+WorkloadId Scheduler::NewWorkloadId() {
+  if (!free_workload_ids_.empty()) {
+    WorkloadId id(free_workload_ids_.back());
+    free_workload_ids_.pop_back();
+    return id;
+  }
+  workloads_.emplace_back();
+  return WorkloadId(static_cast<uint32_t>(workloads_.size() - 1));
 }
 
 void Scheduler::Forget(Workload& w) {

@@ -281,6 +281,8 @@ class Scheduler {
   void RecomputeQueueCounters();
   Event& Record(EventType type, Workload& w, absl::Time now);
   void Forget(Workload& w);
+  // A free slot in workloads_ (reused ids first).
+  WorkloadId NewWorkloadId();
   void MarkReleased(Workload& w, absl::Time now);
   // A RELEASING workload whose evictions are all confirmed goes back to
   // PENDING (requeue) or RELEASED.

@@ -349,6 +349,23 @@ absl::StatusOr<std::vector<SlotRef>> ParseSlots(
   return out;
 }
 
+std::optional<WorkloadState> FromProto(v1::WorkloadState state) {
+  switch (state) {
+    case v1::WORKLOAD_STATE_PENDING:
+      return WorkloadState::kPending;
+    case v1::WORKLOAD_STATE_PIPELINED:
+      return WorkloadState::kPipelined;
+    case v1::WORKLOAD_STATE_RUNNING:
+      return WorkloadState::kRunning;
+    case v1::WORKLOAD_STATE_RELEASING:
+      return WorkloadState::kReleasing;
+    case v1::WORKLOAD_STATE_RELEASED:
+      return WorkloadState::kReleased;
+    default:
+      return std::nullopt;
+  }
+}
+
 v1::WorkloadState ToProto(WorkloadState state) {
   switch (state) {
     case WorkloadState::kPending:

@@ -38,6 +38,9 @@ absl::StatusOr<std::vector<SlotRef>> ParseSlots(
 // Non-empty, at most kMaxNameLength, no whitespace or control characters.
 absl::Status CheckName(absl::string_view value, absl::string_view field);
 
+// Wire -> core for stored and filtered states; nullopt when unspecified.
+std::optional<WorkloadState> FromProto(v1::WorkloadState state);
+
 // Core -> wire.
 v1::WorkloadState ToProto(WorkloadState state);
 v1::PendingCode ToProto(PendingCode code);

@@ -10,7 +10,20 @@ namespace {
 
 std::atomic<LogFormat> g_format{LogFormat::kText};
 
-std::string JsonEscape(absl::string_view s) {
+// Text values are quoted only when they would not read as one token.
+std::string TextValue(absl::string_view s) {
+  bool plain = !s.empty();
+  for (char c : s) {
+    if (c == ' ' || c == '"' || c == '=' ||
+        static_cast<unsigned char>(c) < 0x20)
+      plain = false;
+  }
+  return plain ? std::string(s) : JsonQuote(s);
+}
+
+}  // namespace
+
+std::string JsonQuote(absl::string_view s) {
   std::string out;
   out.reserve(s.size() + 2);
   out.push_back('"');
@@ -45,19 +58,6 @@ std::string JsonEscape(absl::string_view s) {
   return out;
 }
 
-// Text values are quoted only when they would not read as one token.
-std::string TextValue(absl::string_view s) {
-  bool plain = !s.empty();
-  for (char c : s) {
-    if (c == ' ' || c == '"' || c == '=' ||
-        static_cast<unsigned char>(c) < 0x20)
-      plain = false;
-  }
-  return plain ? std::string(s) : JsonEscape(s);
-}
-
-}  // namespace
-
 void ConfigureLogging(LogFormat format, spdlog::level::level_enum level) {
   g_format = format;
   auto logger = spdlog::stderr_logger_mt("gangsched");
@@ -76,7 +76,7 @@ LogLine::LogLine(spdlog::level::level_enum level, absl::string_view message)
     : level_(level), enabled_(spdlog::should_log(level)) {
   if (!enabled_) return;
   if (g_format == LogFormat::kJson) {
-    fields_ = absl::StrCat("\"msg\":", JsonEscape(message));
+    fields_ = absl::StrCat("\"msg\":", JsonQuote(message));
   } else {
     fields_ = std::string(message);
   }
@@ -85,7 +85,7 @@ LogLine::LogLine(spdlog::level::level_enum level, absl::string_view message)
 LogLine& LogLine::Add(absl::string_view key, absl::string_view value) {
   if (!enabled_) return *this;
   if (g_format == LogFormat::kJson) {
-    absl::StrAppend(&fields_, ",", JsonEscape(key), ":", JsonEscape(value));
+    absl::StrAppend(&fields_, ",", JsonQuote(key), ":", JsonQuote(value));
   } else {
     absl::StrAppend(&fields_, " ", key, "=", TextValue(value));
   }
@@ -95,7 +95,7 @@ LogLine& LogLine::Add(absl::string_view key, absl::string_view value) {
 LogLine& LogLine::Add(absl::string_view key, int64_t value) {
   if (!enabled_) return *this;
   if (g_format == LogFormat::kJson) {
-    absl::StrAppend(&fields_, ",", JsonEscape(key), ":", value);
+    absl::StrAppend(&fields_, ",", JsonQuote(key), ":", value);
   } else {
     absl::StrAppend(&fields_, " ", key, "=", value);
   }
@@ -105,7 +105,7 @@ LogLine& LogLine::Add(absl::string_view key, int64_t value) {
 LogLine& LogLine::Add(absl::string_view key, double value) {
   if (!enabled_) return *this;
   if (g_format == LogFormat::kJson) {
-    absl::StrAppend(&fields_, ",", JsonEscape(key), ":", value);
+    absl::StrAppend(&fields_, ",", JsonQuote(key), ":", value);
   } else {
     absl::StrAppend(&fields_, " ", key, "=", value);
   }

@@ -17,6 +17,9 @@ namespace gangsched::server {
 
 enum class LogFormat { kText, kJson };
 
+// `s` as a JSON string literal, quotes included (also used by /api/state).
+std::string JsonQuote(absl::string_view s);
+
 // Sets the format and level of the default logger (stderr).
 void ConfigureLogging(LogFormat format, spdlog::level::level_enum level);
 

@@ -87,23 +87,6 @@ grpc::ServerUnaryReactor* Reject(Metrics* metrics,
   return reactor;
 }
 
-std::optional<WorkloadState> FromProto(v1::WorkloadState state) {
-  switch (state) {
-    case v1::WORKLOAD_STATE_PENDING:
-      return WorkloadState::kPending;
-    case v1::WORKLOAD_STATE_PIPELINED:
-      return WorkloadState::kPipelined;
-    case v1::WORKLOAD_STATE_RUNNING:
-      return WorkloadState::kRunning;
-    case v1::WORKLOAD_STATE_RELEASING:
-      return WorkloadState::kReleasing;
-    case v1::WORKLOAD_STATE_RELEASED:
-      return WorkloadState::kReleased;
-    default:
-      return std::nullopt;
-  }
-}
-
 // Parses every node; the first invalid one fails the whole request when
 // `all_or_nothing`, else it is reported as rejected.
 struct ParsedNodes {

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/log.h"
 
 namespace gangsched::server {
 namespace {
@@ -35,32 +36,6 @@ std::string Html(absl::string_view s) {
     }
   }
   return out;
-}
-
-std::string Json(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned char>(c));
-          out += buf;
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  return out + "\"";
 }
 
 std::string UrlEncode(absl::string_view s) {
@@ -393,22 +368,23 @@ StatusSnapshot BuildStatus(const Scheduler& scheduler, absl::Time now,
 std::string StatusJson(const StatusSnapshot& s) {
   auto amount = [](int64_t v, QuantityScale scale) {
     return v == kUnlimited ? std::string("\"-1\"")
-                           : Json(FormatQuantity(v, scale));
+                           : JsonQuote(FormatQuantity(v, scale));
   };
   std::string out = absl::StrCat(
       "{\"time\":",
-      Json(absl::FormatTime(absl::RFC3339_full, s.time, absl::UTCTimeZone())),
+      JsonQuote(
+          absl::FormatTime(absl::RFC3339_full, s.time, absl::UTCTimeZone())),
       ",\"cycle\":", s.cycle, ",\"revision\":", s.revision,
       ",\"unconfirmed_evictions\":", s.unconfirmed_evictions, ",\"queues\":[");
   for (size_t i = 0; i < s.queues.size(); ++i) {
     const StatusQueue& q = s.queues[i];
-    absl::StrAppend(&out, i ? "," : "", "{\"name\":", Json(q.name),
-                    ",\"parent\":", Json(q.parent),
+    absl::StrAppend(&out, i ? "," : "", "{\"name\":", JsonQuote(q.name),
+                    ",\"parent\":", JsonQuote(q.parent),
                     ",\"priority\":", q.priority, ",\"pending\":", q.pending,
                     ",\"running\":", q.running, ",\"resources\":{");
     for (size_t j = 0; j < q.resources.size(); ++j) {
       const StatusResource& r = q.resources[j];
-      absl::StrAppend(&out, j ? "," : "", Json(r.resource),
+      absl::StrAppend(&out, j ? "," : "", JsonQuote(r.resource),
                       ":{\"quota\":", amount(r.quota, r.scale),
                       ",\"limit\":", amount(r.limit, r.scale),
                       ",\"fair_share\":", amount(r.fair_share, r.scale),
@@ -420,12 +396,12 @@ std::string StatusJson(const StatusSnapshot& s) {
   absl::StrAppend(&out, "],\"workloads\":[");
   for (size_t i = 0; i < s.workloads.size(); ++i) {
     const StatusWorkload& w = s.workloads[i];
-    absl::StrAppend(&out, i ? "," : "", "{\"id\":", Json(w.id),
-                    ",\"queue\":", Json(w.queue),
-                    ",\"priority_class\":", Json(w.priority_class),
-                    ",\"state\":", Json(w.state),
-                    ",\"pending_code\":", Json(w.pending_code),
-                    ",\"pending_message\":", Json(w.pending_message),
+    absl::StrAppend(&out, i ? "," : "", "{\"id\":", JsonQuote(w.id),
+                    ",\"queue\":", JsonQuote(w.queue),
+                    ",\"priority_class\":", JsonQuote(w.priority_class),
+                    ",\"state\":", JsonQuote(w.state),
+                    ",\"pending_code\":", JsonQuote(w.pending_code),
+                    ",\"pending_message\":", JsonQuote(w.pending_message),
                     ",\"bound\":", w.bound, ",\"desired\":", w.desired,
                     ",\"evicting\":", w.evicting,
                     ",\"age_seconds\":", w.age_seconds, "}");
@@ -433,12 +409,12 @@ std::string StatusJson(const StatusSnapshot& s) {
   absl::StrAppend(&out, "],\"nodes\":[");
   for (size_t i = 0; i < s.nodes.size(); ++i) {
     const StatusNode& n = s.nodes[i];
-    absl::StrAppend(&out, i ? "," : "", "{\"name\":", Json(n.name),
+    absl::StrAppend(&out, i ? "," : "", "{\"name\":", JsonQuote(n.name),
                     ",\"schedulable\":", n.schedulable ? "true" : "false",
                     ",\"slots\":", n.slots, ",\"resources\":{");
     for (size_t j = 0; j < n.resources.size(); ++j) {
       const StatusNodeResource& r = n.resources[j];
-      absl::StrAppend(&out, j ? "," : "", Json(r.resource),
+      absl::StrAppend(&out, j ? "," : "", JsonQuote(r.resource),
                       ":{\"allocatable\":", amount(r.allocatable, r.scale),
                       ",\"allocated\":", amount(r.used, r.scale),
                       ",\"reserved\":", amount(r.reserved, r.scale), "}");

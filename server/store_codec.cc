@@ -20,23 +20,6 @@ absl::Time DecodeTime(int64_t us) {
   return absl::FromUnixMicros(us);
 }
 
-std::optional<WorkloadState> StateFromProto(v1::WorkloadState s) {
-  switch (s) {
-    case v1::WORKLOAD_STATE_PENDING:
-      return WorkloadState::kPending;
-    case v1::WORKLOAD_STATE_PIPELINED:
-      return WorkloadState::kPipelined;
-    case v1::WORKLOAD_STATE_RUNNING:
-      return WorkloadState::kRunning;
-    case v1::WORKLOAD_STATE_RELEASING:
-      return WorkloadState::kReleasing;
-    case v1::WORKLOAD_STATE_RELEASED:
-      return WorkloadState::kReleased;
-    default:
-      return std::nullopt;
-  }
-}
-
 PendingCode CodeFromProto(v1::PendingCode code) {
   for (PendingCode c :
        {PendingCode::kQueueQuota, PendingCode::kQueueLimit,
@@ -130,7 +113,7 @@ absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes) {
     return absl::DataLossError(
         absl::StrCat("stored spec: ", spec.status().message()));
   }
-  std::optional<WorkloadState> state = StateFromProto(in.state());
+  std::optional<WorkloadState> state = FromProto(in.state());
   if (!state) return absl::DataLossError("stored state is unknown");
   WorkloadRecord r;
   r.spec = *std::move(spec);
