@@ -582,3 +582,62 @@ grpc::Status ToGrpc(const absl::Status& status) {
 }
 
 }  // namespace gangsched::server
+
+namespace gangsched::server {
+
+absl::Status ValidateRequest(const v1::AllocateRequest& request) {
+  return ParseWorkloadSpec(request.workload()).status();
+}
+
+absl::Status ValidateRequest(const v1::ReleaseRequest& request) {
+  if (auto s = CheckName(request.workload_id(), "workload_id"); !s.ok())
+    return s;
+  return ParseSlots(request.slots()).status();
+}
+
+absl::Status ValidateRequest(const v1::PreemptRequest& request) {
+  if (auto s = CheckName(request.workload_id(), "workload_id"); !s.ok())
+    return s;
+  if (request.scope() != v1::PREEMPT_SCOPE_ELASTIC_ONLY &&
+      request.scope() != v1::PREEMPT_SCOPE_WHOLE) {
+    return absl::InvalidArgumentError("scope: must be ELASTIC_ONLY or WHOLE");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequest(const v1::GetWorkloadRequest& request) {
+  return CheckName(request.workload_id(), "workload_id");
+}
+
+absl::Status ValidateRequest(const v1::ExplainRequest& request) {
+  return CheckName(request.workload_id(), "workload_id");
+}
+
+absl::Status ValidateRequest(const v1::ListWorkloadsRequest& request) {
+  if (request.page_size() < 0)
+    return absl::InvalidArgumentError("page_size: must be >= 0");
+  if (request.state() != v1::WORKLOAD_STATE_UNSPECIFIED &&
+      !FromProto(request.state())) {
+    return absl::InvalidArgumentError("state: unknown state");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequest(const v1::RemoveNodesRequest& request) {
+  for (int i = 0; i < request.names_size(); ++i) {
+    if (auto s = CheckName(request.names(i), absl::StrCat("names[", i, "]"));
+        !s.ok())
+      return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequest(const v1::UpsertQueueRequest& request) {
+  return ParseQueue(request.queue()).status();
+}
+
+absl::Status ValidateRequest(const v1::DeleteQueueRequest& request) {
+  return CheckName(request.name(), "name");
+}
+
+}  // namespace gangsched::server

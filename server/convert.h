@@ -66,3 +66,19 @@ void NodeToProto(const Scheduler& scheduler, const Node& in,
 grpc::Status ToGrpc(const absl::Status& status);
 
 }  // namespace gangsched::server
+
+namespace gangsched::server {
+
+// Edge validation a frontend runs before forwarding (the core validates
+// again): the same checks and messages as the core's own handlers.
+absl::Status ValidateRequest(const v1::AllocateRequest& request);
+absl::Status ValidateRequest(const v1::ReleaseRequest& request);
+absl::Status ValidateRequest(const v1::PreemptRequest& request);
+absl::Status ValidateRequest(const v1::GetWorkloadRequest& request);
+absl::Status ValidateRequest(const v1::ExplainRequest& request);
+absl::Status ValidateRequest(const v1::ListWorkloadsRequest& request);
+absl::Status ValidateRequest(const v1::RemoveNodesRequest& request);
+absl::Status ValidateRequest(const v1::UpsertQueueRequest& request);
+absl::Status ValidateRequest(const v1::DeleteQueueRequest& request);
+
+}  // namespace gangsched::server

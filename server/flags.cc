@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace gangsched::server {
 
@@ -23,8 +24,11 @@ std::string FlagsUsage() {
   --sqlite-sync=full|normal
                            full (default) survives power loss; normal survives
                            a killed process and commits faster
-  --role=all               process role; only "all" (frontend and core in one
-                           process) exists so far
+  --role=ROLE              all (default: frontend and core in one process),
+                           core (the stateful scheduler; frontends forward to
+                           its gRPC address) or frontend (stateless edge)
+  --core=ADDR[,ADDR...]    --role=frontend: the core(s) to forward to; with
+                           several, the frontend follows whichever answers
   --inbox-capacity=N       requests waiting for the core before new ones get
                            RESOURCE_EXHAUSTED (default 10000)
   --event-window=N         events kept for resuming WatchEvents (default 100000)
@@ -71,7 +75,12 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
       {"role",
        [&](const std::string& v) {
          flags.role = v;
-         return v == "all";
+         return v == "all" || v == "core" || v == "frontend";
+       }},
+      {"core",
+       [&](const std::string& v) {
+         flags.core_addresses = absl::StrSplit(v, ',', absl::SkipEmpty());
+         return !flags.core_addresses.empty();
        }},
       {"inbox-capacity", size_flag(&flags.inbox_capacity)},
       {"event-window", size_flag(&flags.event_window)},

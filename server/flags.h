@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -12,6 +13,7 @@ struct ServerFlags {
   std::string metrics_listen = "127.0.0.1:9090";
   std::string config;
   std::string role = "all";
+  std::vector<std::string> core_addresses;  // --role=frontend
   std::string data_dir = "gangsched-data";
   bool ephemeral = false;
   std::string sqlite_sync = "full";

@@ -89,6 +89,12 @@ int HttpServer::Serve(mg_connection* conn) {
           prometheus::TextSerializer().Serialize(families));
     return 200;
   }
+  if (!explain_) {
+    Reply(conn, 404, "text/plain",
+          "this is a gangsched frontend: it keeps no state; open the core's "
+          "status page\n");
+    return 404;
+  }
   std::shared_ptr<const StatusSnapshot> status = Latest();
   if (status == nullptr) status = std::make_shared<StatusSnapshot>();
   if (uri == "/api/state") {

@@ -21,7 +21,8 @@ namespace gangsched::server {
 class HttpServer {
  public:
   // Returns the Explain text of a workload (called on an HTTP thread; may
-  // block briefly while the core answers).
+  // block briefly while the core answers). Empty: serve /metrics only (a
+  // frontend has no state to show).
   using ExplainFn =
       std::function<absl::StatusOr<std::string>(const std::string& id)>;
 

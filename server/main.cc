@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -17,6 +18,7 @@
 #include "server/core_loop.h"
 #include "server/event_log.h"
 #include "server/flags.h"
+#include "server/frontend.h"
 #include "server/http_server.h"
 #include "server/log.h"
 #include "server/metrics.h"
@@ -105,6 +107,63 @@ void LogEvents(const std::vector<Event>& events, const Scheduler& scheduler,
   }
 }
 
+// Serves gRPC until SIGINT / SIGTERM (SIGHUP runs `on_hup`).
+void WaitForSignals(const sigset_t& signals,
+                    const std::function<void()>& on_hup) {
+  for (;;) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == SIGHUP) {
+      on_hup();
+      continue;
+    }
+    LogLine(spdlog::level::info, "shutting down")
+        .Add("signal", static_cast<int64_t>(sig));
+    return;
+  }
+}
+
+// --role=frontend: validate, forward to the core, relay; no state here.
+int RunFrontend(const ServerFlags& flags, const sigset_t& signals) {
+  if (flags.core_addresses.empty()) {
+    LogLine(spdlog::level::err, "--role=frontend needs --core=ADDR[,ADDR...]");
+    return 2;
+  }
+  Metrics metrics("frontend");
+  CoreClient core(flags.core_addresses);
+  HttpServer http(metrics.registry(), nullptr);
+  if (!flags.metrics_listen.empty()) {
+    if (absl::Status s = http.Start(flags.metrics_listen); !s.ok()) {
+      LogLine(spdlog::level::err, "cannot serve HTTP")
+          .Add("address", flags.metrics_listen);
+      return 1;
+    }
+  }
+  ForwardingScheduler scheduler_service(&core, &metrics);
+  ForwardingAdmin admin_service(&core, &metrics);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(),
+                           &bound_port);
+  builder.RegisterService(&scheduler_service);
+  builder.RegisterService(&admin_service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || bound_port == 0) {
+    LogLine(spdlog::level::err, "cannot listen").Add("address", flags.listen);
+    return 1;
+  }
+  LogLine(spdlog::level::info, "serving as frontend")
+      .Add("version", GANGSCHED_VERSION)
+      .Add("grpc", flags.listen)
+      .Add("cores", absl::StrJoin(flags.core_addresses, ","));
+  WaitForSignals(signals, [] {});
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  http.Stop();
+  return 0;
+}
+
 int Run(int argc, char** argv) {
   auto flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
@@ -125,6 +184,15 @@ int Run(int argc, char** argv) {
       flags->log_format == "json" ? LogFormat::kJson : LogFormat::kText,
       spdlog::level::from_str(flags->log_level));
 
+  // Signals are taken by one thread with sigwait; block them everywhere else.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  if (flags->role == "frontend") return RunFrontend(*flags, signals);
+
   Config config = EmbeddedDefaultConfig();
   if (!flags->config.empty()) {
     auto loaded = LoadConfigFile(flags->config);
@@ -135,14 +203,6 @@ int Run(int argc, char** argv) {
     }
     config = *std::move(loaded);
   }
-
-  // Signals are taken by one thread with sigwait; block them everywhere else.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   std::unique_ptr<SqliteStore> store;
   if (!flags->ephemeral) {
@@ -155,7 +215,7 @@ int Run(int argc, char** argv) {
     }
     store = *std::move(opened);
   }
-  Metrics metrics;
+  Metrics metrics(flags->role);
   EventLog events(flags->event_window);
   CoreLoop core(
       {.inbox_capacity = flags->inbox_capacity,
@@ -242,30 +302,22 @@ int Run(int argc, char** argv) {
            flags->metrics_listen.empty() ? "off" : flags->metrics_listen)
       .Add("queues", static_cast<int64_t>(config.queues.size()));
 
-  for (;;) {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (sig == SIGHUP) {
-      if (flags->config.empty()) {
-        LogLine(spdlog::level::info, "SIGHUP: no config file to reload");
-        continue;
-      }
-      auto reloaded = LoadConfigFile(flags->config);
-      absl::Status s =
-          reloaded.ok() ? ApplyConfig(core, *reloaded) : reloaded.status();
-      if (s.ok()) {
-        LogLine(spdlog::level::info, "config reloaded")
-            .Add("file", flags->config);
-      } else {
-        LogLine(spdlog::level::err, "config not reloaded")
-            .Add("error", s.message());
-      }
-      continue;
+  WaitForSignals(signals, [&] {
+    if (flags->config.empty()) {
+      LogLine(spdlog::level::info, "SIGHUP: no config file to reload");
+      return;
     }
-    LogLine(spdlog::level::info, "shutting down")
-        .Add("signal", static_cast<int64_t>(sig));
-    break;
-  }
+    auto reloaded = LoadConfigFile(flags->config);
+    absl::Status s =
+        reloaded.ok() ? ApplyConfig(core, *reloaded) : reloaded.status();
+    if (s.ok()) {
+      LogLine(spdlog::level::info, "config reloaded")
+          .Add("file", flags->config);
+    } else {
+      LogLine(spdlog::level::err, "config not reloaded")
+          .Add("error", s.message());
+    }
+  });
   // In-flight calls get a second to be answered by the core (which keeps
   // running until after the server stops); gRPC 1.51 waits out the whole
   // deadline while any client connection is open, so it is kept short.

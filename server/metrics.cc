@@ -71,7 +71,7 @@ absl::string_view StatusCodeName(grpc::StatusCode code) {
   return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
 }
 
-Metrics::Metrics()
+Metrics::Metrics(const std::string& role)
     : registry_(std::make_shared<prometheus::Registry>()),
       requests_(prometheus::BuildCounter()
                     .Name("gangsched_grpc_requests_total")
@@ -148,13 +148,14 @@ Metrics::Metrics()
               .Help("Time from submitting a workload (or requeueing it) to its "
                     "gang minimum being bound, by priority class.")
               .Register(*registry_)) {
-  // One process of role "all" is always the leader of its own core.
+  // A process that schedules (all, core) leads its own state; a frontend
+  // never does.
   prometheus::BuildGauge()
       .Name("gangsched_leader")
       .Help("1 when this process is the scheduling leader for the role.")
       .Register(*registry_)
-      .Add({{"role", "all"}})
-      .Set(1);
+      .Add({{"role", role}})
+      .Set(role == "frontend" ? 0 : 1);
   for (absl::string_view reason :
        {"preempt", "reclaim", "stale", "node_lost", "manual"}) {
     evictions_.Add({{"reason", std::string(reason)}});

@@ -31,7 +31,8 @@ absl::string_view StatusCodeName(grpc::StatusCode code);
 class Metrics {
  public:
   // The registry is served by HttpServer on /metrics.
-  Metrics();
+  // `role`: all, core or frontend (the gangsched_leader label).
+  explicit Metrics(const std::string& role = "all");
 
   void RecordRequest(absl::string_view method, grpc::StatusCode code,
                      absl::Duration latency);

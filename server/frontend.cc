@@ -1,0 +1,252 @@
+#include "server/frontend.h"
+
+#include <functional>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "server/convert.h"
+
+namespace gangsched::server {
+
+CoreClient::CoreClient(const std::vector<std::string>& addresses) {
+  for (const std::string& address : addresses) {
+    auto channel =
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    schedulers_.push_back(v1::Scheduler::NewStub(channel));
+    admins_.push_back(v1::Admin::NewStub(channel));
+  }
+}
+
+CoreClient::Target CoreClient::Current() const {
+  size_t i = current_.load() % schedulers_.size();
+  return {schedulers_[i].get(), admins_[i].get(), i};
+}
+
+void CoreClient::Failed(size_t index) {
+  size_t expected = index;
+  current_.compare_exchange_strong(expected, (index + 1) % schedulers_.size());
+}
+
+namespace {
+
+// Copies what the core needs from the caller's context: the deadline and
+// the credentials (for when the core checks them).
+void Propagate(const grpc::CallbackServerContext& from,
+               grpc::ClientContext* to) {
+  if (from.deadline() != std::chrono::system_clock::time_point::max()) {
+    to->set_deadline(from.deadline());
+  }
+  auto auth = from.client_metadata().find("authorization");
+  if (auth != from.client_metadata().end()) {
+    to->AddMetadata("authorization",
+                    std::string(auth->second.data(), auth->second.size()));
+  }
+}
+
+// One forwarded unary call, retried on the next core when that is safe.
+template <typename Request, typename Response>
+class Forwarded {
+ public:
+  using Call = std::function<void(CoreClient::Target, grpc::ClientContext*,
+                                  const Request*, Response*,
+                                  std::function<void(grpc::Status)>)>;
+
+  static grpc::ServerUnaryReactor* Start(
+      CoreClient* core, Metrics* metrics, grpc::CallbackServerContext* ctx,
+      absl::string_view method, const Request* request, Response* response,
+      const absl::Status& validation, bool retry_safe, Call call) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (!validation.ok()) {
+      metrics->RecordRequest(method,
+                             static_cast<grpc::StatusCode>(validation.code()),
+                             absl::ZeroDuration());
+      reactor->Finish(ToGrpc(validation));
+      return reactor;
+    }
+    auto* self = new Forwarded(core, metrics, ctx, reactor, method, request,
+                               response, retry_safe, std::move(call));
+    self->Attempt();
+    return reactor;
+  }
+
+ private:
+  Forwarded(CoreClient* core, Metrics* metrics,
+            grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
+            absl::string_view method, const Request* request,
+            Response* response, bool retry_safe, Call call)
+      : core_(core),
+        metrics_(metrics),
+        ctx_(ctx),
+        reactor_(reactor),
+        method_(method),
+        request_(request),
+        response_(response),
+        retry_safe_(retry_safe),
+        call_(std::move(call)),
+        start_(absl::Now()) {}
+
+  void Attempt() {
+    client_ = std::make_unique<grpc::ClientContext>();
+    Propagate(*ctx_, client_.get());
+    CoreClient::Target target = core_->Current();
+    ++attempts_;
+    call_(target, client_.get(), request_, response_,
+          [this, target](grpc::Status status) {
+            if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+              core_->Failed(target.index);
+              if (retry_safe_ && attempts_ < 2 * core_->size()) {
+                response_->Clear();
+                Attempt();
+                return;
+              }
+            }
+            metrics_->RecordRequest(method_, status.error_code(),
+                                    absl::Now() - start_);
+            reactor_->Finish(status);
+            delete this;
+          });
+  }
+
+  CoreClient* core_;
+  Metrics* metrics_;
+  grpc::CallbackServerContext* ctx_;
+  grpc::ServerUnaryReactor* reactor_;
+  absl::string_view method_;
+  const Request* request_;
+  Response* response_;
+  bool retry_safe_;
+  Call call_;
+  absl::Time start_;
+  size_t attempts_ = 0;
+  std::unique_ptr<grpc::ClientContext> client_;
+};
+
+// Relays one WatchEvents stream from the core to the caller, one event in
+// flight: read from the core, write to the caller, read the next.
+class WatchProxy final : public grpc::ServerWriteReactor<v1::Event> {
+ public:
+  WatchProxy(CoreClient* core, Metrics* metrics,
+             grpc::CallbackServerContext* ctx, const v1::WatchRequest& request)
+      : metrics_(metrics), upstream_(this), start_(absl::Now()) {
+    Propagate(*ctx, &client_);
+    request_ = request;
+    core->Current().scheduler->async()->WatchEvents(&client_, &request_,
+                                                    &upstream_);
+    upstream_.StartRead(&event_);
+    upstream_.StartCall();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      client_.TryCancel();
+      return;
+    }
+    upstream_.StartRead(&event_);
+  }
+  void OnCancel() override { client_.TryCancel(); }
+  void OnDone() override {
+    metrics_->RecordRequest("WatchEvents", final_code_, absl::Now() - start_);
+    Release();
+  }
+
+ private:
+  class Upstream final : public grpc::ClientReadReactor<v1::Event> {
+   public:
+    explicit Upstream(WatchProxy* proxy) : proxy_(proxy) {}
+    void OnReadDone(bool ok) override {
+      if (ok) proxy_->StartWrite(&proxy_->event_);
+      // !ok: the stream ended; OnDone carries the status.
+    }
+    void OnDone(const grpc::Status& status) override {
+      proxy_->final_code_ = status.error_code();
+      proxy_->Finish(status);
+      proxy_->Release();
+    }
+
+   private:
+    WatchProxy* proxy_;
+  };
+
+  // Deleted once both the caller's stream and the core's stream are done.
+  void Release() {
+    if (--references_ == 0) delete this;
+  }
+
+  Metrics* metrics_;
+  grpc::ClientContext client_;
+  v1::WatchRequest request_;
+  v1::Event event_;
+  Upstream upstream_;
+  absl::Time start_;
+  std::atomic<int> references_{2};
+  grpc::StatusCode final_code_ = grpc::StatusCode::OK;
+};
+
+}  // namespace
+
+// Each method: validate, then forward. Retried only when repeating it
+// cannot apply anything twice.
+#define GANGSCHED_FORWARD(Service, Method, Stub, Request, Response,           \
+                          validation, retry_safe)                             \
+  grpc::ServerUnaryReactor* Service::Method(grpc::CallbackServerContext* ctx, \
+                                            const v1::Request* request,       \
+                                            v1::Response* response) {         \
+    return Forwarded<v1::Request, v1::Response>::Start(                       \
+        core_, metrics_, ctx, #Method, request, response, validation,         \
+        retry_safe,                                                           \
+        [](CoreClient::Target target, grpc::ClientContext* client,            \
+           const v1::Request* req, v1::Response* resp,                        \
+           std::function<void(grpc::Status)> done) {                          \
+          target.Stub->async()->Method(client, req, resp, std::move(done));   \
+        });                                                                   \
+  }
+
+GANGSCHED_FORWARD(ForwardingScheduler, Allocate, scheduler, AllocateRequest,
+                  AllocateResponse, ValidateRequest(*request),
+                  request->dry_run() || !request->request_id().empty())
+GANGSCHED_FORWARD(ForwardingScheduler, Release, scheduler, ReleaseRequest,
+                  ReleaseResponse, ValidateRequest(*request),
+                  !request->request_id().empty())
+GANGSCHED_FORWARD(ForwardingScheduler, Preempt, scheduler, PreemptRequest,
+                  PreemptResponse, ValidateRequest(*request),
+                  request->dry_run() || !request->request_id().empty())
+GANGSCHED_FORWARD(ForwardingScheduler, UpsertNodes, scheduler,
+                  UpsertNodesRequest, UpsertNodesResponse, absl::OkStatus(),
+                  true)  // idempotent by nature
+GANGSCHED_FORWARD(ForwardingScheduler, RemoveNodes, scheduler,
+                  RemoveNodesRequest, RemoveNodesResponse,
+                  ValidateRequest(*request), true)
+GANGSCHED_FORWARD(ForwardingScheduler, SyncNodes, scheduler, SyncNodesRequest,
+                  SyncNodesResponse, absl::OkStatus(), true)
+GANGSCHED_FORWARD(ForwardingScheduler, GetWorkload, scheduler,
+                  GetWorkloadRequest, WorkloadStatus, ValidateRequest(*request),
+                  true)
+GANGSCHED_FORWARD(ForwardingScheduler, ListWorkloads, scheduler,
+                  ListWorkloadsRequest, ListWorkloadsResponse,
+                  ValidateRequest(*request), true)
+GANGSCHED_FORWARD(ForwardingScheduler, Explain, scheduler, ExplainRequest,
+                  ExplainResponse, ValidateRequest(*request), true)
+GANGSCHED_FORWARD(ForwardingAdmin, UpsertQueue, admin, UpsertQueueRequest,
+                  UpsertQueueResponse, ValidateRequest(*request),
+                  !request->request_id().empty())
+GANGSCHED_FORWARD(ForwardingAdmin, DeleteQueue, admin, DeleteQueueRequest,
+                  DeleteQueueResponse, ValidateRequest(*request),
+                  !request->request_id().empty())
+GANGSCHED_FORWARD(ForwardingAdmin, ListQueues, admin, ListQueuesRequest,
+                  ListQueuesResponse, absl::OkStatus(), true)
+GANGSCHED_FORWARD(ForwardingAdmin, GetPriorityClasses, admin,
+                  GetPriorityClassesRequest, GetPriorityClassesResponse,
+                  absl::OkStatus(), true)
+GANGSCHED_FORWARD(ForwardingAdmin, GetClusterSnapshot, admin,
+                  GetClusterSnapshotRequest, ClusterSnapshot, absl::OkStatus(),
+                  true)
+
+#undef GANGSCHED_FORWARD
+
+grpc::ServerWriteReactor<v1::Event>* ForwardingScheduler::WatchEvents(
+    grpc::CallbackServerContext* ctx, const v1::WatchRequest* request) {
+  return new WatchProxy(core_, metrics_, ctx, *request);
+}
+
+}  // namespace gangsched::server
