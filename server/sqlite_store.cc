@@ -165,97 +165,31 @@ absl::Status SqliteStore::Exec(const char* sql) {
 
 absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
                                                 IdempotencyCache& requests) {
-  Loaded loaded;
-  // Queues, parents before children.
-  {
-    Statement q(db_, "SELECT data FROM queues");
-    std::vector<std::pair<QueueSpec, uint64_t>> pending;
-    while (q.Step() == SQLITE_ROW) {
-      auto decoded = DecodeQueue(q.ColumnBytes(0));
-      if (!decoded.ok()) return decoded.status();
-      pending.push_back(*std::move(decoded));
-    }
-    std::sort(pending.begin(), pending.end(),
-              [](const auto& a, const auto& b) { return a.second < b.second; });
-    for (bool progress = true; progress && !pending.empty();) {
-      progress = false;
-      for (auto it = pending.begin(); it != pending.end();) {
-        if (!it->first.parent.empty() &&
-            scheduler.FindQueue(it->first.parent) == nullptr) {
-          ++it;
-          continue;
-        }
-        if (absl::Status s = scheduler.RestoreQueue(it->first, it->second);
-            !s.ok())
-          return s;
-        ++loaded.queues;
-        it = pending.erase(it);
-        progress = true;
-      }
-    }
-    if (!pending.empty()) {
-      return absl::DataLossError(absl::StrCat(
-          "stored queue ", pending.front().first.name, " has no parent"));
-    }
+  StoredState state;
+  for (auto [sql, out] : {std::pair<const char*, std::vector<std::string>*>{
+                              "SELECT data FROM queues", &state.queues},
+                          {"SELECT data FROM nodes", &state.nodes},
+                          {"SELECT data FROM workloads", &state.workloads}}) {
+    Statement q(db_, sql);
+    while (q.Step() == SQLITE_ROW) out->push_back(q.ColumnBytes(0));
   }
-  {
-    Statement q(db_, "SELECT data FROM nodes");
-    std::vector<NodeSpec> nodes;
-    while (q.Step() == SQLITE_ROW) {
-      auto node = DecodeNode(q.ColumnBytes(0));
-      if (!node.ok()) return node.status();
-      nodes.push_back(*std::move(node));
-    }
-    scheduler.UpsertNodes(nodes, absl::Now());
-    loaded.nodes = nodes.size();
-  }
-  {
-    Statement q(db_, "SELECT data FROM workloads");
-    std::vector<WorkloadRecord> records;
-    while (q.Step() == SQLITE_ROW) {
-      auto record = DecodeWorkload(q.ColumnBytes(0));
-      if (!record.ok()) return record.status();
-      records.push_back(*std::move(record));
-    }
-    std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
-      return a.submit_seq < b.submit_seq;
-    });
-    for (const auto& r : records) {
-      if (absl::Status s = scheduler.RestoreWorkload(r); !s.ok()) return s;
-    }
-    loaded.workloads = records.size();
-  }
-  int64_t revision = 0, submit_seq = 0;
   {
     Statement q(db_, "SELECT key, value FROM meta");
     while (q.Step() == SQLITE_ROW) {
       std::string key = q.ColumnBytes(0);
-      if (key == "revision") revision = q.ColumnInt(1);
-      if (key == "submit_seq") submit_seq = q.ColumnInt(1);
+      if (key == "revision") state.revision = q.ColumnInt(1);
+      if (key == "submit_seq") state.submit_seq = static_cast<uint64_t>(q.ColumnInt(1));
     }
   }
-  scheduler.RestoreCounters(revision, static_cast<uint64_t>(submit_seq));
-  loaded.revision = revision;
   {
-    Statement q(
-        db_,
-        "SELECT key, seq, code, message, response FROM requests ORDER BY seq");
+    Statement q(db_, "SELECT key, seq, code, message, response FROM requests");
     while (q.Step() == SQLITE_ROW) {
-      CachedReply reply;
-      reply.status = grpc::Status(static_cast<grpc::StatusCode>(q.ColumnInt(2)),
-                                  q.ColumnBytes(3));
-      reply.response = q.ColumnBytes(4);
-      requests.Restore(q.ColumnBytes(0), std::move(reply),
-                       static_cast<uint64_t>(q.ColumnInt(1)));
-      ++loaded.requests;
+      state.answers.push_back({q.ColumnBytes(0), static_cast<uint64_t>(q.ColumnInt(1)),
+                               static_cast<int>(q.ColumnInt(2)), q.ColumnBytes(3),
+                               q.ColumnBytes(4)});
     }
-    requests.TakeNew();
   }
-  if (absl::Status s = scheduler.CheckConsistency(); !s.ok()) {
-    return absl::DataLossError(
-        absl::StrCat("restored state is inconsistent: ", s.message()));
-  }
-  return loaded;
+  return RestoreState(state, scheduler, requests);
 }
 
 absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {

@@ -1,5 +1,6 @@
 #include "server/store_codec.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,74 @@ std::optional<EvictionReason> ReasonFromString(absl::string_view s) {
 }
 
 }  // namespace
+
+absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state, Scheduler& scheduler,
+                                           IdempotencyCache& requests) {
+  Store::Loaded loaded;
+  // Queues, parents before children, in their creation order.
+  std::vector<std::pair<QueueSpec, uint64_t>> pending;
+  for (const std::string& bytes : state.queues) {
+    auto decoded = DecodeQueue(bytes);
+    if (!decoded.ok()) return decoded.status();
+    pending.push_back(*std::move(decoded));
+  }
+  std::sort(pending.begin(), pending.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  for (bool progress = true; progress && !pending.empty();) {
+    progress = false;
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (!it->first.parent.empty() && scheduler.FindQueue(it->first.parent) == nullptr) {
+        ++it;
+        continue;
+      }
+      if (absl::Status s = scheduler.RestoreQueue(it->first, it->second); !s.ok()) return s;
+      ++loaded.queues;
+      it = pending.erase(it);
+      progress = true;
+    }
+  }
+  if (!pending.empty()) {
+    return absl::DataLossError(
+        absl::StrCat("stored queue ", pending.front().first.name, " has no parent"));
+  }
+  std::vector<NodeSpec> nodes;
+  for (const std::string& bytes : state.nodes) {
+    auto node = DecodeNode(bytes);
+    if (!node.ok()) return node.status();
+    nodes.push_back(*std::move(node));
+  }
+  scheduler.UpsertNodes(nodes, absl::Now());
+  loaded.nodes = nodes.size();
+  std::vector<WorkloadRecord> records;
+  for (const std::string& bytes : state.workloads) {
+    auto record = DecodeWorkload(bytes);
+    if (!record.ok()) return record.status();
+    records.push_back(*std::move(record));
+  }
+  std::sort(records.begin(), records.end(),
+            [](const auto& a, const auto& b) { return a.submit_seq < b.submit_seq; });
+  for (const auto& r : records) {
+    if (absl::Status s = scheduler.RestoreWorkload(r); !s.ok()) return s;
+  }
+  loaded.workloads = records.size();
+  scheduler.RestoreCounters(state.revision, state.submit_seq);
+  loaded.revision = state.revision;
+  std::vector<StoreRows::Answer> answers = state.answers;
+  std::sort(answers.begin(), answers.end(),
+            [](const auto& a, const auto& b) { return a.seq < b.seq; });
+  for (const auto& a : answers) {
+    CachedReply reply;
+    reply.status = grpc::Status(static_cast<grpc::StatusCode>(a.code), a.message);
+    reply.response = a.response;
+    requests.Restore(a.key, std::move(reply), a.seq);
+    ++loaded.requests;
+  }
+  requests.TakeNew();
+  if (absl::Status s = scheduler.CheckConsistency(); !s.ok()) {
+    return absl::DataLossError(absl::StrCat("restored state is inconsistent: ", s.message()));
+  }
+  return loaded;
+}
 
 StoreRows EncodeChanges(const Scheduler& scheduler, const ChangeSet& changes,
                         const std::vector<IdempotencyCache::Entry>& answers) {

@@ -16,6 +16,21 @@ namespace gangsched::server {
 StoreRows EncodeChanges(const Scheduler& scheduler, const ChangeSet& changes,
                         const std::vector<IdempotencyCache::Entry>& answers);
 
+// Raw stored values, as a store read them (any order).
+struct StoredState {
+  std::vector<std::string> queues;     // EncodeQueue values
+  std::vector<std::string> nodes;      // EncodeNode values
+  std::vector<std::string> workloads;  // EncodeWorkload values
+  std::vector<StoreRows::Answer> answers;
+  int64_t revision = 0;
+  uint64_t submit_seq = 0;
+};
+// Rebuilds the scheduler and the request-id table from stored values, in
+// the recovery order (queues parents first, nodes, workloads by submission,
+// counters, answers), then checks consistency.
+absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state, Scheduler& scheduler,
+                                           IdempotencyCache& requests);
+
 std::string EncodeWorkload(const WorkloadRecord& record);
 absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes);
 
