@@ -10,7 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-yaml
   curl nghttp2-client libcivetweb-dev
-  chromium prometheus
+  chromium prometheus etcd-server golang-etcd-server-dev
 )
 
 missing=()

@@ -21,6 +21,13 @@ std::string FlagsUsage() {
   --data-dir=DIR           where the state is kept (SQLite, default
                            ./gangsched-data); one gangsched per directory
   --ephemeral              keep everything in memory (nothing survives a restart)
+  --store=sqlite|etcd      where the state lives (default sqlite in --data-dir)
+  --etcd-endpoints=H:P[,H:P...]
+                           --store=etcd: the etcd cluster (v3 gRPC API)
+  --etcd-prefix=PREFIX     --store=etcd: key prefix (default /gangsched)
+  --etcd-lease-seconds=S   --store=etcd: leader lease TTL (default 5); a
+                           standby takes over about this long after the
+                           leader dies
   --sqlite-sync=full|normal
                            full (default) survives power loss; normal survives
                            a killed process and commits faster
@@ -67,6 +74,22 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
       {"metrics-listen", string_flag(&flags.metrics_listen)},
       {"config", string_flag(&flags.config)},
       {"data-dir", string_flag(&flags.data_dir)},
+      {"store",
+       [&](const std::string& v) {
+         flags.store = v;
+         return v == "sqlite" || v == "etcd";
+       }},
+      {"etcd-endpoints",
+       [&](const std::string& v) {
+         flags.etcd_endpoints = absl::StrSplit(v, ',', absl::SkipEmpty());
+         return !flags.etcd_endpoints.empty();
+       }},
+      {"etcd-prefix", string_flag(&flags.etcd_prefix)},
+      {"etcd-lease-seconds",
+       [&](const std::string& v) {
+         return absl::SimpleAtod(v, &flags.etcd_lease_seconds) &&
+                flags.etcd_lease_seconds >= 2;
+       }},
       {"sqlite-sync",
        [&](const std::string& v) {
          flags.sqlite_sync = v;

@@ -16,6 +16,10 @@ struct ServerFlags {
   std::vector<std::string> core_addresses;  // --role=frontend
   std::string data_dir = "gangsched-data";
   bool ephemeral = false;
+  std::string store = "sqlite";
+  std::vector<std::string> etcd_endpoints;
+  std::string etcd_prefix = "/gangsched";
+  double etcd_lease_seconds = 5;
   std::string sqlite_sync = "full";
   size_t inbox_capacity = 10000;
   size_t event_window = 100000;

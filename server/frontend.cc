@@ -11,8 +11,14 @@ namespace gangsched::server {
 
 CoreClient::CoreClient(const std::vector<std::string>& addresses) {
   for (const std::string& address : addresses) {
-    auto channel =
-        grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    // Reconnect quickly: a standby core starts listening the moment it is
+    // elected, and the frontend should notice within a second.
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    auto channel = grpc::CreateCustomChannel(
+        address, grpc::InsecureChannelCredentials(), args);
     schedulers_.push_back(v1::Scheduler::NewStub(channel));
     admins_.push_back(v1::Admin::NewStub(channel));
   }

@@ -16,6 +16,7 @@
 #include "server/config.h"
 #include "server/convert.h"
 #include "server/core_loop.h"
+#include "server/etcd_store.h"
 #include "server/event_log.h"
 #include "server/flags.h"
 #include "server/frontend.h"
@@ -204,8 +205,30 @@ int Run(int argc, char** argv) {
     config = *std::move(loaded);
   }
 
-  std::unique_ptr<SqliteStore> store;
-  if (!flags->ephemeral) {
+  std::unique_ptr<Store> store;
+  if (flags->store == "etcd") {
+    auto connected = EtcdStore::Connect(
+        {.endpoints = flags->etcd_endpoints,
+         .prefix = flags->etcd_prefix,
+         .lease_ttl = absl::Seconds(flags->etcd_lease_seconds),
+         .id = flags->listen});
+    if (!connected.ok()) {
+      LogLine(spdlog::level::err, "cannot reach etcd")
+          .Add("error", connected.status().message());
+      return 1;
+    }
+    // A standby waits here, serving nothing, until it holds the leader key.
+    absl::Status elected = (*connected)->Campaign([] {
+      spdlog::default_logger()->flush();
+      std::_Exit(75);  // fenced: stop before a standby can take over
+    });
+    if (!elected.ok()) {
+      LogLine(spdlog::level::err, "election failed")
+          .Add("error", elected.message());
+      return 1;
+    }
+    store = *std::move(connected);
+  } else if (!flags->ephemeral) {
     auto opened = SqliteStore::Open(
         {.dir = flags->data_dir, .full_sync = flags->sqlite_sync == "full"});
     if (!opened.ok()) {
@@ -237,13 +260,13 @@ int Run(int argc, char** argv) {
         status.ok() ? store->Load(scheduler, core.idempotency()) : status;
     if (!loaded.ok()) {
       LogLine(spdlog::level::err, "cannot recover the stored state")
-          .Add("data_dir", flags->data_dir)
+          .Add("store", flags->store)
           .Add("error", loaded.status().message());
       return 1;
     }
     events.ResetTo(loaded->revision);
     LogLine(spdlog::level::info, "recovered")
-        .Add("data_dir", flags->data_dir)
+        .Add("store", flags->store)
         .Add("queues", static_cast<int64_t>(loaded->queues))
         .Add("nodes", static_cast<int64_t>(loaded->nodes))
         .Add("workloads", static_cast<int64_t>(loaded->workloads))

@@ -178,15 +178,17 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
     while (q.Step() == SQLITE_ROW) {
       std::string key = q.ColumnBytes(0);
       if (key == "revision") state.revision = q.ColumnInt(1);
-      if (key == "submit_seq") state.submit_seq = static_cast<uint64_t>(q.ColumnInt(1));
+      if (key == "submit_seq")
+        state.submit_seq = static_cast<uint64_t>(q.ColumnInt(1));
     }
   }
   {
     Statement q(db_, "SELECT key, seq, code, message, response FROM requests");
     while (q.Step() == SQLITE_ROW) {
-      state.answers.push_back({q.ColumnBytes(0), static_cast<uint64_t>(q.ColumnInt(1)),
-                               static_cast<int>(q.ColumnInt(2)), q.ColumnBytes(3),
-                               q.ColumnBytes(4)});
+      state.answers.push_back({q.ColumnBytes(0),
+                               static_cast<uint64_t>(q.ColumnInt(1)),
+                               static_cast<int>(q.ColumnInt(2)),
+                               q.ColumnBytes(3), q.ColumnBytes(4)});
     }
   }
   return RestoreState(state, scheduler, requests);

@@ -43,7 +43,8 @@ std::optional<EvictionReason> ReasonFromString(absl::string_view s) {
 
 }  // namespace
 
-absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state, Scheduler& scheduler,
+absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
+                                           Scheduler& scheduler,
                                            IdempotencyCache& requests) {
   Store::Loaded loaded;
   // Queues, parents before children, in their creation order.
@@ -58,19 +59,22 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state, Scheduler& 
   for (bool progress = true; progress && !pending.empty();) {
     progress = false;
     for (auto it = pending.begin(); it != pending.end();) {
-      if (!it->first.parent.empty() && scheduler.FindQueue(it->first.parent) == nullptr) {
+      if (!it->first.parent.empty() &&
+          scheduler.FindQueue(it->first.parent) == nullptr) {
         ++it;
         continue;
       }
-      if (absl::Status s = scheduler.RestoreQueue(it->first, it->second); !s.ok()) return s;
+      if (absl::Status s = scheduler.RestoreQueue(it->first, it->second);
+          !s.ok())
+        return s;
       ++loaded.queues;
       it = pending.erase(it);
       progress = true;
     }
   }
   if (!pending.empty()) {
-    return absl::DataLossError(
-        absl::StrCat("stored queue ", pending.front().first.name, " has no parent"));
+    return absl::DataLossError(absl::StrCat(
+        "stored queue ", pending.front().first.name, " has no parent"));
   }
   std::vector<NodeSpec> nodes;
   for (const std::string& bytes : state.nodes) {
@@ -86,8 +90,9 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state, Scheduler& 
     if (!record.ok()) return record.status();
     records.push_back(*std::move(record));
   }
-  std::sort(records.begin(), records.end(),
-            [](const auto& a, const auto& b) { return a.submit_seq < b.submit_seq; });
+  std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
+    return a.submit_seq < b.submit_seq;
+  });
   for (const auto& r : records) {
     if (absl::Status s = scheduler.RestoreWorkload(r); !s.ok()) return s;
   }
@@ -99,14 +104,16 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state, Scheduler& 
             [](const auto& a, const auto& b) { return a.seq < b.seq; });
   for (const auto& a : answers) {
     CachedReply reply;
-    reply.status = grpc::Status(static_cast<grpc::StatusCode>(a.code), a.message);
+    reply.status =
+        grpc::Status(static_cast<grpc::StatusCode>(a.code), a.message);
     reply.response = a.response;
     requests.Restore(a.key, std::move(reply), a.seq);
     ++loaded.requests;
   }
   requests.TakeNew();
   if (absl::Status s = scheduler.CheckConsistency(); !s.ok()) {
-    return absl::DataLossError(absl::StrCat("restored state is inconsistent: ", s.message()));
+    return absl::DataLossError(
+        absl::StrCat("restored state is inconsistent: ", s.message()));
   }
   return loaded;
 }

@@ -28,7 +28,8 @@ struct StoredState {
 // Rebuilds the scheduler and the request-id table from stored values, in
 // the recovery order (queues parents first, nodes, workloads by submission,
 // counters, answers), then checks consistency.
-absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state, Scheduler& scheduler,
+absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
+                                           Scheduler& scheduler,
                                            IdempotencyCache& requests);
 
 std::string EncodeWorkload(const WorkloadRecord& record);
