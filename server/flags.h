@@ -20,7 +20,7 @@ struct ServerFlags {
   std::vector<std::string> etcd_endpoints;
   std::string etcd_prefix = "/gangsched";
   double etcd_lease_seconds = 5;
-  std::string sqlite_sync = "full";
+  std::string sqlite_sync = "normal";
   size_t inbox_capacity = 10000;
   size_t event_window = 100000;
   double tick_seconds = 1.0;

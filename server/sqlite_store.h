@@ -18,7 +18,7 @@ class SqliteStore final : public Store {
   struct Options {
     std::string dir;
     // FULL survives power loss; NORMAL survives a killed process (WAL).
-    bool full_sync = true;
+    bool full_sync = false;
     // Request answers kept (as many as the in-memory request-id table).
     size_t request_rows = 100000;
   };
