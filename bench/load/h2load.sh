@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# gRPC load test of the real gangsched binary with h2load (nghttp2-client).
+#
+#   bash bench/load/h2load.sh [SERVER_BINARY]     (default build/server/gangsched)
+#
+# Builds nothing. Starts the server with --ephemeral on free loopback ports,
+# creates a synthetic cluster (100 queues from a --config file, 1,000 nodes x
+# 8 GPUs through gangschedctl, one running workload), checks one call of each
+# kind with a real gRPC client, then measures with h2load, one endpoint after
+# the other, each with the same request count:
+#   grpc.health.v1.Health/Check
+#   gangsched.v1.Scheduler/GetWorkload        (the running workload)
+#   gangsched.v1.Scheduler/Allocate           (dry_run=true: head + 8 x 1 GPU)
+# h2load speaks HTTP/2 but not gRPC: request bodies are gRPC-framed here, and
+# since it does not read grpc-status, the server's
+# gangsched_grpc_requests_total{code="OK"} increase is checked against the
+# requests sent (Health is not counted there; its reply bytes are checked).
+#
+# Environment: REQUESTS (50000), CLIENTS (16), STREAMS (16 per client),
+# THREADS (1), CTL (gangschedctl path), H2LOAD_TIMEOUT (60 s per endpoint),
+# KEEP_TMP=1 keeps the temp dir (logs, bodies, scrapes).
+# Exit status: 0 when every check passed, 1 on a FAIL, 2 on a setup error.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$REPO"
+SERVER_BIN="${1:-build/server/gangsched}"
+CTL="${CTL:-build/clients/gangschedctl/gangschedctl}"
+PY=/usr/bin/python3
+HELPER="$REPO/bench/load/h2load_helper.py"
+REQUESTS="${REQUESTS:-50000}"
+CLIENTS="${CLIENTS:-16}"
+STREAMS="${STREAMS:-16}"
+THREADS="${THREADS:-1}"
+H2LOAD_TIMEOUT="${H2LOAD_TIMEOUT:-60}"
+
+die() { echo "h2load.sh: $*" >&2; exit 2; }
+[[ -x "$SERVER_BIN" ]] || die "server binary $SERVER_BIN is missing (build it first)"
+[[ -x "$CTL" ]] || die "gangschedctl $CTL is missing (build it first)"
+command -v h2load >/dev/null || die "h2load is missing (apt-get install nghttp2-client)"
+command -v protoc >/dev/null || die "protoc is missing (apt-get install protobuf-compiler)"
+[[ -x "$PY" ]] || die "$PY is missing"
+
+TMP="$(mktemp -d /tmp/gangsched-h2load.XXXXXX)"
+SERVER_PID=""
+cleanup() {
+  local rc=$?
+  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+  if [[ "${KEEP_TMP:-0}" == 1 ]]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+read -r PORT METRICS_PORT < <($PY "$HELPER" free-ports 2)
+ADDR="127.0.0.1:$PORT"
+METRICS="http://127.0.0.1:$METRICS_PORT/metrics"
+ctl() { timeout 30 "$CTL" --server "$ADDR" --timeout 20 "$@"; }
+
+# --- synthetic cluster files and request bodies -----------------------------
+$PY "$HELPER" cluster "$TMP"
+mkdir -p "$TMP/stubs"
+protoc -Iproto --python_out="$TMP/stubs" proto/gangsched/v1/*.proto
+$PY "$HELPER" bodies "$TMP/stubs" "$TMP/bodies" >/dev/null
+
+# --- server ----------------------------------------------------------------
+"$SERVER_BIN" --ephemeral --listen "$ADDR" --metrics-listen "127.0.0.1:$METRICS_PORT" \
+  --config "$TMP/config.yaml" --log-level warn >"$TMP/server.log" 2>&1 &
+SERVER_PID=$!
+for i in $(seq 100); do
+  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$TMP/server.log" >&2; die "server exited"; }
+  if timeout 2 "$CTL" --server "$ADDR" --timeout 1 health >/dev/null 2>&1; then break; fi
+  [[ $i == 100 ]] && { cat "$TMP/server.log" >&2; die "server not SERVING after 10 s"; }
+  sleep 0.1
+done
+
+ctl nodes add -f "$TMP/nodes.yaml" >"$TMP/nodes-add.out" \
+  || { tail "$TMP/nodes-add.out" >&2; die "nodes add failed"; }
+accepted=$(grep -c ' accepted$' "$TMP/nodes-add.out" || true)
+[[ "$accepted" == 1000 ]] || die "nodes add: $accepted of 1000 accepted"
+ctl allocate -f "$TMP/target.yaml" >"$TMP/allocate-target.out" \
+  || { cat "$TMP/allocate-target.out" >&2; die "allocate of the target workload failed"; }
+
+# --- one call of each kind with a real gRPC client --------------------------
+echo "server $SERVER_BIN on $ADDR (pid $SERVER_PID), metrics $METRICS"
+echo "cluster: $accepted nodes x 8 GPUs, 100 queues (10 departments x 9 teams)"
+health=$(ctl health) || die "gangschedctl health failed"
+[[ "$health" == SERVING ]] || die "gangschedctl health: $health"
+echo "gangschedctl health: $health"
+ctl -o json workloads get bench/target >"$TMP/target.json" || die "workloads get failed"
+state=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["state"], len(d.get("bindings", [])))' "$TMP/target.json")
+[[ "$state" == "WORKLOAD_STATE_RUNNING 9" ]] || die "bench/target is '$state', want RUNNING with 9 bindings"
+echo "gangschedctl workloads get bench/target: RUNNING, 9 bindings"
+$PY "$HELPER" verify-bodies "$TMP/stubs" "$TMP/bodies" "$ADDR" || die "a request body failed"
+echo
+
+# --- h2load ----------------------------------------------------------------
+run_h2load() {  # NAME PATH BODY
+  local name=$1 path=$2 body=$3
+  if ! timeout "$H2LOAD_TIMEOUT" h2load -n "$REQUESTS" -c "$CLIENTS" -m "$STREAMS" -t "$THREADS" \
+      -N 10s -d "$TMP/bodies/$body.bin" \
+      -H 'content-type: application/grpc' -H 'te: trailers' -H ':method: POST' \
+      --log-file "$TMP/$name.log" "http://$ADDR/$path" >"$TMP/$name.out" 2>&1; then
+    cat "$TMP/$name.out" >&2
+    echo "FAIL: h2load $path did not finish within ${H2LOAD_TIMEOUT}s or failed" >&2
+    exit 1
+  fi
+}
+
+echo "h2load: -n $REQUESTS -c $CLIENTS -m $STREAMS -t $THREADS per endpoint"
+$PY "$HELPER" scrape "$METRICS" "$TMP/before.prom"
+run_h2load health grpc.health.v1.Health/Check health
+run_h2load get-workload gangsched.v1.Scheduler/GetWorkload get-workload
+run_h2load allocate gangsched.v1.Scheduler/Allocate allocate-dry-run
+$PY "$HELPER" scrape "$METRICS" "$TMP/after.prom"
+kill -0 "$SERVER_PID" 2>/dev/null || die "the server died during the run"
+echo
+
+# Health replies are 7 bytes: the 5-byte frame header + SERVING (08 01).
+$PY "$HELPER" report --requests "$REQUESTS" --before "$TMP/before.prom" --after "$TMP/after.prom" \
+  --endpoint "Health/Check:-:7:$TMP/health.log:$TMP/health.out" \
+  --endpoint "GetWorkload:GetWorkload:0:$TMP/get-workload.log:$TMP/get-workload.out" \
+  --endpoint "Allocate(dry_run):Allocate:0:$TMP/allocate.log:$TMP/allocate.out"
