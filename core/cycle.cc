@@ -228,7 +228,8 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
     if (!lost) SetPending(w, std::move(reason), now);
     return;
   }
-  GangPlacement placement = TryPlaceGang(nodes_, resources_, plan.request, {});
+  GangPlacement placement =
+      TryPlaceGang(nodes_, resources_, plan.request, {.index = &node_index_});
   if (placement.result == PlaceResult::kPlaced) {
     Commit(w, plan, placement, now);
     return;
@@ -363,7 +364,7 @@ void Scheduler::GrowElastic(absl::Time now) {
     bool granted = false;
     if (CheckQueues(w, TotalOf(plan.request)).code == PendingCode::kNone) {
       GangPlacement placement =
-          TryPlaceGang(nodes_, resources_, plan.request, {});
+          TryPlaceGang(nodes_, resources_, plan.request, {.index = &node_index_});
       if (placement.result == PlaceResult::kPlaced) {
         Commit(w, plan, placement, now);
         granted = true;

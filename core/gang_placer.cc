@@ -240,53 +240,94 @@ class Attempt {
     return std::nullopt;
   }
 
-  std::optional<NodeId> PickNode(uint32_t group_index, int64_t pods_left) {
+  // Lexicographic score, smaller is better.
+  using Score = std::tuple<int, int64_t, int, int64_t, int64_t, uint32_t>;
+
+  // The node's score for the next pod of the group, or nullopt (counted in
+  // the rejections) when it cannot take it.
+  std::optional<Score> ScoreNode(uint32_t i, uint32_t group_index, int64_t pods_left) {
+    const Node& node = nodes_[i];
+    if (!node.live) return std::nullopt;
+    if (auto why = Check(node, group_index, pods_left)) {
+      Reject(*why);
+      return std::nullopt;
+    }
     const PlacementGroup& group = request_.groups[group_index];
     const ResourceId key = KeyResource(group.pod);
     const bool gpu_pod = key == kGpu;
-    const auto& used_by_group = group_nodes_[group_index];
     const PlacementStrategy strategy = group.placement.strategy;
     const bool spread = strategy == PlacementStrategy::kSpread ||
                         strategy == PlacementStrategy::kStrictSpread;
+    ResourceVector after = FreeOf(node) - group.pod;
+    int64_t key_left = after.Get(key);
+    int64_t mem_left = after.Get(kMemory);
+    // CPU-only pods keep off GPU nodes when they can.
+    int gpu_tier = (!gpu_pod && node.allocatable.Get(kGpu) > 0) ? 1 : 0;
+    bool on_group_node = group_nodes_[group_index].contains(i);
+    int group_tier = 0;
+    if (strategy == PlacementStrategy::kPack || strategy == PlacementStrategy::kStrictPack) {
+      group_tier = on_group_node ? 0 : 1;
+    } else if (spread) {
+      group_tier = on_group_node ? 1 : 0;
+    }
+    // PACK uses as few nodes as possible: a new node is chosen by how many
+    // of the group's remaining pods it can hold (all of them first).
+    int64_t holds = 0;
+    if (strategy == PlacementStrategy::kPack && !on_group_node) {
+      holds = PodsThatFit(FreeOf(node), group.pod, pods_left);
+    }
+    return spread ? Score{group_tier, 0, gpu_tier, -key_left, -mem_left, i}
+                  : Score{group_tier, -holds, gpu_tier, key_left, mem_left, i};
+  }
 
-    // Lexicographic score, smaller is better.
-    using Score = std::tuple<int, int64_t, int, int64_t, int64_t, uint32_t>;
+  // BINPACK through the index: the nodes this attempt already booked on
+  // (their free amount changed) are scored directly; of the others the
+  // first that fits in index order is the best. Empty when it finds none
+  // (the caller then scans, which also gives the full rejection counts).
+  std::optional<NodeId> PickIndexed(uint32_t group_index, int64_t pods_left) {
+    const PlacementGroup& group = request_.groups[group_index];
     std::optional<Score> best;
-    rejections_.clear();
-    for (uint32_t i = 0; i < nodes_.size(); ++i) {
-      const Node& node = nodes_[i];
-      if (!node.live) continue;
-      if (auto why = Check(node, group_index, pods_left)) {
-        Reject(*why);
-        continue;
+    auto consider = [&](uint32_t i) {
+      std::optional<Score> score = ScoreNode(i, group_index, pods_left);
+      if (score && (!best || *score < *best)) best = score;
+      return score.has_value();
+    };
+    for (const auto& [id, extra] : extra_) consider(id);
+    auto untouched = [&](uint32_t i) { return !extra_.contains(i) && consider(i); };
+    if (group.pod.Get(kGpu) > 0) {
+      options_.index->VisitByGpu(group.pod.Get(kGpu), untouched);
+    } else {
+      options_.index->VisitByCpu(false, group.pod.Get(kCpu), untouched);
+      // A GPU node only if no node without GPUs can take the pod.
+      if (!best || std::get<2>(*best) == 1) {
+        options_.index->VisitByCpu(true, group.pod.Get(kCpu), untouched);
       }
-      ResourceVector after = FreeOf(node) - group.pod;
-      int64_t key_left = after.Get(key);
-      int64_t mem_left = after.Get(kMemory);
-      // CPU-only pods keep off GPU nodes when they can.
-      int gpu_tier = (!gpu_pod && node.allocatable.Get(kGpu) > 0) ? 1 : 0;
-      bool on_group_node = used_by_group.contains(i);
-      int group_tier = 0;
-      if (strategy == PlacementStrategy::kPack ||
-          strategy == PlacementStrategy::kStrictPack) {
-        group_tier = on_group_node ? 0 : 1;
-      } else if (spread) {
-        group_tier = on_group_node ? 1 : 0;
-      }
-      // PACK uses as few nodes as possible: a new node is chosen by how many
-      // of the group's remaining pods it can hold (all of them first).
-      int64_t holds = 0;
-      if (strategy == PlacementStrategy::kPack && !on_group_node) {
-        holds = PodsThatFit(FreeOf(node), group.pod, pods_left);
-      }
-      Score score =
-          spread ? Score{group_tier, 0, gpu_tier, -key_left, -mem_left, i}
-                 : Score{group_tier, -holds, gpu_tier, key_left, mem_left, i};
-      if (!best || score < *best) best = score;
     }
     if (!best) return std::nullopt;
     return NodeId(std::get<5>(*best));
   }
+
+  std::optional<NodeId> PickNode(uint32_t group_index, int64_t pods_left) {
+    const PlacementGroup& group = request_.groups[group_index];
+    rejections_.clear();
+    bool indexable = options_.index != nullptr && !options_.ignore_usage &&
+                     !options_.ignore_reserved &&
+                     group.placement.strategy == PlacementStrategy::kBinpack &&
+                     (group.node_selector == nullptr || group.node_selector->empty()) &&
+                     !domain_ && !group_domain_.contains(group_index);
+    if (indexable) {
+      if (std::optional<NodeId> node = PickIndexed(group_index, pods_left)) return node;
+      rejections_.clear();
+    }
+    std::optional<Score> best;
+    for (uint32_t i = 0; i < nodes_.size(); ++i) {
+      std::optional<Score> score = ScoreNode(i, group_index, pods_left);
+      if (score && (!best || *score < *best)) best = score;
+    }
+    if (!best) return std::nullopt;
+    return NodeId(std::get<5>(*best));
+  }
+
 
   const std::vector<Node>& nodes_;
   const ResourceTable& resources_;
@@ -401,8 +442,8 @@ GangPlacement TryPlaceGang(const std::vector<Node>& nodes,
 
 GangPlacement PlaceGang(const std::vector<Node>& nodes,
                         const ResourceTable& resources,
-                        const GangRequest& request) {
-  GangPlacement now = TryPlaceGang(nodes, resources, request, {});
+                        const GangRequest& request, const NodeIndex* index) {
+  GangPlacement now = TryPlaceGang(nodes, resources, request, {.index = index});
   if (now.result == PlaceResult::kPlaced) return now;
   GangPlacement ever =
       TryPlaceGang(nodes, resources, request, {.ignore_usage = true});

@@ -12,6 +12,7 @@
 
 #include "core/ids.h"
 #include "core/node.h"
+#include "core/node_index.h"
 #include "core/resources.h"
 #include "core/spec.h"
 
@@ -60,6 +61,9 @@ struct PlacerOptions {
   // Treat room held for PIPELINED gangs as free: tells "others are ahead"
   // from "no room".
   bool ignore_reserved = false;
+  // Walk this index instead of every node where the request allows it
+  // (BINPACK, no selector, no topology domain); it must match `nodes`.
+  const NodeIndex* index = nullptr;
 };
 
 // Resources and pods of everything the request asks for.
@@ -76,6 +80,7 @@ GangPlacement TryPlaceGang(const std::vector<Node>& nodes,
 // "retry later" (kRetryLater) from "can never fit" (kNeverFits).
 GangPlacement PlaceGang(const std::vector<Node>& nodes,
                         const ResourceTable& resources,
-                        const GangRequest& request);
+                        const GangRequest& request,
+                        const NodeIndex* index = nullptr);
 
 }  // namespace gangsched

@@ -126,6 +126,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
         return fail(absl::StrCat("node ", slot.nominated, " is gone"));
       w.groups[slot.group].slot_nominated[slot.index] = node;
       nodes_[node.value()].reserved += w.groups[slot.group].pod;
+      TouchNode(node);
       AddReservedToQueuePath(w.queue, w.groups[slot.group].pod, !w.preemptible);
     }
   }
@@ -164,6 +165,9 @@ absl::Status Scheduler::CheckConsistency() const {
       return absl::InternalError(absl::StrCat(n.name, ": usage differs"));
     if (!(n.reserved == reserved[i])) {
       return absl::InternalError(absl::StrCat(n.name, ": reservations differ"));
+    }
+    if (!node_index_.Matches(n, static_cast<uint32_t>(i))) {
+      return absl::InternalError(absl::StrCat(n.name, ": node index is stale"));
     }
     if (!n.used.FitsIn(n.allocatable)) {
       return absl::InternalError(absl::StrCat(n.name, ": over allocatable"));

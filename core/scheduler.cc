@@ -225,6 +225,7 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
   node.allocatable = resources_.FromNamed(spec.allocatable);
   node.labels = spec.labels;
   node.schedulable = spec.schedulable;
+  TouchNode(id);
   // Lost capacity loses slots, newest bindings first, until the node holds
   // no more than its allocatable. Their pods still run there: the shim is
   // told to delete them (node_lost); they are placed again elsewhere.
@@ -267,6 +268,7 @@ void Scheduler::RemoveNode(NodeId id, absl::Time now) {
   fair_share_dirty_ = true;
   DropNominationsOn(id, now);
   node_ids_.erase(node.name);
+  node_index_.Remove(id.value());
   node = Node{};
   free_node_ids_.push_back(id.value());
 }
@@ -676,6 +678,7 @@ void Scheduler::ClearNominations(Workload& w) {
     for (NodeId& n : group.slot_nominated) {
       if (!n.valid()) continue;
       nodes_[n.value()].reserved -= group.pod;
+      TouchNode(n);
       AddReservedToQueuePath(w.queue, group.pod * -1, !w.preemptible);
       n = NodeId();
     }
@@ -733,6 +736,7 @@ void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node) {
   Node& n = nodes_[node.value()];
   n.used += state.pod;
   n.slots.push_back({w.id, group, slot});
+  TouchNode(node);
   AddToQueuePath(w.queue, state.pod, !w.preemptible);
 }
 
@@ -754,6 +758,7 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
   }
   Node& n = nodes_[node.value()];
   n.used -= state.pod;
+  TouchNode(node);
   SlotKey key{w.id, group, slot};
   auto it = std::find(n.slots.begin(), n.slots.end(), key);
   if (it != n.slots.end()) {
@@ -1053,7 +1058,8 @@ std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
       }
     }
     for (int32_t k = 0; k < room; ++k) request.replicas.push_back({g, h});
-    GangPlacement placement = TryPlaceGang(nodes_, resources_, request, {});
+    GangPlacement placement =
+        TryPlaceGang(nodes_, resources_, request, {.index = &node_index_});
     int32_t placed =
         static_cast<int32_t>(placement.nodes.size()) - unbound_replicas;
     hint.grantable = std::max(0, placed) * h;
@@ -1117,7 +1123,7 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec) {
     answer.pending = std::move(reason);
     return answer;
   }
-  GangPlacement placement = PlaceGang(nodes_, resources_, plan.request);
+  GangPlacement placement = PlaceGang(nodes_, resources_, plan.request, &node_index_);
   if (placement.result != PlaceResult::kPlaced) {
     answer.pending = {placement.result == PlaceResult::kNeverFits
                           ? PendingCode::kUnsatisfiable

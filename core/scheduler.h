@@ -272,6 +272,7 @@ class Scheduler {
   // PIPELINED gangs planned onto a node that was removed or lost room go
   // back to PENDING.
   void DropNominationsOn(NodeId id, absl::Time now);
+  void TouchNode(NodeId id) { node_index_.Update(nodes_[id.value()], id.value()); }
   void Bind(Workload& w, uint32_t group, int32_t slot, NodeId node);
   void Unbind(Workload& w, uint32_t group, int32_t slot);
   void AddToQueuePath(QueueId leaf, const ResourceVector& amount,
@@ -343,6 +344,7 @@ class Scheduler {
   std::string default_class_;
 
   std::vector<Node> nodes_;
+  NodeIndex node_index_;  // every change of a node's free room goes through TouchNode
   std::vector<uint32_t> free_node_ids_;
   absl::flat_hash_map<std::string, NodeId> node_ids_;
 

@@ -338,6 +338,7 @@ void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
       NodeId node = victims.placement.nodes[i][p];
       preemptor.groups[g].slot_nominated[slots[p]] = node;
       nodes_[node.value()].reserved += preemptor.groups[g].pod;
+      TouchNode(node);
       AddReservedToQueuePath(preemptor.queue, preemptor.groups[g].pod,
                              !preemptor.preemptible);
     }

@@ -272,6 +272,7 @@ class RandomRun {
       }
     }
     (void)top_share;
+    if (absl::Status s = s_.CheckConsistency(); !s.ok()) return std::string(s.message());
     return "";
   }
 

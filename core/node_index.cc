@@ -1,0 +1,69 @@
+#include "core/node_index.h"
+
+#include <limits>
+
+namespace gangsched {
+
+void NodeIndex::Remove(uint32_t id) {
+  if (id >= entries_.size() || !entries_[id]) return;
+  const Entry& e = *entries_[id];
+  if (e.has_gpu) {
+    gpu_by_gpu_.erase(e.by_gpu);
+    gpu_by_cpu_.erase(e.by_cpu);
+  } else {
+    cpu_by_cpu_.erase(e.by_cpu);
+  }
+  entries_[id].reset();
+}
+
+void NodeIndex::Update(const Node& node, uint32_t id) {
+  Remove(id);
+  if (!node.live || !node.schedulable) return;
+  if (id >= entries_.size()) entries_.resize(id + 1);
+  ResourceVector free = node.Free();
+  Entry e;
+  e.has_gpu = node.allocatable.Get(kGpu) > 0;
+  e.by_gpu = {free.Get(kGpu), free.Get(kMemory), id};
+  e.by_cpu = {free.Get(kCpu), free.Get(kMemory), id};
+  if (e.has_gpu) {
+    gpu_by_gpu_.insert(e.by_gpu);
+    gpu_by_cpu_.insert(e.by_cpu);
+  } else {
+    cpu_by_cpu_.insert(e.by_cpu);
+  }
+  entries_[id] = e;
+}
+
+bool NodeIndex::Matches(const Node& node, uint32_t id) const {
+  bool indexed = id < entries_.size() && entries_[id].has_value();
+  if (!node.live || !node.schedulable) return !indexed;
+  if (!indexed) return false;
+  ResourceVector free = node.Free();
+  const Entry& e = *entries_[id];
+  return e.has_gpu == (node.allocatable.Get(kGpu) > 0) &&
+         e.by_gpu == Key{free.Get(kGpu), free.Get(kMemory), id} &&
+         e.by_cpu == Key{free.Get(kCpu), free.Get(kMemory), id};
+}
+
+namespace {
+
+void Walk(const std::set<NodeIndex::Key>& index, int64_t need,
+          const std::function<bool(uint32_t)>& visit) {
+  for (auto it = index.lower_bound({need, std::numeric_limits<int64_t>::min(), 0});
+       it != index.end(); ++it) {
+    if (visit(std::get<2>(*it))) return;
+  }
+}
+
+}  // namespace
+
+void NodeIndex::VisitByGpu(int64_t need, const std::function<bool(uint32_t)>& visit) const {
+  Walk(gpu_by_gpu_, need, visit);
+}
+
+void NodeIndex::VisitByCpu(bool gpu_nodes, int64_t need,
+                           const std::function<bool(uint32_t)>& visit) const {
+  Walk(gpu_nodes ? gpu_by_cpu_ : cpu_by_cpu_, need, visit);
+}
+
+}  // namespace gangsched

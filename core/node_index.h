@@ -1,0 +1,50 @@
+// Nodes ordered by free amount of the resource pods are packed by, so that
+// BINPACK finds the fullest node that fits without scanning every node
+// (STYLE.md: "index nodes by free amount of the scarce resource"). Kept up
+// to date by the Scheduler on every bind, unbind, reservation and node
+// change; only live, schedulable nodes are indexed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "core/node.h"
+
+namespace gangsched {
+
+class NodeIndex {
+ public:
+  // (free amount of the key resource, free memory, node id): the BINPACK
+  // order (least left first, then least memory left, then id).
+  using Key = std::tuple<int64_t, int64_t, uint32_t>;
+
+  void Update(const Node& node, uint32_t id);
+  // True when the entry for `id` is what Update(node, id) would make it.
+  bool Matches(const Node& node, uint32_t id) const;
+  void Remove(uint32_t id);
+
+  // Visits nodes in BINPACK order, starting at the first with at least
+  // `need` of the key resource, until `visit` returns true. GPU pods walk
+  // GPU nodes by free GPU; CPU-only pods walk nodes without GPUs by free cpu
+  // (`gpu_nodes` false) or GPU nodes by free cpu (`gpu_nodes` true).
+  void VisitByGpu(int64_t need, const std::function<bool(uint32_t)>& visit) const;
+  void VisitByCpu(bool gpu_nodes, int64_t need,
+                  const std::function<bool(uint32_t)>& visit) const;
+
+ private:
+  struct Entry {
+    bool has_gpu = false;
+    Key by_gpu;
+    Key by_cpu;
+  };
+  std::set<Key> gpu_by_gpu_;
+  std::set<Key> gpu_by_cpu_;
+  std::set<Key> cpu_by_cpu_;
+  std::vector<std::optional<Entry>> entries_;
+};
+
+}  // namespace gangsched
