@@ -34,9 +34,35 @@ double DominantShare(const Queue& q) {
   return share;
 }
 
+// What decides whether a gang fits, as a string: pods per replica with their
+// resources, selectors and strategies, and the gang's topology. Two pending
+// gangs with the same shape fit or fail alike within one cycle.
+std::string ShapeKey(const GangRequest& request) {
+  std::string key =
+      absl::StrCat(static_cast<int>(request.gang.strategy), "|",
+                   request.gang.topology_key, "|", request.gang.required);
+  for (const auto& replica : request.replicas) {
+    const PlacementGroup& g = request.groups[replica.group];
+    absl::StrAppend(&key, ";", replica.group, "x", replica.pods, ":",
+                    static_cast<int>(g.placement.strategy), ",",
+                    g.placement.topology_key, ",", g.placement.required);
+    for (size_t i = 0; i < g.pod.size(); ++i) {
+      absl::StrAppend(&key, ",",
+                      g.pod.Get(ResourceId(static_cast<uint32_t>(i))));
+    }
+    if (g.node_selector != nullptr) {
+      for (const auto& [k, v] : *g.node_selector)
+        absl::StrAppend(&key, ",", k, "=", v);
+    }
+  }
+  return key;
+}
+
 }  // namespace
 
 void Scheduler::RunCycle(absl::Time now) {
+  // Resources only shrink during a cycle: a shape that failed stays failed.
+  shape_failures_.clear();
   RecomputeQueueCounters();
   if (fair_share_dirty_) RecomputeFairShares();
   CompletePipelined(now);
@@ -228,17 +254,32 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
     if (!lost) SetPending(w, std::move(reason), now);
     return;
   }
-  GangPlacement placement =
-      TryPlaceGang(nodes_, resources_, plan.request, {.index = &node_index_});
-  if (placement.result == PlaceResult::kPlaced) {
-    Commit(w, plan, placement, now);
-    return;
+  // A pending gang whose shape already failed this cycle is not placed
+  // again (Ray's "stop trying a shape after its first failure").
+  std::string shape = lost ? "" : ShapeKey(plan.request);
+  auto cached = lost ? shape_failures_.end() : shape_failures_.find(shape);
+  GangPlacement placement;
+  if (cached != shape_failures_.end()) {
+    placement = cached->second.now;
+  } else {
+    placement =
+        TryPlaceGang(nodes_, resources_, plan.request, {.index = &node_index_});
+    if (placement.result == PlaceResult::kPlaced) {
+      Commit(w, plan, placement, now);
+      return;
+    }
+    if (lost) return;  // re-placed when room frees up; stale after the grace
+    cached =
+        shape_failures_.emplace(shape, ShapeFailure{placement, std::nullopt})
+            .first;
   }
-  if (lost) return;  // re-placed when room frees up; stale after the grace
   std::string what = absl::StrCat("gang minimum of ", PodsOf(plan.request),
                                   " pods (", resources_.Describe(total), ")");
-  GangPlacement ever =
-      TryPlaceGang(nodes_, resources_, plan.request, {.ignore_usage = true});
+  if (!cached->second.ever) {
+    cached->second.ever =
+        TryPlaceGang(nodes_, resources_, plan.request, {.ignore_usage = true});
+  }
+  const GangPlacement& ever = *cached->second.ever;
   if (ever.result != PlaceResult::kPlaced) {
     SetPending(w,
                {PendingCode::kUnsatisfiable,
@@ -363,8 +404,8 @@ void Scheduler::GrowElastic(absl::Time now) {
     PlannedRequest plan = PlanElasticReplica(w);
     bool granted = false;
     if (CheckQueues(w, TotalOf(plan.request)).code == PendingCode::kNone) {
-      GangPlacement placement =
-          TryPlaceGang(nodes_, resources_, plan.request, {.index = &node_index_});
+      GangPlacement placement = TryPlaceGang(nodes_, resources_, plan.request,
+                                             {.index = &node_index_});
       if (placement.result == PlaceResult::kPlaced) {
         Commit(w, plan, placement, now);
         granted = true;

@@ -245,7 +245,8 @@ class Attempt {
 
   // The node's score for the next pod of the group, or nullopt (counted in
   // the rejections) when it cannot take it.
-  std::optional<Score> ScoreNode(uint32_t i, uint32_t group_index, int64_t pods_left) {
+  std::optional<Score> ScoreNode(uint32_t i, uint32_t group_index,
+                                 int64_t pods_left) {
     const Node& node = nodes_[i];
     if (!node.live) return std::nullopt;
     if (auto why = Check(node, group_index, pods_left)) {
@@ -265,7 +266,8 @@ class Attempt {
     int gpu_tier = (!gpu_pod && node.allocatable.Get(kGpu) > 0) ? 1 : 0;
     bool on_group_node = group_nodes_[group_index].contains(i);
     int group_tier = 0;
-    if (strategy == PlacementStrategy::kPack || strategy == PlacementStrategy::kStrictPack) {
+    if (strategy == PlacementStrategy::kPack ||
+        strategy == PlacementStrategy::kStrictPack) {
       group_tier = on_group_node ? 0 : 1;
     } else if (spread) {
       group_tier = on_group_node ? 1 : 0;
@@ -293,7 +295,9 @@ class Attempt {
       return score.has_value();
     };
     for (const auto& [id, extra] : extra_) consider(id);
-    auto untouched = [&](uint32_t i) { return !extra_.contains(i) && consider(i); };
+    auto untouched = [&](uint32_t i) {
+      return !extra_.contains(i) && consider(i);
+    };
     if (group.pod.Get(kGpu) > 0) {
       options_.index->VisitByGpu(group.pod.Get(kGpu), untouched);
     } else {
@@ -310,13 +314,15 @@ class Attempt {
   std::optional<NodeId> PickNode(uint32_t group_index, int64_t pods_left) {
     const PlacementGroup& group = request_.groups[group_index];
     rejections_.clear();
-    bool indexable = options_.index != nullptr && !options_.ignore_usage &&
-                     !options_.ignore_reserved &&
-                     group.placement.strategy == PlacementStrategy::kBinpack &&
-                     (group.node_selector == nullptr || group.node_selector->empty()) &&
-                     !domain_ && !group_domain_.contains(group_index);
+    bool indexable =
+        options_.index != nullptr && !options_.ignore_usage &&
+        !options_.ignore_reserved &&
+        group.placement.strategy == PlacementStrategy::kBinpack &&
+        (group.node_selector == nullptr || group.node_selector->empty()) &&
+        !domain_ && !group_domain_.contains(group_index);
     if (indexable) {
-      if (std::optional<NodeId> node = PickIndexed(group_index, pods_left)) return node;
+      if (std::optional<NodeId> node = PickIndexed(group_index, pods_left))
+        return node;
       rejections_.clear();
     }
     std::optional<Score> best;
@@ -327,7 +333,6 @@ class Attempt {
     if (!best) return std::nullopt;
     return NodeId(std::get<5>(*best));
   }
-
 
   const std::vector<Node>& nodes_;
   const ResourceTable& resources_;

@@ -49,7 +49,8 @@ namespace {
 
 void Walk(const std::set<NodeIndex::Key>& index, int64_t need,
           const std::function<bool(uint32_t)>& visit) {
-  for (auto it = index.lower_bound({need, std::numeric_limits<int64_t>::min(), 0});
+  for (auto it =
+           index.lower_bound({need, std::numeric_limits<int64_t>::min(), 0});
        it != index.end(); ++it) {
     if (visit(std::get<2>(*it))) return;
   }
@@ -57,7 +58,8 @@ void Walk(const std::set<NodeIndex::Key>& index, int64_t need,
 
 }  // namespace
 
-void NodeIndex::VisitByGpu(int64_t need, const std::function<bool(uint32_t)>& visit) const {
+void NodeIndex::VisitByGpu(int64_t need,
+                           const std::function<bool(uint32_t)>& visit) const {
   Walk(gpu_by_gpu_, need, visit);
 }
 

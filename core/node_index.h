@@ -31,7 +31,8 @@ class NodeIndex {
   // `need` of the key resource, until `visit` returns true. GPU pods walk
   // GPU nodes by free GPU; CPU-only pods walk nodes without GPUs by free cpu
   // (`gpu_nodes` false) or GPU nodes by free cpu (`gpu_nodes` true).
-  void VisitByGpu(int64_t need, const std::function<bool(uint32_t)>& visit) const;
+  void VisitByGpu(int64_t need,
+                  const std::function<bool(uint32_t)>& visit) const;
   void VisitByCpu(bool gpu_nodes, int64_t need,
                   const std::function<bool(uint32_t)>& visit) const;
 

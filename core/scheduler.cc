@@ -1123,7 +1123,8 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec) {
     answer.pending = std::move(reason);
     return answer;
   }
-  GangPlacement placement = PlaceGang(nodes_, resources_, plan.request, &node_index_);
+  GangPlacement placement =
+      PlaceGang(nodes_, resources_, plan.request, &node_index_);
   if (placement.result != PlaceResult::kPlaced) {
     answer.pending = {placement.result == PlaceResult::kNeverFits
                           ? PendingCode::kUnsatisfiable

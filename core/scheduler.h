@@ -272,7 +272,9 @@ class Scheduler {
   // PIPELINED gangs planned onto a node that was removed or lost room go
   // back to PENDING.
   void DropNominationsOn(NodeId id, absl::Time now);
-  void TouchNode(NodeId id) { node_index_.Update(nodes_[id.value()], id.value()); }
+  void TouchNode(NodeId id) {
+    node_index_.Update(nodes_[id.value()], id.value());
+  }
   void Bind(Workload& w, uint32_t group, int32_t slot, NodeId node);
   void Unbind(Workload& w, uint32_t group, int32_t slot);
   void AddToQueuePath(QueueId leaf, const ResourceVector& amount,
@@ -344,7 +346,8 @@ class Scheduler {
   std::string default_class_;
 
   std::vector<Node> nodes_;
-  NodeIndex node_index_;  // every change of a node's free room goes through TouchNode
+  NodeIndex
+      node_index_;  // every change of a node's free room goes through TouchNode
   std::vector<uint32_t> free_node_ids_;
   absl::flat_hash_map<std::string, NodeId> node_ids_;
 
@@ -359,6 +362,13 @@ class Scheduler {
   uint64_t submit_seq_ = 0;
 
   int64_t revision_ = 0;
+  // Gang shapes that did not fit in this cycle, with why (and whether they
+  // could ever fit).
+  struct ShapeFailure {
+    GangPlacement now;
+    std::optional<GangPlacement> ever;
+  };
+  absl::flat_hash_map<std::string, ShapeFailure> shape_failures_;
   // Set when a fair-share input changed (requests, queues, nodes).
   bool fair_share_dirty_ = true;
   std::vector<Event> events_;

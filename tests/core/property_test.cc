@@ -272,7 +272,8 @@ class RandomRun {
       }
     }
     (void)top_share;
-    if (absl::Status s = s_.CheckConsistency(); !s.ok()) return std::string(s.message());
+    if (absl::Status s = s_.CheckConsistency(); !s.ok())
+      return std::string(s.message());
     return "";
   }
 
