@@ -1,5 +1,7 @@
 // Core benchmarks on synthetic clusters (no server): placing one gang, a
 // scheduling cycle over many pending gangs, and fair share over many queues.
+#include <sys/resource.h>
+
 #include <string>
 #include <vector>
 
@@ -134,6 +136,80 @@ void BM_FairShare1000Queues(benchmark::State& state) {
   state.SetLabel(std::to_string(queues.size()) + " queues");
 }
 BENCHMARK(BM_FairShare1000Queues)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace gangsched
+
+namespace gangsched {
+namespace {
+
+// The performance issue's cycle: 5,000 nodes, 1,000 leaf queues in two
+// levels, 100,000 running slots, then one cycle that takes in 1,000 new
+// pending gangs (a head and 8 one-GPU workers). RSS is the process's peak.
+void BM_FullCycle5kNodes100kSlots(benchmark::State& state) {
+  const int pending_gangs = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto s = std::make_unique<Scheduler>();
+    for (int d = 0; d < 10; ++d) {
+      QueueSpec dept;
+      dept.name = "dept-" + std::to_string(d);
+      dept.resources = {{"nvidia.com/gpu", {.quota = 4000 * 1000}}};
+      s->UpsertQueue(dept).IgnoreError();
+      for (int t = 0; t < 100; ++t) {
+        QueueSpec team;
+        team.name = dept.name + "-team-" + std::to_string(t);
+        team.parent = dept.name;
+        team.resources = {{"nvidia.com/gpu", {.quota = 40 * 1000}}};
+        s->UpsertQueue(team).IgnoreError();
+      }
+    }
+    std::vector<NodeSpec> nodes;
+    for (int i = 0; i < 5000; ++i) nodes.push_back(MakeNode(i));
+    absl::Time now = absl::UnixEpoch();
+    s->UpsertNodes(nodes, now);
+    auto leaf = [](int i) {
+      return "dept-" + std::to_string(i % 10) + "-team-" +
+             std::to_string((i / 10) % 100);
+    };
+    for (int i = 0; i < 12500; ++i) {  // 100,000 running cpu slots
+      WorkloadSpec w;
+      w.id = "run-" + std::to_string(i);
+      w.queue = leaf(i);
+      GroupSpec g;
+      g.name = "worker";
+      g.resources = {{"cpu", 1000}};
+      g.min_count = g.desired_count = g.max_count = 8;
+      w.groups = {g};
+      s->Submit(w, now).IgnoreError();
+    }
+    s->RunCycle(now);
+    for (int i = 0; i < pending_gangs; ++i) {
+      WorkloadSpec w = MakeGang("pending-" + std::to_string(i), 8, 1);
+      w.queue = leaf(i * 7);
+      s->Submit(w, now).IgnoreError();
+    }
+    s->TakeEvents();
+    state.ResumeTiming();
+    s->RunCycle(now + absl::Seconds(1));
+    state.PauseTiming();
+    int64_t running = 0;
+    for (const auto& w : s->workloads())
+      running += w && w->state == WorkloadState::kRunning;
+    state.counters["running_workloads"] = static_cast<double>(running);
+    s.reset();
+    state.ResumeTiming();
+  }
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  state.counters["peak_rss_MiB"] =
+      static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+BENCHMARK(BM_FullCycle5kNodes100kSlots)
+    ->Arg(0)
+    ->Arg(1000)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 }  // namespace
 }  // namespace gangsched

@@ -63,6 +63,16 @@ std::string ShapeKey(const GangRequest& request) {
 void Scheduler::RunCycle(absl::Time now) {
   // Resources only shrink during a cycle: a shape that failed stays failed.
   shape_failures_.clear();
+  // Root-to-queue paths, for comparing leaves where their paths part.
+  queue_paths_.assign(queues_.size(), {});
+  for (const Queue& q : queues_) {
+    if (!q.live) continue;
+    std::vector<QueueId>& path = queue_paths_[q.id.value()];
+    for (QueueId x = q.id; x.valid(); x = queues_[x.value()].parent)
+      path.push_back(x);
+    std::reverse(path.begin(), path.end());
+  }
+  no_victims_.clear();
   RecomputeQueueCounters();
   if (fair_share_dirty_) RecomputeFairShares();
   CompletePipelined(now);
@@ -123,14 +133,8 @@ void Scheduler::RecomputeFairShares() {
 bool Scheduler::LeafBefore(QueueId a, const ResourceVector& a_next, QueueId b,
                            const ResourceVector& b_next) const {
   if (a == b) return false;
-  auto path = [&](QueueId leaf) {
-    std::vector<QueueId> p;
-    for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent)
-      p.push_back(q);
-    std::reverse(p.begin(), p.end());
-    return p;
-  };
-  std::vector<QueueId> pa = path(a), pb = path(b);
+  const std::vector<QueueId>& pa = queue_paths_[a.value()];
+  const std::vector<QueueId>& pb = queue_paths_[b.value()];
   size_t level = 0;
   while (level < pa.size() && level < pb.size() && pa[level] == pb[level])
     ++level;
@@ -270,7 +274,8 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
     }
     if (lost) return;  // re-placed when room frees up; stale after the grace
     cached =
-        shape_failures_.emplace(shape, ShapeFailure{placement, std::nullopt})
+        shape_failures_
+            .emplace(shape, ShapeFailure{placement, std::nullopt, std::nullopt})
             .first;
   }
   std::string what = absl::StrCat("gang minimum of ", PodsOf(plan.request),
@@ -288,13 +293,30 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
                now);
     return;
   }
-  if (std::optional<VictimPlan> victims = FindVictims(w, plan, now)) {
-    Pipeline(w, plan, *victims, now);
-    return;
+  // The same shape from the same queue and priority finds no victims
+  // either, until the next cycle.
+  std::string victim_key = absl::StrCat(shape, "|", w.queue.value(), "|",
+                                        w.priority, "|", w.preemptible);
+  if (!no_victims_.contains(victim_key)) {
+    if (std::optional<VictimPlan> victims = FindVictims(w, plan, now)) {
+      Pipeline(w, plan, *victims, now);
+      return;
+    }
+    no_victims_.insert(victim_key);
   }
-  GangPlacement unreserved =
-      TryPlaceGang(nodes_, resources_, plan.request, {.ignore_reserved = true});
-  if (unreserved.result == PlaceResult::kPlaced) {
+  // ORDER only when room is held for pipelined gangs at all (the top-level
+  // queues' reserved roll-ups say so without walking the nodes).
+  bool any_reserved = false;
+  for (const Queue& q : queues_) {
+    if (q.live && !q.parent.valid() && !q.reserved.IsZero())
+      any_reserved = true;
+  }
+  if (any_reserved && !cached->second.unreserved) {
+    cached->second.unreserved = TryPlaceGang(nodes_, resources_, plan.request,
+                                             {.ignore_reserved = true})
+                                    .result == PlaceResult::kPlaced;
+  }
+  if (any_reserved && *cached->second.unreserved) {
     SetPending(w,
                {PendingCode::kOrder,
                 absl::StrCat(what,

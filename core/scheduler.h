@@ -17,6 +17,7 @@
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -367,8 +368,13 @@ class Scheduler {
   struct ShapeFailure {
     GangPlacement now;
     std::optional<GangPlacement> ever;
+    std::optional<bool> unreserved;  // fits if held room were free
   };
   absl::flat_hash_map<std::string, ShapeFailure> shape_failures_;
+  // Shape|queue|priority|preemptible keys that found no victims this cycle.
+  absl::flat_hash_set<std::string> no_victims_;
+  // Per queue id, its path from the top level (rebuilt every cycle).
+  std::vector<std::vector<QueueId>> queue_paths_;
   // Set when a fair-share input changed (requests, queues, nodes).
   bool fair_share_dirty_ = true;
   std::vector<Event> events_;
