@@ -241,7 +241,8 @@ class Attempt {
   }
 
   // Lexicographic score, smaller is better.
-  using Score = std::tuple<int, int64_t, int, int64_t, int64_t, uint32_t>;
+  using Score =
+      std::tuple<int, int64_t, int, int64_t, int64_t, int64_t, uint32_t>;
 
   // The node's score for the next pod of the group, or nullopt (counted in
   // the rejections) when it cannot take it.
@@ -278,8 +279,12 @@ class Attempt {
     if (strategy == PlacementStrategy::kPack && !on_group_node) {
       holds = PodsThatFit(FreeOf(node), group.pod, pods_left);
     }
-    return spread ? Score{group_tier, 0, gpu_tier, -key_left, -mem_left, i}
-                  : Score{group_tier, -holds, gpu_tier, key_left, mem_left, i};
+    // GPU pods: after the GPUs, the cpu a GPU node keeps for others.
+    int64_t cpu_left = gpu_pod ? after.Get(kCpu) : 0;
+    return spread ? Score{group_tier, 0,         gpu_tier, -key_left,
+                          -cpu_left,  -mem_left, i}
+                  : Score{group_tier, -holds,   gpu_tier, key_left,
+                          cpu_left,   mem_left, i};
   }
 
   // BINPACK through the index: the nodes this attempt already booked on
@@ -299,7 +304,8 @@ class Attempt {
       return !extra_.contains(i) && consider(i);
     };
     if (group.pod.Get(kGpu) > 0) {
-      options_.index->VisitByGpu(group.pod.Get(kGpu), untouched);
+      options_.index->VisitByGpu(group.pod.Get(kGpu), group.pod.Get(kCpu),
+                                 untouched);
     } else {
       options_.index->VisitByCpu(false, group.pod.Get(kCpu), untouched);
       // A GPU node only if no node without GPUs can take the pod.
@@ -308,7 +314,7 @@ class Attempt {
       }
     }
     if (!best) return std::nullopt;
-    return NodeId(std::get<5>(*best));
+    return NodeId(std::get<6>(*best));
   }
 
   std::optional<NodeId> PickNode(uint32_t group_index, int64_t pods_left) {
@@ -331,7 +337,7 @@ class Attempt {
       if (score && (!best || *score < *best)) best = score;
     }
     if (!best) return std::nullopt;
-    return NodeId(std::get<5>(*best));
+    return NodeId(std::get<6>(*best));
   }
 
   const std::vector<Node>& nodes_;

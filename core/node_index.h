@@ -18,9 +18,10 @@ namespace gangsched {
 
 class NodeIndex {
  public:
-  // (free amount of the key resource, free memory, node id): the BINPACK
-  // order (least left first, then least memory left, then id).
-  using Key = std::tuple<int64_t, int64_t, uint32_t>;
+  // (free key resource, free cpu or 0, free memory, node id): the BINPACK
+  // order — least GPU left, then (GPU pods) least cpu left, then least
+  // memory left, then id. CPU-only pods are keyed by free cpu (second 0).
+  using Key = std::tuple<int64_t, int64_t, int64_t, uint32_t>;
 
   void Update(const Node& node, uint32_t id);
   // True when the entry for `id` is what Update(node, id) would make it.
@@ -31,7 +32,9 @@ class NodeIndex {
   // `need` of the key resource, until `visit` returns true. GPU pods walk
   // GPU nodes by free GPU; CPU-only pods walk nodes without GPUs by free cpu
   // (`gpu_nodes` false) or GPU nodes by free cpu (`gpu_nodes` true).
-  void VisitByGpu(int64_t need,
+  // GPU pods skip, within each level of free GPU, the nodes with less free
+  // cpu than `need_cpu` without visiting them.
+  void VisitByGpu(int64_t need, int64_t need_cpu,
                   const std::function<bool(uint32_t)>& visit) const;
   void VisitByCpu(bool gpu_nodes, int64_t need,
                   const std::function<bool(uint32_t)>& visit) const;
