@@ -320,12 +320,12 @@ class Attempt {
   std::optional<NodeId> PickNode(uint32_t group_index, int64_t pods_left) {
     const PlacementGroup& group = request_.groups[group_index];
     rejections_.clear();
-    bool indexable =
-        options_.index != nullptr && !options_.ignore_usage &&
-        !options_.ignore_reserved &&
-        group.placement.strategy == PlacementStrategy::kBinpack &&
-        (group.node_selector == nullptr || group.node_selector->empty()) &&
-        !domain_ && !group_domain_.contains(group_index);
+    // Selectors and topology domains are checked node by node (Check), so
+    // the first node in index order that passes is still the best; they only
+    // make the walk longer.
+    bool indexable = options_.index != nullptr && !options_.ignore_usage &&
+                     !options_.ignore_reserved &&
+                     group.placement.strategy == PlacementStrategy::kBinpack;
     if (indexable) {
       if (std::optional<NodeId> node = PickIndexed(group_index, pods_left))
         return node;
