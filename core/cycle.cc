@@ -18,22 +18,6 @@ int64_t FairShareUnit(const ResourceTable& table, ResourceId r) {
   return r == kCpu ? 1 : 1000;
 }
 
-// allocated / fair share, max over resources (SPEC §4.4's dominant share).
-// A resource held without any fair share counts as infinitely over.
-double DominantShare(const Queue& q) {
-  double share = 0;
-  for (size_t i = 0; i < q.allocated.size(); ++i) {
-    ResourceId r(static_cast<uint32_t>(i));
-    int64_t allocated = q.allocated.Get(r);
-    if (allocated <= 0) continue;
-    int64_t fair = q.fair_share.Get(r);
-    if (fair <= 0) return std::numeric_limits<double>::infinity();
-    share = std::max(
-        share, static_cast<double>(allocated) / static_cast<double>(fair));
-  }
-  return share;
-}
-
 // What decides whether a gang fits, as a string: pods per replica with their
 // resources, selectors and strategies, and the gang's topology. Two pending
 // gangs with the same shape fit or fail alike within one cycle.
@@ -141,7 +125,7 @@ bool Scheduler::LeafBefore(QueueId a, const ResourceVector& a_next, QueueId b,
   const Queue& qa = queues_[pa[level].value()];
   const Queue& qb = queues_[pb[level].value()];
   auto key = [](const Queue& q, const ResourceVector& next) {
-    double drf = DominantShare(q);
+    double drf = q.DominantShare();
     bool starved = true;  // allocated + next <= quota on every resource
     for (size_t i = 0; i < next.size(); ++i) {
       ResourceId r(static_cast<uint32_t>(i));
@@ -347,25 +331,7 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
     if (now - w.below_min_since < options_.stale_gang_grace) continue;
     // Stranded below its minimum too long: give back what it holds and wait
     // as a whole gang again.
-    std::vector<std::pair<uint32_t, int32_t>> slots;
-    for (uint32_t g : w.group_order) {
-      if (w.spec.groups[g].name == "head") continue;
-      for (int32_t i = 0;
-           i < static_cast<int32_t>(w.groups[g].slot_node.size()); ++i) {
-        if (w.groups[g].slot_node[i].valid() && !w.groups[g].slot_evicting[i]) {
-          slots.emplace_back(g, i);
-        }
-      }
-    }
-    for (uint32_t g : w.group_order) {  // the head last
-      if (w.spec.groups[g].name != "head") continue;
-      for (int32_t i = 0;
-           i < static_cast<int32_t>(w.groups[g].slot_node.size()); ++i) {
-        if (w.groups[g].slot_node[i].valid() && !w.groups[g].slot_evicting[i]) {
-          slots.emplace_back(g, i);
-        }
-      }
-    }
+    std::vector<std::pair<uint32_t, int32_t>> slots = w.EvictableSlots();
     w.below_min_since = absl::InfiniteFuture();
     if (slots.empty()) {
       // What it still holds is already being evicted: it waits for those
@@ -379,7 +345,6 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
       continue;
     }
     EvictSlots(w, slots, EvictionReason::kStale, "", /*whole=*/true, now);
-    w.requeue_after_eviction = true;
   }
 }
 

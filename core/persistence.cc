@@ -90,13 +90,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   w.evictions = r.evictions;
   for (uint32_t g = 0; g < r.spec.groups.size(); ++g) {
     const GroupSpec& gs = r.spec.groups[g];
-    GroupState state;
-    state.pod = resources_.FromNamed(gs.resources);
-    state.pods_per_replica = gs.pods_per_replica;
-    state.min_replicas = gs.min_count / gs.pods_per_replica;
-    state.replica_live = r.replica_live[g];
-    state.ResizeSlots(state.replica_live.size() * gs.pods_per_replica);
-    w.groups.push_back(std::move(state));
+    w.groups.push_back(NewGroupState(gs, r.replica_live[g]));
   }
   w.ResetGroupOrder();
   workloads_[id.value()] = std::move(owned);

@@ -1,5 +1,8 @@
 #include "core/queue.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace gangsched {
 
 int64_t Queue::LimitOf(ResourceId resource) const {
@@ -7,6 +10,18 @@ int64_t Queue::LimitOf(ResourceId resource) const {
     return kUnlimited;
   }
   return limit.Get(resource);
+}
+
+double Queue::DominantShare() const {
+  double share = 0;
+  for (size_t i = 0; i < allocated.size(); ++i) {
+    ResourceId r(static_cast<uint32_t>(i));
+    if (allocated.Get(r) <= 0) continue;
+    if (fair_share.Get(r) <= 0) return std::numeric_limits<double>::infinity();
+    share = std::max(share, static_cast<double>(allocated.Get(r)) /
+                                static_cast<double>(fair_share.Get(r)));
+  }
+  return share;
 }
 
 int64_t Queue::QuotaOf(ResourceId resource) const {

@@ -46,6 +46,9 @@ struct Queue {
   // The cap on `resource`, or kUnlimited.
   int64_t LimitOf(ResourceId resource) const;
   int64_t QuotaOf(ResourceId resource) const;
+  // allocated / fair share, the largest over resources (SPEC §4.4's
+  // dominant share); a resource held without any fair share is infinite.
+  double DominantShare() const;
   bool Lists(ResourceId resource) const {
     return resource.value() < listed.size() && listed[resource.value()];
   }

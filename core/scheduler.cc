@@ -8,8 +8,6 @@
 namespace gangsched {
 namespace {
 
-constexpr absl::string_view kHeadGroup = "head";
-
 int32_t ReplicasOf(int32_t pods, int32_t pods_per_replica) {
   return pods / pods_per_replica;
 }
@@ -691,6 +689,9 @@ std::vector<Eviction> Scheduler::EvictionsOf(const Workload& w) const {
 
 std::vector<Eviction> Scheduler::EvictionsFor(const Workload& w) const {
   std::vector<Eviction> out;
+  // Only a PIPELINED gang waits on evictions: everyone else (every Allocate
+  // reply, every listed workload) skips the walk over all workloads.
+  if (w.state != WorkloadState::kPipelined) return out;
   for (const auto& other : workloads_) {
     if (!other) continue;
     for (const Eviction& e : other->evictions) {
@@ -698,6 +699,17 @@ std::vector<Eviction> Scheduler::EvictionsFor(const Workload& w) const {
     }
   }
   return out;
+}
+
+GroupState Scheduler::NewGroupState(const GroupSpec& gs,
+                                    std::vector<uint8_t> replica_live) {
+  GroupState state;
+  state.pod = resources_.FromNamed(gs.resources);
+  state.pods_per_replica = gs.pods_per_replica;
+  state.min_replicas = ReplicasOf(gs.min_count, gs.pods_per_replica);
+  state.replica_live = std::move(replica_live);
+  state.ResizeSlots(state.replica_live.size() * gs.pods_per_replica);
+  return state;
 }
 
 WorkloadId Scheduler::NewWorkloadId() {
@@ -1101,14 +1113,9 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec) {
   w.preemptible = cls->preemptible;
   for (uint32_t g = 0; g < spec.groups.size(); ++g) {
     const GroupSpec& gs = spec.groups[g];
-    GroupState state;
-    state.pod = resources_.FromNamed(gs.resources);
-    state.pods_per_replica = gs.pods_per_replica;
-    state.min_replicas = ReplicasOf(gs.min_count, gs.pods_per_replica);
-    state.replica_live.assign(ReplicasOf(gs.desired_count, gs.pods_per_replica),
-                              1);
-    state.ResizeSlots(gs.desired_count);
-    w.groups.push_back(std::move(state));
+    w.groups.push_back(NewGroupState(
+        gs, std::vector<uint8_t>(
+                ReplicasOf(gs.desired_count, gs.pods_per_replica), 1)));
   }
   w.ResetGroupOrder();
 

@@ -287,6 +287,9 @@ class Scheduler {
   void Forget(Workload& w);
   // A free slot in workloads_ (reused ids first).
   WorkloadId NewWorkloadId();
+  // A group with no pod bound yet and the given replicas wanted.
+  GroupState NewGroupState(const GroupSpec& spec,
+                           std::vector<uint8_t> replica_live);
   void MarkReleased(Workload& w, absl::Time now);
   // A RELEASING workload whose evictions are all confirmed goes back to
   // PENDING (requeue) or RELEASED.

@@ -11,25 +11,6 @@
 namespace gangsched {
 namespace {
 
-// The slots a workload holds that are not already being evicted, workers
-// first and the head last (the head never goes before its workers).
-std::vector<std::pair<uint32_t, int32_t>> EvictableSlots(const Workload& w) {
-  std::vector<std::pair<uint32_t, int32_t>> out;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (uint32_t g : w.group_order) {
-      bool head = w.spec.groups[g].name == "head";
-      if (head != (pass == 1)) continue;
-      const GroupState& state = w.groups[g];
-      for (int32_t i = static_cast<int32_t>(state.slot_node.size()) - 1; i >= 0;
-           --i) {
-        if (state.slot_node[i].valid() && !state.slot_evicting[i])
-          out.emplace_back(g, i);
-      }
-    }
-  }
-  return out;
-}
-
 // Bound, not-evicting replicas above the minimum: the elastic ones, highest
 // index first.
 std::vector<std::vector<std::pair<uint32_t, int32_t>>> ElasticReplicas(
@@ -54,19 +35,6 @@ std::vector<std::vector<std::pair<uint32_t, int32_t>>> ElasticReplicas(
     }
   }
   return out;
-}
-
-double Overshare(const Queue& q) {
-  double share = 0;
-  for (size_t i = 0; i < q.allocated.size(); ++i) {
-    ResourceId r(static_cast<uint32_t>(i));
-    if (q.allocated.Get(r) <= 0) continue;
-    if (q.fair_share.Get(r) <= 0)
-      return std::numeric_limits<double>::infinity();
-    share = std::max(share, static_cast<double>(q.allocated.Get(r)) /
-                                static_cast<double>(q.fair_share.Get(r)));
-  }
-  return share;
 }
 
 }  // namespace
@@ -114,7 +82,7 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
     if (same_queue && v.priority >= preemptor.priority) continue;
     EvictionReason reason =
         same_queue ? EvictionReason::kPreempt : EvictionReason::kReclaim;
-    double overshare = Overshare(queues_[v.queue.value()]);
+    double overshare = queues_[v.queue.value()].DominantShare();
     for (auto& replica : ElasticReplicas(v)) {
       ranked.push_back({{&v, std::move(replica), false, reason},
                         overshare,
@@ -126,7 +94,7 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
         MinRuntime(v.queue, reason == EvictionReason::kReclaim)) {
       continue;
     }
-    auto slots = EvictableSlots(v);
+    auto slots = v.EvictableSlots();
     if (!slots.empty()) {
       ranked.push_back({{&v, std::move(slots), true, reason},
                         overshare,
@@ -324,12 +292,12 @@ void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
   for (auto& [victim, entry] : merged) {
     auto& [slots, whole] = entry;
     // Workers before the head, whatever order the units came in.
-    std::stable_sort(
-        slots.begin(), slots.end(), [&](const auto& a, const auto& b) {
-          bool a_head = victim->spec.groups[a.first].name == "head";
-          bool b_head = victim->spec.groups[b.first].name == "head";
-          return a_head < b_head;
-        });
+    std::stable_sort(slots.begin(), slots.end(),
+                     [&](const auto& a, const auto& b) {
+                       bool a_head = victim->IsHead(a.first);
+                       bool b_head = victim->IsHead(b.first);
+                       return a_head < b_head;
+                     });
     EvictSlots(*victim, slots, reasons[victim], preemptor.spec.id, whole, now);
   }
   for (size_t i = 0; i < plan.slots.size(); ++i) {
@@ -368,7 +336,7 @@ absl::StatusOr<std::vector<Eviction>> Scheduler::Preempt(
   }
   std::vector<std::pair<uint32_t, int32_t>> slots;
   if (scope == PreemptScope::kWhole) {
-    slots = EvictableSlots(w);
+    slots = w.EvictableSlots();
   } else {
     for (auto& replica : ElasticReplicas(w)) {
       slots.insert(slots.end(), replica.begin(), replica.end());

@@ -76,11 +76,27 @@ int32_t GroupState::BoundPods() const {
 void Workload::ResetGroupOrder() {
   group_order.clear();
   for (uint32_t g = 0; g < groups.size(); ++g) {
-    if (spec.groups[g].name == "head") group_order.push_back(g);
+    if (IsHead(g)) group_order.push_back(g);
   }
   for (uint32_t g = 0; g < groups.size(); ++g) {
-    if (spec.groups[g].name != "head") group_order.push_back(g);
+    if (!IsHead(g)) group_order.push_back(g);
   }
+}
+
+std::vector<std::pair<uint32_t, int32_t>> Workload::EvictableSlots() const {
+  std::vector<std::pair<uint32_t, int32_t>> out;
+  for (bool head_pass : {false, true}) {
+    for (uint32_t g : group_order) {
+      if (IsHead(g) != head_pass) continue;
+      const GroupState& state = groups[g];
+      for (int32_t i = static_cast<int32_t>(state.slot_node.size()) - 1; i >= 0;
+           --i) {
+        if (state.slot_node[i].valid() && !state.slot_evicting[i])
+          out.emplace_back(g, i);
+      }
+    }
+  }
+  return out;
 }
 
 bool Workload::AtMinimum() const {

@@ -54,6 +54,9 @@ struct Eviction {
   std::string preemptor;  // the workload the room is for (preempt / reclaim)
 };
 
+// The Ray head group: placed first, evicted last.
+inline constexpr absl::string_view kHeadGroup = "head";
+
 struct GroupState {
   ResourceVector pod;  // interned per-pod resources
   int32_t pods_per_replica = 1;
@@ -103,6 +106,12 @@ struct Workload {
   uint64_t submit_seq = 0;  // tie-breaker for "older first"
   // group_order: the head group first, then the others in spec order.
   void ResetGroupOrder();
+  bool IsHead(uint32_t group) const {
+    return spec.groups[group].name == kHeadGroup;
+  }
+  // Bound slots not already being evicted, workers first and the head last
+  // (the head never goes before its workers).
+  std::vector<std::pair<uint32_t, int32_t>> EvictableSlots() const;
   // Every group has at least min_replicas replicas fully bound.
   bool AtMinimum() const;
   int32_t BoundPods() const;

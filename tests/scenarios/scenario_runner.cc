@@ -159,59 +159,10 @@ PlacementStrategy StrategyOf(const std::string& s, const std::string& where) {
   Fail(where, absl::StrCat("unknown strategy \"", s, "\""));
 }
 
-std::string StateName(WorkloadState s) {
-  switch (s) {
-    case WorkloadState::kPending:
-      return "PENDING";
-    case WorkloadState::kPipelined:
-      return "PIPELINED";
-    case WorkloadState::kRunning:
-      return "RUNNING";
-    case WorkloadState::kReleasing:
-      return "RELEASING";
-    case WorkloadState::kReleased:
-      return "RELEASED";
-  }
-  return "?";
-}
-
-std::string CodeName(PendingCode c) {
-  switch (c) {
-    case PendingCode::kNone:
-      return "NONE";
-    case PendingCode::kQueueQuota:
-      return "QUEUE_QUOTA";
-    case PendingCode::kQueueLimit:
-      return "QUEUE_LIMIT";
-    case PendingCode::kCapacity:
-      return "CAPACITY";
-    case PendingCode::kUnsatisfiable:
-      return "UNSATISFIABLE";
-    case PendingCode::kUnknownQueue:
-      return "UNKNOWN_QUEUE";
-    case PendingCode::kWaitingForEvictions:
-      return "WAITING_FOR_EVICTIONS";
-    case PendingCode::kOrder:
-      return "ORDER";
-  }
-  return "?";
-}
-
-std::string ReasonName(EvictionReason r) {
-  switch (r) {
-    case EvictionReason::kPreempt:
-      return "preempt";
-    case EvictionReason::kReclaim:
-      return "reclaim";
-    case EvictionReason::kStale:
-      return "stale";
-    case EvictionReason::kNodeLost:
-      return "node_lost";
-    case EvictionReason::kManual:
-      return "manual";
-  }
-  return "?";
-}
+// The names scenarios use are the core's own (ToString).
+std::string StateName(WorkloadState s) { return std::string(ToString(s)); }
+std::string CodeName(PendingCode c) { return std::string(ToString(c)); }
+std::string ReasonName(EvictionReason r) { return std::string(ToString(r)); }
 
 void CheckOneOf(const std::string& value, const std::string& where,
                 std::initializer_list<const char*> allowed) {
