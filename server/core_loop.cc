@@ -27,7 +27,6 @@ std::pair<std::shared_ptr<CachedReply>, bool> IdempotencyCache::FindOrInsert(
 void IdempotencyCache::Restore(const std::string& key, CachedReply reply,
                                uint64_t seq) {
   auto entry = std::make_shared<CachedReply>(std::move(reply));
-  entry->ready = true;
   if (entries_.emplace(key, entry).second) order_.push_back(key);
   next_seq_ = std::max(next_seq_, seq + 1);
   while (order_.size() > capacity_) {
@@ -129,10 +128,14 @@ void CoreLoop::Run() {
                                 [&] { return stopping_ || !inbox_.empty(); });
       if (inbox_.empty() && stopping_) return;
       batch.swap(inbox_);
-      if (!woken) batch.push_back({[](Context&) {}, nullptr});  // a tick
+      // A tick: also when a steady stream of reads never lets the wait time
+      // out, or time-based decisions (stale gangs) and gauges would starve.
+      if (!woken || absl::Now() - last_cycle_ >= options_.tick) {
+        batch.push_back({[](Context&) {}, nullptr});
+      }
     }
     absl::Time start = absl::Now();
-    Context ctx{*scheduler_, idempotency_, start, cycle_ + 1, &deferred};
+    Context ctx{*scheduler_, idempotency_, start, &deferred};
     bool mutating = false;
     for (auto& item : batch) {
       if (item.apply) {
@@ -142,6 +145,7 @@ void CoreLoop::Run() {
     }
     if (mutating) {
       ++cycle_;
+      last_cycle_ = start;
       scheduler_->RunCycle(ctx.now);
     }
     std::vector<Event> events = scheduler_->TakeEvents();

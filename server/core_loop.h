@@ -27,7 +27,6 @@ namespace gangsched::server {
 // The remembered answer of one request id (success or error), so a retry
 // gets the same answer and has no second effect.
 struct CachedReply {
-  bool ready = false;
   grpc::Status status;
   std::string response;  // serialized response message
 };
@@ -74,7 +73,6 @@ class CoreLoop {
     Scheduler& scheduler;
     IdempotencyCache& idempotency;
     absl::Time now;
-    uint64_t cycle;
     // Runs once the batch is committed: replies finish their calls here.
     std::vector<std::function<void()>>* deferred;
     void Defer(std::function<void()> fn) { deferred->push_back(std::move(fn)); }
@@ -142,6 +140,7 @@ class CoreLoop {
   bool stopping_ = false;
   std::thread thread_;
   uint64_t cycle_ = 0;
+  absl::Time last_cycle_ = absl::InfinitePast();
 
   std::mutex commit_mu_;
   std::condition_variable commit_cv_;

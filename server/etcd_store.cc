@@ -175,7 +175,7 @@ void EtcdStore::KeepAlive() {
   }
 }
 
-absl::StatusOr<std::vector<pb::RangeResponse>> EtcdStore::RangePrefix(
+absl::StatusOr<pb::RangeResponse> EtcdStore::RangePrefix(
     const std::string& prefix) {
   pb::RangeRequest request;
   request.set_key(prefix);
@@ -184,7 +184,7 @@ absl::StatusOr<std::vector<pb::RangeResponse>> EtcdStore::RangePrefix(
   grpc::Status s =
       kv_->Range(Context(absl::Seconds(30)).get(), request, &response);
   if (!s.ok()) return FromGrpc(s, "range");
-  return std::vector<pb::RangeResponse>{std::move(response)};
+  return response;
 }
 
 absl::StatusOr<Store::Loaded> EtcdStore::Load(Scheduler& scheduler,
@@ -196,11 +196,11 @@ absl::StatusOr<Store::Loaded> EtcdStore::Load(Scheduler& scheduler,
                            {"workloads", &state.workloads}}) {
     auto ranges = RangePrefix(Key(kind, ""));
     if (!ranges.ok()) return ranges.status();
-    for (const auto& kv : (*ranges)[0].kvs()) out->push_back(kv.value());
+    for (const auto& kv : ranges->kvs()) out->push_back(kv.value());
   }
   auto meta = RangePrefix(Key("meta", ""));
   if (!meta.ok()) return meta.status();
-  for (const auto& kv : (*meta)[0].kvs()) {
+  for (const auto& kv : meta->kvs()) {
     int64_t value = std::strtoll(kv.value().c_str(), nullptr, 10);
     if (kv.key() == Key("meta", "revision")) state.revision = value;
     if (kv.key() == Key("meta", "submit_seq"))
@@ -208,7 +208,7 @@ absl::StatusOr<Store::Loaded> EtcdStore::Load(Scheduler& scheduler,
   }
   auto answers = RangePrefix(Key("requests", ""));
   if (!answers.ok()) return answers.status();
-  for (const auto& kv : (*answers)[0].kvs()) {
+  for (const auto& kv : answers->kvs()) {
     internal::StoredAnswer a;
     if (!a.ParseFromString(kv.value()))
       return absl::DataLossError("stored answer does not parse");

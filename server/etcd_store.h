@@ -53,7 +53,7 @@ class EtcdStore final : public Store {
  private:
   explicit EtcdStore(const Options& options);
   void KeepAlive();
-  absl::StatusOr<std::vector<etcdserverpb::RangeResponse>> RangePrefix(
+  absl::StatusOr<etcdserverpb::RangeResponse> RangePrefix(
       const std::string& prefix);
   std::string Key(absl::string_view kind, absl::string_view name) const;
 

@@ -282,10 +282,12 @@ int Run(int argc, char** argv) {
                             const std::vector<Event>& cycle_events) {
     metrics.RecordCycle(stats, scheduler, cycle_events);
     LogEvents(cycle_events, scheduler, stats.cycle);
-    // The status page is a snapshot at most 4 times a second.
+    // Gauges and the status page walk the whole state: at most 4 times a
+    // second (the 1 s tick brings them up to date when requests stop).
     absl::Time now = absl::Now();
     if (now - last_status >= absl::Milliseconds(250)) {
       last_status = now;
+      metrics.RefreshGauges(scheduler);
       http.Publish(std::make_shared<StatusSnapshot>(
           BuildStatus(scheduler, now, stats.cycle)));
     }

@@ -216,6 +216,9 @@ void Metrics::RecordCycle(const CycleStats& stats, const Scheduler& scheduler,
           .Increment(static_cast<double>(eviction.slots.size()));
     }
   }
+}
+
+void Metrics::RefreshGauges(const Scheduler& scheduler) {
   const ResourceTable& table = scheduler.resources();
   using LabelSet = std::map<std::string, std::string>;
   std::map<LabelSet, double> running, pending, allocated, requested, node,

@@ -36,9 +36,13 @@ class Metrics {
 
   void RecordRequest(absl::string_view method, grpc::StatusCode code,
                      absl::Duration latency);
-  // Core thread, after a cycle.
+  // Core thread, after every cycle: latency, evictions, waits.
   void RecordCycle(const CycleStats& stats, const Scheduler& scheduler,
                    const std::vector<Event>& events);
+  // Core thread: the queue, workload and node gauges, read from the state
+  // the core keeps (a walk over queues, workloads and nodes, so the caller
+  // throttles it).
+  void RefreshGauges(const Scheduler& scheduler);
 
   std::shared_ptr<prometheus::Registry> registry() { return registry_; }
 

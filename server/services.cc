@@ -65,7 +65,6 @@ grpc::ServerUnaryReactor* Dispatch(CoreLoop* core, Metrics* metrics,
     if (idem->entry) {
       idem->entry->status = status;
       response->SerializeToString(&idem->entry->response);
-      idem->entry->ready = true;
     }
     c.Defer([finish, status] { finish(status); });
   };
@@ -305,22 +304,12 @@ grpc::ServerUnaryReactor* SchedulerService::Release(
 grpc::ServerUnaryReactor* SchedulerService::Preempt(
     grpc::CallbackServerContext* ctx, const v1::PreemptRequest* request,
     v1::PreemptResponse* response) {
-  if (auto s = CheckName(request->workload_id(), "workload_id"); !s.ok()) {
+  if (auto s = ValidateRequest(*request); !s.ok()) {
     return Reject(metrics_, ctx, "Preempt", Invalid(s));
   }
-  PreemptScope scope;
-  switch (request->scope()) {
-    case v1::PREEMPT_SCOPE_ELASTIC_ONLY:
-      scope = PreemptScope::kElasticOnly;
-      break;
-    case v1::PREEMPT_SCOPE_WHOLE:
-      scope = PreemptScope::kWhole;
-      break;
-    default:
-      return Reject(metrics_, ctx, "Preempt",
-                    grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 "scope: must be ELASTIC_ONLY or WHOLE"));
-  }
+  PreemptScope scope = request->scope() == v1::PREEMPT_SCOPE_WHOLE
+                           ? PreemptScope::kWhole
+                           : PreemptScope::kElasticOnly;
   struct State {
     std::string id;
     PreemptScope scope;
@@ -380,14 +369,11 @@ grpc::ServerUnaryReactor* SchedulerService::UpsertNodes(
 grpc::ServerUnaryReactor* SchedulerService::RemoveNodes(
     grpc::CallbackServerContext* ctx, const v1::RemoveNodesRequest* request,
     v1::RemoveNodesResponse* response) {
-  auto names = std::make_shared<std::vector<std::string>>();
-  for (int i = 0; i < request->names_size(); ++i) {
-    if (auto s = CheckName(request->names(i), absl::StrCat("names[", i, "]"));
-        !s.ok()) {
-      return Reject(metrics_, ctx, "RemoveNodes", Invalid(s));
-    }
-    names->push_back(request->names(i));
+  if (auto s = ValidateRequest(*request); !s.ok()) {
+    return Reject(metrics_, ctx, "RemoveNodes", Invalid(s));
   }
+  auto names = std::make_shared<std::vector<std::string>>(
+      request->names().begin(), request->names().end());
   auto answer = std::make_shared<NodeChangeAnswer>();
   return Dispatch(
       core_, metrics_, ctx, "RemoveNodes", request->request_id(), response,
@@ -426,7 +412,7 @@ grpc::ServerUnaryReactor* SchedulerService::SyncNodes(
 grpc::ServerUnaryReactor* SchedulerService::GetWorkload(
     grpc::CallbackServerContext* ctx, const v1::GetWorkloadRequest* request,
     v1::WorkloadStatus* response) {
-  if (auto s = CheckName(request->workload_id(), "workload_id"); !s.ok()) {
+  if (auto s = ValidateRequest(*request); !s.ok()) {
     return Reject(metrics_, ctx, "GetWorkload", Invalid(s));
   }
   std::string id = request->workload_id();
@@ -447,20 +433,10 @@ grpc::ServerUnaryReactor* SchedulerService::GetWorkload(
 grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
     grpc::CallbackServerContext* ctx, const v1::ListWorkloadsRequest* request,
     v1::ListWorkloadsResponse* response) {
-  if (request->page_size() < 0) {
-    return Reject(metrics_, ctx, "ListWorkloads",
-                  grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                               "page_size: must be >= 0"));
+  if (auto s = ValidateRequest(*request); !s.ok()) {
+    return Reject(metrics_, ctx, "ListWorkloads", Invalid(s));
   }
-  std::optional<WorkloadState> state;
-  if (request->state() != v1::WORKLOAD_STATE_UNSPECIFIED) {
-    state = FromProto(request->state());
-    if (!state) {
-      return Reject(metrics_, ctx, "ListWorkloads",
-                    grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 "state: unknown state"));
-    }
-  }
+  std::optional<WorkloadState> state = FromProto(request->state());
   size_t page_size =
       request->page_size() == 0 ? 100 : std::min(request->page_size(), 1000);
   std::string queue = request->queue();
@@ -494,7 +470,7 @@ grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
 grpc::ServerUnaryReactor* SchedulerService::Explain(
     grpc::CallbackServerContext* ctx, const v1::ExplainRequest* request,
     v1::ExplainResponse* response) {
-  if (auto s = CheckName(request->workload_id(), "workload_id"); !s.ok()) {
+  if (auto s = ValidateRequest(*request); !s.ok()) {
     return Reject(metrics_, ctx, "Explain", Invalid(s));
   }
   std::string id = request->workload_id();
@@ -566,7 +542,7 @@ grpc::ServerUnaryReactor* AdminService::UpsertQueue(
 grpc::ServerUnaryReactor* AdminService::DeleteQueue(
     grpc::CallbackServerContext* ctx, const v1::DeleteQueueRequest* request,
     v1::DeleteQueueResponse* response) {
-  if (auto s = CheckName(request->name(), "name"); !s.ok()) {
+  if (auto s = ValidateRequest(*request); !s.ok()) {
     return Reject(metrics_, ctx, "DeleteQueue", Invalid(s));
   }
   std::string name = request->name();

@@ -280,6 +280,40 @@ _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?')
 
 
+def settled_scrape(server, scenario, deadline_s=WAIT_DEADLINE_S):
+    """A scrape taken once the gauges caught up with the state.
+
+    Gauges are refreshed at most four times a second (and by the 1 s tick),
+    so right after a burst of requests they may lag; poll until the GPU
+    allocated and the running and pending counts per queue equal what
+    ListQueues says, or the deadline passes
+    (then the last scrape is returned and the tests' assertions decide).
+    """
+    deadline = time.monotonic() + deadline_s
+    while True:
+        text = server.scrape()
+        _, samples = parse_metrics(text)
+        scraped = {}
+        for name, labels, value in samples:
+            queue = labels.get("queue")
+            if name == "gangsched_queue_allocated" and labels.get("resource") == GPU:
+                scraped[(queue, "allocated")] = value
+            elif name == "gangsched_running_workloads":
+                scraped[(queue, "running")] = value
+            elif name == "gangsched_pending_workloads":
+                scraped[(queue, "pending")] = scraped.get((queue, "pending"), 0) + value
+        wanted = {}
+        for q in scenario.list_queues().queues:
+            wanted[(q.queue.name, "allocated")] = qty(q.allocated.get(GPU, "0"))
+            wanted[(q.queue.name, "running")] = q.running_workloads
+            wanted[(q.queue.name, "pending")] = q.pending_workloads
+        if all(scraped.get(key, 0) == value for key, value in wanted.items()):
+            return text
+        if time.monotonic() > deadline:
+            return text
+        time.sleep(0.1)  # polling interval, bounded by the deadline
+
+
 def parse_metrics(text):
     """-> (types {family: type}, samples [(name, {label: value}, float)])."""
     types, samples = {}, []

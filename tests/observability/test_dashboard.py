@@ -192,7 +192,7 @@ class DashboardAgainstServerTest(unittest.TestCase):
             cls.scenario = harness.Scenario(cls.stubs, cls.server)
             cls.scenario.run()
             cls.queues_before = cls.scenario.list_queues()
-            cls.text = cls.server.scrape()
+            cls.text = harness.settled_scrape(cls.server, cls.scenario)
             cls.queues_after = cls.scenario.list_queues()
             cls.gang = cls.scenario.get("ns/batch-gang")
         except BaseException:

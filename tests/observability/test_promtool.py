@@ -39,9 +39,10 @@ class PromtoolTest(unittest.TestCase):
         cls.server = harness.ServerProcess(SERVER_BINARY)
         cls.server.start()
         try:
-            harness.Scenario(cls.stubs, cls.server).run()
+            scenario = harness.Scenario(cls.stubs, cls.server)
+            scenario.run()
             cls.server.scrape()  # a second scrape: request counters have moved
-            cls.text = cls.server.scrape()
+            cls.text = harness.settled_scrape(cls.server, scenario)
         except BaseException:
             sys.stderr.write(cls.server.output())
             raise
