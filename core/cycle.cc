@@ -250,8 +250,7 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
   if (cached != shape_failures_.end()) {
     placement = cached->second.now;
   } else {
-    placement =
-        TryPlaceGang(nodes_, resources_, plan.request, {.index = &node_index_});
+    placement = TryPlaceGang(nodes_, resources_, plan.request, Indexed());
     if (placement.result == PlaceResult::kPlaced) {
       Commit(w, plan, placement, now);
       return;
@@ -266,7 +265,8 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
                                   " pods (", resources_.Describe(total), ")");
   if (!cached->second.ever) {
     cached->second.ever =
-        TryPlaceGang(nodes_, resources_, plan.request, {.ignore_usage = true});
+        TryPlaceGang(nodes_, resources_, plan.request,
+                     {.ignore_usage = true, .topology = &topology_});
   }
   const GangPlacement& ever = *cached->second.ever;
   if (ever.result != PlaceResult::kPlaced) {
@@ -296,9 +296,10 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
       any_reserved = true;
   }
   if (any_reserved && !cached->second.unreserved) {
-    cached->second.unreserved = TryPlaceGang(nodes_, resources_, plan.request,
-                                             {.ignore_reserved = true})
-                                    .result == PlaceResult::kPlaced;
+    cached->second.unreserved =
+        TryPlaceGang(nodes_, resources_, plan.request,
+                     {.ignore_reserved = true, .topology = &topology_})
+            .result == PlaceResult::kPlaced;
   }
   if (any_reserved && *cached->second.unreserved) {
     SetPending(w,
@@ -391,8 +392,8 @@ void Scheduler::GrowElastic(absl::Time now) {
     PlannedRequest plan = PlanElasticReplica(w);
     bool granted = false;
     if (CheckQueues(w, TotalOf(plan.request)).code == PendingCode::kNone) {
-      GangPlacement placement = TryPlaceGang(nodes_, resources_, plan.request,
-                                             {.index = &node_index_});
+      GangPlacement placement =
+          TryPlaceGang(nodes_, resources_, plan.request, Indexed());
       if (placement.result == PlaceResult::kPlaced) {
         Commit(w, plan, placement, now);
         granted = true;

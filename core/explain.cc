@@ -86,7 +86,7 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
   }
 
   GangPlacement now_placement =
-      TryPlaceGang(nodes_, resources_, plan.request, {.index = &node_index_});
+      TryPlaceGang(nodes_, resources_, plan.request, Indexed());
   if (now_placement.result == PlaceResult::kPlaced) {
     lines.push_back(
         "The nodes have room for it now; it is placed in the next cycle "

@@ -27,12 +27,62 @@ int64_t PodsThatFit(const ResourceVector& free, const ResourceVector& pod,
   return std::max<int64_t>(n, 0);
 }
 
+// A topology domain: nodes whose label `key` has `value`. With a topology
+// index membership is an integer compare (ids), else a label lookup.
+struct DomainFilter {
+  std::string key;
+  std::string value;
+  uint32_t key_id = TopologyIndex::kNoDomain;
+  uint32_t domain_id = TopologyIndex::kNoDomain;
+};
+
+DomainFilter MakeFilter(const TopologyIndex* topology, const std::string& key,
+                        const std::string& value) {
+  DomainFilter filter{key, value};
+  if (topology != nullptr) {
+    if (std::optional<uint32_t> k = topology->FindKey(key)) {
+      filter.key_id = *k;
+      filter.domain_id = topology->FindDomain(*k, value);
+    }
+  }
+  return filter;
+}
+
+// Why a node cannot take a pod; counted per reason without building a
+// string for every rejected node.
+struct Rejection {
+  const char* reason;
+  ResourceId resource;  // for "insufficient <resource>"
+  bool operator==(const Rejection&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const Rejection& r) {
+    return H::combine(std::move(h), r.reason, r.resource.value());
+  }
+};
+constexpr const char* kInsufficient = "insufficient ";
+
+// Domain values by free amount: least first (bin-packing), most first
+// (spreading), then by name.
+std::vector<std::string> OrderDomains(
+    const std::map<std::string, int64_t>& free, bool spread) {
+  std::vector<std::pair<int64_t, std::string>> order;
+  for (const auto& [domain, amount] : free) order.emplace_back(amount, domain);
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first)
+      return spread ? a.first > b.first : a.first < b.first;
+    return a.second < b.second;
+  });
+  std::vector<std::string> out;
+  for (auto& [amount, domain] : order) out.push_back(std::move(domain));
+  return out;
+}
+
 // One attempt of a whole request inside an optional topology domain.
 class Attempt {
  public:
   Attempt(const std::vector<Node>& nodes, const ResourceTable& resources,
           const GangRequest& request, const PlacerOptions& options,
-          std::optional<std::string> domain)
+          std::optional<DomainFilter> domain)
       : nodes_(nodes),
         resources_(resources),
         request_(request),
@@ -89,7 +139,8 @@ class Attempt {
     };
     std::string first_failure;
     for (const std::string& domain : GroupDomains(g)) {
-      group_domain_[g] = domain;
+      group_domain_[g] =
+          MakeFilter(options_.topology, placement.topology_key, domain);
       if (PlaceReplicas(begin, end, out)) return true;
       if (first_failure.empty()) {
         first_failure = absl::StrCat(placement.topology_key, "=", domain, ": ",
@@ -124,25 +175,38 @@ class Attempt {
       }
     }
     ResourceId resource = KeyResource(group.pod);
-    std::map<std::string, int64_t> free;
-    for (const Node& node : nodes_) {
-      if (!node.live) continue;
-      absl::string_view value = node.Label(key);
-      if (value.empty()) continue;
-      free[std::string(value)] += FreeOf(node).Get(resource);
-    }
-    std::vector<std::pair<int64_t, std::string>> order;
-    for (auto& [domain, amount] : free) order.emplace_back(amount, domain);
     bool spread = group.placement.strategy == PlacementStrategy::kSpread ||
                   group.placement.strategy == PlacementStrategy::kStrictSpread;
-    std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-      if (a.first != b.first)
-        return spread ? a.first > b.first : a.first < b.first;
-      return a.second < b.second;
-    });
-    std::vector<std::string> out;
-    for (auto& [amount, domain] : order) out.push_back(domain);
-    return out;
+    std::map<std::string, int64_t> free;
+    if (options_.topology == nullptr) {
+      for (const Node& node : nodes_) {
+        if (!node.live) continue;
+        absl::string_view value = node.Label(key);
+        if (value.empty()) continue;
+        free[std::string(value)] += FreeOf(node).Get(resource);
+      }
+      return OrderDomains(free, spread);
+    }
+    std::optional<uint32_t> key_id = options_.topology->FindKey(key);
+    if (!key_id) return {};
+    // The sums of FreeOf over each domain's nodes, from the index.
+    const auto& domains = options_.topology->Domains(*key_id);
+    std::vector<int64_t> booked(domains.size(), 0);
+    for (const auto& [id, extra] : extra_) {
+      uint32_t d = options_.topology->DomainOf(*key_id, id);
+      if (d != TopologyIndex::kNoDomain) booked[d] += extra.Get(resource);
+    }
+    for (uint32_t d = 0; d < domains.size(); ++d) {
+      if (domains[d].nodes == 0) continue;
+      int64_t amount = domains[d].allocatable.Get(resource) - booked[d];
+      if (!options_.ignore_usage) {
+        amount -= domains[d].used.Get(resource);
+        if (!options_.ignore_reserved)
+          amount -= domains[d].reserved.Get(resource);
+      }
+      free[domains[d].value] = amount;
+    }
+    return OrderDomains(free, spread);
   }
 
   bool PlaceReplicas(size_t begin, size_t end, GangPlacement* out) {
@@ -158,7 +222,7 @@ class Attempt {
               absl::StrCat("placed ", placed_pods_, " of ", total_pods_,
                            " pods, then no node fits the next pod of group ",
                            group.name, " (", DescribeRejections(), ")");
-          out->rejections.assign(rejections_.begin(), rejections_.end());
+          out->rejections = RejectionCounts();
           return false;
         }
         extra_[node->value()] += group.pod;
@@ -183,43 +247,62 @@ class Attempt {
     return free;
   }
 
-  void Reject(const std::string& reason) { ++rejections_[reason]; }
+  void Reject(Rejection why) { ++rejections_[why]; }
+
+  // (reason, nodes), by reason.
+  std::vector<std::pair<std::string, int32_t>> RejectionCounts() const {
+    std::map<std::string, int32_t> by_text;
+    for (const auto& [why, count] : rejections_) {
+      std::string text = why.reason;
+      if (why.reason == kInsufficient) text += resources_.Name(why.resource);
+      by_text[text] += count;
+    }
+    return {by_text.begin(), by_text.end()};
+  }
 
   std::string DescribeRejections() const {
     std::vector<std::string> parts;
-    for (const auto& [reason, count] : rejections_) {
+    for (const auto& [reason, count] : RejectionCounts()) {
       parts.push_back(absl::StrCat(count, " ", reason));
     }
     if (parts.empty()) return "no nodes";
     return absl::StrJoin(parts, ", ");
   }
 
+  bool InDomain(const Node& node, uint32_t id,
+                const DomainFilter& domain) const {
+    if (domain.key_id != TopologyIndex::kNoDomain) {
+      return options_.topology->DomainOf(domain.key_id, id) == domain.domain_id;
+    }
+    return node.Label(domain.key) == domain.value;
+  }
+
   // Reason the node cannot take a pod of `group`, or empty when it can.
-  std::optional<std::string> Check(const Node& node, uint32_t group_index,
-                                   int64_t pods_left) const {
+  std::optional<Rejection> Check(const Node& node, uint32_t group_index,
+                                 int64_t pods_left) const {
     const PlacementGroup& group = request_.groups[group_index];
     uint32_t id = static_cast<uint32_t>(&node - nodes_.data());
-    if (!node.schedulable && !options_.ignore_usage) return "cordoned";
+    auto why = [](const char* reason) { return Rejection{reason, {}}; };
+    if (!node.schedulable && !options_.ignore_usage) return why("cordoned");
     if (group.node_selector && !node.Matches(*group.node_selector)) {
-      return "node selector mismatch";
+      return why("node selector mismatch");
     }
-    if (domain_ && node.Label(request_.gang.topology_key) != *domain_) {
-      return "outside topology domain";
+    if (domain_ && !InDomain(node, id, *domain_)) {
+      return why("outside topology domain");
     }
     if (auto it = group_domain_.find(group_index);
-        it != group_domain_.end() &&
-        node.Label(group.placement.topology_key) != it->second) {
-      return "outside the group's topology domain";
+        it != group_domain_.end() && !InDomain(node, id, it->second)) {
+      return why("outside the group's topology domain");
     }
     const auto& used_by_group = group_nodes_[group_index];
     switch (group.placement.strategy) {
       case PlacementStrategy::kStrictSpread:
         if (used_by_group.contains(id))
-          return "strict spread: node already used by group";
+          return why("strict spread: node already used by group");
         break;
       case PlacementStrategy::kStrictPack:
         if (!used_by_group.empty() && !used_by_group.contains(id)) {
-          return "strict pack: group is on another node";
+          return why("strict pack: group is on another node");
         }
         break;
       default:
@@ -233,9 +316,7 @@ class Attempt {
     ResourceVector free = FreeOf(node);
     for (size_t r = 0; r < need.size(); ++r) {
       ResourceId rid(static_cast<uint32_t>(r));
-      if (need.Get(rid) > free.Get(rid)) {
-        return absl::StrCat("insufficient ", resources_.Name(rid));
-      }
+      if (need.Get(rid) > free.Get(rid)) return Rejection{kInsufficient, rid};
     }
     return std::nullopt;
   }
@@ -344,14 +425,14 @@ class Attempt {
   const ResourceTable& resources_;
   const GangRequest& request_;
   const PlacerOptions& options_;
-  std::optional<std::string> domain_;
+  std::optional<DomainFilter> domain_;
   absl::flat_hash_map<uint32_t, ResourceVector> extra_;
   std::vector<absl::flat_hash_map<uint32_t, int>> group_nodes_;
-  std::map<std::string, int> rejections_;
+  absl::flat_hash_map<Rejection, int32_t> rejections_;
   std::vector<int64_t> left_;
   int64_t total_pods_ = 0;
   int64_t placed_pods_ = 0;
-  std::map<uint32_t, std::string> group_domain_;  // group -> its domain now
+  std::map<uint32_t, DomainFilter> group_domain_;  // group -> its domain now
 };
 
 // Topology domains to try, in order: the one the gang already runs in
@@ -369,7 +450,22 @@ std::vector<std::string> CandidateDomains(const std::vector<Node>& nodes,
   for (const auto& group : request.groups) {
     if (group.pod.Get(kGpu) > 0) key_resource = kGpu;
   }
+  bool spread = request.gang.strategy == PlacementStrategy::kSpread;
+  // Capacity left after running work (room held for PIPELINED gangs is
+  // not subtracted here).
   std::map<std::string, int64_t> free_by_domain;
+  if (options.topology != nullptr) {
+    std::optional<uint32_t> key_id = options.topology->FindKey(key);
+    if (!key_id) return {};
+    for (const auto& d : options.topology->Domains(*key_id)) {
+      if (d.nodes == 0) continue;
+      free_by_domain[d.value] =
+          options.ignore_usage
+              ? d.allocatable.Get(key_resource)
+              : d.allocatable.Get(key_resource) - d.used.Get(key_resource);
+    }
+    return OrderDomains(free_by_domain, spread);
+  }
   for (const Node& node : nodes) {
     if (!node.live) continue;
     absl::string_view value = node.Label(key);
@@ -379,17 +475,7 @@ std::vector<std::string> CandidateDomains(const std::vector<Node>& nodes,
                                               node.used.Get(key_resource);
     free_by_domain[std::string(value)] += free;
   }
-  std::vector<std::pair<int64_t, std::string>> order;
-  for (auto& [domain, free] : free_by_domain) order.emplace_back(free, domain);
-  bool spread = request.gang.strategy == PlacementStrategy::kSpread;
-  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-    if (a.first != b.first)
-      return spread ? a.first > b.first : a.first < b.first;
-    return a.second < b.second;
-  });
-  std::vector<std::string> out;
-  for (auto& [free, domain] : order) out.push_back(domain);
-  return out;
+  return OrderDomains(free_by_domain, spread);
 }
 
 }  // namespace
@@ -422,7 +508,9 @@ GangPlacement TryPlaceGang(const std::vector<Node>& nodes,
   std::vector<std::string> domains = CandidateDomains(nodes, request, options);
   std::string first_failure;
   for (const std::string& domain : domains) {
-    Attempt attempt(nodes, resources, request, options, domain);
+    Attempt attempt(
+        nodes, resources, request, options,
+        MakeFilter(options.topology, request.gang.topology_key, domain));
     if (attempt.Run(&out)) {
       out.result = PlaceResult::kPlaced;
       return out;
@@ -453,11 +541,13 @@ GangPlacement TryPlaceGang(const std::vector<Node>& nodes,
 
 GangPlacement PlaceGang(const std::vector<Node>& nodes,
                         const ResourceTable& resources,
-                        const GangRequest& request, const NodeIndex* index) {
-  GangPlacement now = TryPlaceGang(nodes, resources, request, {.index = index});
+                        const GangRequest& request,
+                        const PlacerOptions& options) {
+  GangPlacement now = TryPlaceGang(nodes, resources, request, options);
   if (now.result == PlaceResult::kPlaced) return now;
   GangPlacement ever =
-      TryPlaceGang(nodes, resources, request, {.ignore_usage = true});
+      TryPlaceGang(nodes, resources, request,
+                   {.ignore_usage = true, .topology = options.topology});
   if (ever.result != PlaceResult::kPlaced) {
     ever.result = PlaceResult::kNeverFits;
     ever.nodes.clear();

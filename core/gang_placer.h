@@ -15,6 +15,7 @@
 #include "core/node_index.h"
 #include "core/resources.h"
 #include "core/spec.h"
+#include "core/topology_index.h"
 
 namespace gangsched {
 
@@ -62,8 +63,11 @@ struct PlacerOptions {
   // from "no room".
   bool ignore_reserved = false;
   // Walk this index instead of every node where the request allows it
-  // (BINPACK, no selector, no topology domain); it must match `nodes`.
+  // (BINPACK, usage not ignored); it must match `nodes`.
   const NodeIndex* index = nullptr;
+  // Topology domains from this index instead of a scan of every node's
+  // labels; it must match `nodes`.
+  const TopologyIndex* topology = nullptr;
 };
 
 // Resources and pods of everything the request asks for.
@@ -81,6 +85,6 @@ GangPlacement TryPlaceGang(const std::vector<Node>& nodes,
 GangPlacement PlaceGang(const std::vector<Node>& nodes,
                         const ResourceTable& resources,
                         const GangRequest& request,
-                        const NodeIndex* index = nullptr);
+                        const PlacerOptions& options = {});
 
 }  // namespace gangsched

@@ -88,6 +88,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   w.submit_seq = r.submit_seq;
   w.requeue_after_eviction = r.requeue_after_eviction;
   w.evictions = r.evictions;
+  InternResources(r.spec);
   for (uint32_t g = 0; g < r.spec.groups.size(); ++g) {
     const GroupSpec& gs = r.spec.groups[g];
     w.groups.push_back(NewGroupState(gs, r.replica_live[g]));
@@ -166,6 +167,9 @@ absl::Status Scheduler::CheckConsistency() const {
     if (!n.used.FitsIn(n.allocatable)) {
       return absl::InternalError(absl::StrCat(n.name, ": over allocatable"));
     }
+  }
+  if (!topology_.Matches(nodes_)) {
+    return absl::InternalError("topology index is stale");
   }
   for (size_t i = 0; i < queues_.size(); ++i) {
     if (queues_[i].live && !(queues_[i].allocated == allocated[i])) {

@@ -91,6 +91,18 @@ ResourceVector ResourceTable::FromNamed(const NamedResources& named) {
   return vec;
 }
 
+ResourceVector ResourceTable::FromKnown(const NamedResources& named) const {
+  ResourceVector vec;
+  for (const auto& [name, amount] : named) vec.Add(ids_.at(name), amount);
+  return vec;
+}
+
+bool ResourceTable::Knows(const NamedResources& named) const {
+  return std::all_of(named.begin(), named.end(), [&](const auto& entry) {
+    return ids_.contains(entry.first);
+  });
+}
+
 NamedResources ResourceTable::ToNamed(const ResourceVector& vec) const {
   NamedResources out;
   for (size_t i = 0; i < vec.size(); ++i) {

@@ -73,6 +73,10 @@ class ResourceTable {
   size_t size() const { return names_.size(); }
 
   ResourceVector FromNamed(const NamedResources& named);
+  // Like FromNamed for names already interned; an unknown name is a
+  // programming error (check with Knows first).
+  ResourceVector FromKnown(const NamedResources& named) const;
+  bool Knows(const NamedResources& named) const;
   NamedResources ToNamed(const ResourceVector& vec) const;
   // "cpu=4, nvidia.com/gpu=8" for messages; zero amounts are skipped.
   std::string Describe(const ResourceVector& vec) const;

@@ -223,6 +223,7 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
   node.allocatable = resources_.FromNamed(spec.allocatable);
   node.labels = spec.labels;
   node.schedulable = spec.schedulable;
+  topology_.SetNode(node, id.value());
   TouchNode(id);
   // Lost capacity loses slots, newest bindings first, until the node holds
   // no more than its allocatable. Their pods still run there: the shim is
@@ -267,6 +268,7 @@ void Scheduler::RemoveNode(NodeId id, absl::Time now) {
   DropNominationsOn(id, now);
   node_ids_.erase(node.name);
   node_index_.Remove(id.value());
+  topology_.Remove(id.value());
   node = Node{};
   free_node_ids_.push_back(id.value());
 }
@@ -702,9 +704,9 @@ std::vector<Eviction> Scheduler::EvictionsFor(const Workload& w) const {
 }
 
 GroupState Scheduler::NewGroupState(const GroupSpec& gs,
-                                    std::vector<uint8_t> replica_live) {
+                                    std::vector<uint8_t> replica_live) const {
   GroupState state;
-  state.pod = resources_.FromNamed(gs.resources);
+  state.pod = resources_.FromKnown(gs.resources);
   state.pods_per_replica = gs.pods_per_replica;
   state.min_replicas = ReplicasOf(gs.min_count, gs.pods_per_replica);
   state.replica_live = std::move(replica_live);
@@ -1071,7 +1073,7 @@ std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
     }
     for (int32_t k = 0; k < room; ++k) request.replicas.push_back({g, h});
     GangPlacement placement =
-        TryPlaceGang(nodes_, resources_, request, {.index = &node_index_});
+        TryPlaceGang(nodes_, resources_, request, Indexed());
     int32_t placed =
         static_cast<int32_t>(placement.nodes.size()) - unbound_replicas;
     hint.grantable = std::max(0, placed) * h;
@@ -1098,7 +1100,22 @@ absl::StatusOr<AllocateAnswer> Scheduler::Answer(
   return answer;
 }
 
-absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec) {
+bool Scheduler::KnowsResources(const WorkloadSpec& spec) const {
+  return std::all_of(
+      spec.groups.begin(), spec.groups.end(),
+      [&](const GroupSpec& gs) { return resources_.Knows(gs.resources); });
+}
+
+void Scheduler::InternResources(const WorkloadSpec& spec) {
+  for (const GroupSpec& gs : spec.groups) resources_.FromNamed(gs.resources);
+}
+
+absl::StatusOr<AllocateAnswer> Scheduler::DryRun(
+    const WorkloadSpec& spec) const {
+  if (!KnowsResources(spec)) {
+    return absl::FailedPreconditionError(
+        "workload: a resource name is not interned yet (InternResources)");
+  }
   const Workload* existing = FindWorkload(spec.id);
   if (absl::Status s = ValidateAgainstState(spec, existing); !s.ok()) return s;
   if (existing && existing->state != WorkloadState::kReleased) {
@@ -1131,7 +1148,7 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec) {
     return answer;
   }
   GangPlacement placement =
-      PlaceGang(nodes_, resources_, plan.request, &node_index_);
+      PlaceGang(nodes_, resources_, plan.request, Indexed());
   if (placement.result != PlaceResult::kPlaced) {
     answer.pending = {placement.result == PlaceResult::kNeverFits
                           ? PendingCode::kUnsatisfiable

@@ -198,9 +198,12 @@ class Scheduler {
   absl::StatusOr<ExplainAnswer> Explain(absl::string_view workload_id,
                                         absl::Time now);
 
-  // What Allocate would answer for `spec` now; commits nothing.
-  // Interns new resource names, nothing else.
-  absl::StatusOr<AllocateAnswer> DryRun(const WorkloadSpec& spec);
+  // What Allocate would answer for `spec` now; commits nothing. Every
+  // resource name of `spec` must be known (InternResources).
+  absl::StatusOr<AllocateAnswer> DryRun(const WorkloadSpec& spec) const;
+  bool KnowsResources(const WorkloadSpec& spec) const;
+  // Makes every resource name of `spec` known; changes nothing else.
+  void InternResources(const WorkloadSpec& spec);
 
   // One scheduling cycle: re-place lost gang slots, place pending gangs in
   // order, then grow elastic groups one replica at a time.
@@ -275,6 +278,11 @@ class Scheduler {
   void DropNominationsOn(NodeId id, absl::Time now);
   void TouchNode(NodeId id) {
     node_index_.Update(nodes_[id.value()], id.value());
+    topology_.Touch(nodes_[id.value()], id.value());
+  }
+  // The placer's view of the nodes with both indexes.
+  PlacerOptions Indexed() const {
+    return {.index = &node_index_, .topology = &topology_};
   }
   void Bind(Workload& w, uint32_t group, int32_t slot, NodeId node);
   void Unbind(Workload& w, uint32_t group, int32_t slot);
@@ -288,8 +296,9 @@ class Scheduler {
   // A free slot in workloads_ (reused ids first).
   WorkloadId NewWorkloadId();
   // A group with no pod bound yet and the given replicas wanted.
+  // Its resource names must be known (InternResources).
   GroupState NewGroupState(const GroupSpec& spec,
-                           std::vector<uint8_t> replica_live);
+                           std::vector<uint8_t> replica_live) const;
   void MarkReleased(Workload& w, absl::Time now);
   // A RELEASING workload whose evictions are all confirmed goes back to
   // PENDING (requeue) or RELEASED.
@@ -352,6 +361,7 @@ class Scheduler {
   std::vector<Node> nodes_;
   NodeIndex
       node_index_;  // every change of a node's free room goes through TouchNode
+  TopologyIndex topology_;  // likewise; labels set in ApplyNode
   std::vector<uint32_t> free_node_ids_;
   absl::flat_hash_map<std::string, NodeId> node_ids_;
 

@@ -41,6 +41,17 @@ std::vector<IdempotencyCache::Entry> IdempotencyCache::TakeNew() {
   return out;
 }
 
+CoreLoop::StateLock::StateLock() {
+  pthread_rwlockattr_t attr;
+  pthread_rwlockattr_init(&attr);
+  pthread_rwlockattr_setkind_np(&attr,
+                                PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&lock_, &attr);
+  pthread_rwlockattr_destroy(&attr);
+}
+
+CoreLoop::StateLock::~StateLock() { pthread_rwlock_destroy(&lock_); }
+
 CoreLoop::CoreLoop(Options options, std::unique_ptr<Scheduler> scheduler,
                    EventLog* events, Store* store)
     : options_(options),
@@ -81,7 +92,17 @@ bool CoreLoop::Post(Work apply, Work reply) {
   return true;
 }
 
+bool CoreLoop::TryRead(const std::function<bool(const Scheduler&)>& read) {
+  if (!state_lock_.TryLockShared()) return false;
+  bool done = computed_ == released_.load(std::memory_order_acquire) &&
+              read(*scheduler_);
+  state_lock_.Unlock();
+  return done;
+}
+
 void CoreLoop::Release(Pending& pending) {
+  // Before the replies: whoever heard of this batch may read off-thread.
+  released_.store(pending.batch, std::memory_order_release);
   for (auto& fn : pending.deferred) fn();
   if (!pending.events.empty()) events_->Append(std::move(pending.events));
 }
@@ -137,6 +158,7 @@ void CoreLoop::Run() {
     absl::Time start = absl::Now();
     Context ctx{*scheduler_, idempotency_, start, &deferred};
     bool mutating = false;
+    state_lock_.Lock();
     for (auto& item : batch) {
       if (item.apply) {
         item.apply(ctx);
@@ -156,19 +178,25 @@ void CoreLoop::Run() {
     // commit, which the committer thread does while this thread goes on
     // with the next batch. Reads queue behind earlier writes, so they never
     // reveal what is not committed yet.
-    std::vector<gangsched::v1::Event> wire(events.size());
-    for (size_t i = 0; i < events.size(); ++i) ToProto(events[i], &wire[i]);
     ChangeSet changes = scheduler_->TakeChanges();
     std::vector<IdempotencyCache::Entry> answers = idempotency_.TakeNew();
-    Pending pending{nullptr, std::move(deferred), std::move(wire)};
+    // Every batch counts, reads included: a reply computed here may have
+    // changed the scheduler too (a dry run interns a new resource name).
+    ++computed_;
+    state_lock_.Unlock();
+    // Only this thread changes the scheduler, so it reads it without the
+    // lock from here on.
+    std::vector<gangsched::v1::Event> wire(events.size());
+    for (size_t i = 0; i < events.size(); ++i) ToProto(events[i], &wire[i]);
+    Pending pending{computed_, nullptr, std::move(deferred), std::move(wire)};
     deferred.clear();
+    if (store_ != nullptr && (!changes.empty() || !answers.empty())) {
+      pending.rows = std::make_unique<StoreRows>(
+          EncodeChanges(*scheduler_, changes, answers));
+    }
     if (store_ == nullptr) {
       Release(pending);
     } else {
-      if (!changes.empty() || !answers.empty()) {
-        pending.rows = std::make_unique<StoreRows>(
-            EncodeChanges(*scheduler_, changes, answers));
-      }
       std::unique_lock lock(commit_mu_);
       // Bounded: the core never runs far ahead of the disk.
       commit_space_cv_.wait(lock, [&] { return commits_.size() < 64; });

@@ -2,9 +2,17 @@
 // bounded inbox; one thread drains everything that arrived, applies it, runs
 // one scheduling cycle, computes every reply of the batch, commits the
 // batch's changes to the store, and only then sends the replies and
-// publishes the cycle's events. Nothing else touches the Scheduler.
+// publishes the cycle's events. Nothing else changes the Scheduler.
+//
+// Reads (TryRead) may run on the calling thread instead, under a shared
+// lock, when the core is between batches and everything it computed has
+// been committed and released; otherwise they queue on the core like any
+// other request.
 #pragma once
 
+#include <pthread.h>
+
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -105,6 +113,13 @@ class CoreLoop {
   void Stop();
   // False when the inbox is full (the caller answers RESOURCE_EXHAUSTED).
   bool Post(Work apply, Work reply);
+  // Runs `read` on this thread against the scheduler when that can be done
+  // without waiting: the core is not inside a batch and every batch it
+  // computed has been committed and answered, so what `read` sees is
+  // committed and at least as new as any reply already sent. Returns what
+  // `read` returned (false: it declined), or false without calling it; the
+  // caller then posts the read to the core.
+  bool TryRead(const std::function<bool(const Scheduler&)>& read);
   // Called on the core thread after every cycle (metrics, logs, status).
   void SetCycleObserver(CycleObserver observer) {
     observer_ = std::move(observer);
@@ -117,6 +132,7 @@ class CoreLoop {
   };
   // A batch whose replies and events wait for its commit.
   struct Pending {
+    uint64_t batch = 0;  // the last changing batch computed before it
     std::unique_ptr<StoreRows> rows;  // null: nothing to write (a read)
     std::vector<std::function<void()>> deferred;
     std::vector<gangsched::v1::Event> events;
@@ -126,6 +142,21 @@ class CoreLoop {
   // when they pile up), then releases their replies and events in order.
   void Commit();
   void Release(Pending& pending);
+
+  // A reader-writer lock that prefers the writer (the core thread), so
+  // readers arriving while it waits back off to the inbox instead of
+  // starving it.
+  class StateLock {
+   public:
+    StateLock();
+    ~StateLock();
+    void Lock() { pthread_rwlock_wrlock(&lock_); }
+    void Unlock() { pthread_rwlock_unlock(&lock_); }
+    bool TryLockShared() { return pthread_rwlock_tryrdlock(&lock_) == 0; }
+
+   private:
+    pthread_rwlock_t lock_;
+  };
 
   Options options_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -141,6 +172,14 @@ class CoreLoop {
   std::thread thread_;
   uint64_t cycle_ = 0;
   absl::Time last_cycle_ = absl::InfinitePast();
+
+  // Held exclusively by the core thread while it changes the scheduler,
+  // shared by TryRead.
+  StateLock state_lock_;
+  // Batches that may have changed the scheduler, counted under state_lock_;
+  // `released_` is the last of them whose replies were released.
+  uint64_t computed_ = 0;
+  std::atomic<uint64_t> released_{0};
 
   std::mutex commit_mu_;
   std::condition_variable commit_cv_;

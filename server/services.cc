@@ -75,15 +75,60 @@ grpc::ServerUnaryReactor* Dispatch(CoreLoop* core, Metrics* metrics,
   return reactor;
 }
 
-// Finishes a call that failed validation at the edge: the core never sees it.
+// Finishes a call on the calling thread: one that failed validation at the
+// edge, or a read answered off the core thread.
+grpc::ServerUnaryReactor* FinishHere(Metrics* metrics,
+                                     grpc::CallbackServerContext* ctx,
+                                     absl::string_view method,
+                                     grpc::Status status,
+                                     absl::Duration latency) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  metrics->RecordRequest(method, status.error_code(), latency);
+  reactor->Finish(std::move(status));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* Reject(Metrics* metrics,
                                  grpc::CallbackServerContext* ctx,
                                  absl::string_view method,
                                  grpc::Status status) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  metrics->RecordRequest(method, status.error_code(), absl::ZeroDuration());
-  reactor->Finish(std::move(status));
-  return reactor;
+  return FinishHere(metrics, ctx, method, std::move(status),
+                    absl::ZeroDuration());
+}
+
+using ReadFn = std::function<grpc::Status(const Scheduler&)>;
+
+// What a read needs from the core before it can run: `ready` says whether
+// the state already has it, `prepare` (core thread) provides it.
+struct ReadNeeds {
+  std::function<bool(const Scheduler&)> ready;
+  std::function<void(Scheduler&)> prepare;
+};
+
+// A read: answered on this gRPC thread when the core allows it without
+// waiting (CoreLoop::TryRead), else queued on the core like any request.
+template <typename Response>
+grpc::ServerUnaryReactor* DispatchRead(CoreLoop* core, Metrics* metrics,
+                                       grpc::CallbackServerContext* ctx,
+                                       absl::string_view method,
+                                       Response* response, ReadFn read,
+                                       ReadNeeds needs = {}) {
+  absl::Time start = absl::Now();
+  grpc::Status status;
+  if (core->TryRead([&](const Scheduler& s) {
+        if (needs.ready && !needs.ready(s)) return false;
+        status = read(s);
+        return true;
+      })) {
+    return FinishHere(metrics, ctx, method, std::move(status),
+                      absl::Now() - start);
+  }
+  return Dispatch(
+      core, metrics, ctx, method, "", response, nullptr,
+      [read = std::move(read), prepare = std::move(needs.prepare)](Ctx& c) {
+        if (prepare) prepare(c.scheduler);
+        return read(c.scheduler);
+      });
 }
 
 // Parses every node; the first invalid one fails the whole request when
@@ -242,13 +287,18 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
     return Reject(metrics_, ctx, "Allocate", Invalid(spec.status()));
   auto shared = std::make_shared<WorkloadSpec>(*std::move(spec));
   if (request->dry_run()) {
-    return Dispatch(core_, metrics_, ctx, "Allocate", "", response, nullptr,
-                    [shared, response](Ctx& c) {
-                      auto answer = c.scheduler.DryRun(*shared);
-                      if (!answer.ok()) return ToGrpc(answer.status());
-                      ToProto(*answer, response);
-                      return grpc::Status::OK;
-                    });
+    // Off the core thread unless the spec names a resource never seen:
+    // interning it is a change, so the core does it first.
+    return DispatchRead(
+        core_, metrics_, ctx, "Allocate", response,
+        [shared, response](const Scheduler& s) {
+          auto answer = s.DryRun(*shared);
+          if (!answer.ok()) return ToGrpc(answer.status());
+          ToProto(*answer, response);
+          return grpc::Status::OK;
+        },
+        {[shared](const Scheduler& s) { return s.KnowsResources(*shared); },
+         [shared](Scheduler& s) { s.InternResources(*shared); }});
   }
   auto applied = std::make_shared<absl::Status>();
   return Dispatch(
@@ -416,16 +466,16 @@ grpc::ServerUnaryReactor* SchedulerService::GetWorkload(
     return Reject(metrics_, ctx, "GetWorkload", Invalid(s));
   }
   std::string id = request->workload_id();
-  return Dispatch(
-      core_, metrics_, ctx, "GetWorkload", "", response, nullptr,
-      [id, response](Ctx& c) {
-        const Workload* w = c.scheduler.FindWorkload(id);
+  return DispatchRead(
+      core_, metrics_, ctx, "GetWorkload", response,
+      [id, response](const Scheduler& s) {
+        const Workload* w = s.FindWorkload(id);
         if (w == nullptr) {
           return grpc::Status(
               grpc::StatusCode::NOT_FOUND,
               absl::StrCat("workload_id: workload \"", id, "\" not found"));
         }
-        WorkloadToProto(c.scheduler, *w, response);
+        WorkloadToProto(s, *w, response);
         return grpc::Status::OK;
       });
 }
@@ -441,11 +491,10 @@ grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
       request->page_size() == 0 ? 100 : std::min(request->page_size(), 1000);
   std::string queue = request->queue();
   std::string after = request->page_token();
-  return Dispatch(
-      core_, metrics_, ctx, "ListWorkloads", "", response, nullptr,
-      [=](Ctx& c) {
+  return DispatchRead(
+      core_, metrics_, ctx, "ListWorkloads", response, [=](const Scheduler& s) {
         std::vector<const Workload*> matching;
-        for (const auto& w : c.scheduler.workloads()) {
+        for (const auto& w : s.workloads()) {
           if (!w) continue;
           if (!queue.empty() && w->spec.queue != queue) continue;
           if (state && w->state != *state) continue;
@@ -457,12 +506,12 @@ grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
                     return a->spec.id < b->spec.id;
                   });
         for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
-          WorkloadToProto(c.scheduler, *matching[i], response->add_workloads());
+          WorkloadToProto(s, *matching[i], response->add_workloads());
         }
         if (matching.size() > page_size) {
           response->set_next_page_token(matching[page_size - 1]->spec.id);
         }
-        response->set_revision(c.scheduler.revision());
+        response->set_revision(s.revision());
         return grpc::Status::OK;
       });
 }
@@ -560,66 +609,67 @@ grpc::ServerUnaryReactor* AdminService::DeleteQueue(
 grpc::ServerUnaryReactor* AdminService::ListQueues(
     grpc::CallbackServerContext* ctx, const v1::ListQueuesRequest*,
     v1::ListQueuesResponse* response) {
-  return Dispatch(core_, metrics_, ctx, "ListQueues", "", response, nullptr,
-                  [response](Ctx& c) {
-                    std::vector<const Queue*> queues;
-                    for (const Queue& q : c.scheduler.queues()) {
-                      if (q.live) queues.push_back(&q);
-                    }
-                    std::sort(queues.begin(), queues.end(),
-                              [](const Queue* a, const Queue* b) {
-                                return a->spec.name < b->spec.name;
-                              });
-                    for (const Queue* q : queues) {
-                      QueueToProto(c.scheduler, *q, response->add_queues());
-                    }
-                    response->set_revision(c.scheduler.revision());
-                    return grpc::Status::OK;
-                  });
+  return DispatchRead(core_, metrics_, ctx, "ListQueues", response,
+                      [response](const Scheduler& s) {
+                        std::vector<const Queue*> queues;
+                        for (const Queue& q : s.queues()) {
+                          if (q.live) queues.push_back(&q);
+                        }
+                        std::sort(queues.begin(), queues.end(),
+                                  [](const Queue* a, const Queue* b) {
+                                    return a->spec.name < b->spec.name;
+                                  });
+                        for (const Queue* q : queues) {
+                          QueueToProto(s, *q, response->add_queues());
+                        }
+                        response->set_revision(s.revision());
+                        return grpc::Status::OK;
+                      });
 }
 
 grpc::ServerUnaryReactor* AdminService::GetPriorityClasses(
     grpc::CallbackServerContext* ctx, const v1::GetPriorityClassesRequest*,
     v1::GetPriorityClassesResponse* response) {
-  return Dispatch(
-      core_, metrics_, ctx, "GetPriorityClasses", "", response, nullptr,
-      [response](Ctx& c) {
-        for (const auto& pc : c.scheduler.priority_classes()) {
-          auto* out = response->add_classes();
-          out->set_name(pc.name);
-          out->set_value(pc.value);
-          out->set_preemptible(pc.preemptible);
-        }
-        response->set_default_class(c.scheduler.default_priority_class());
-        return grpc::Status::OK;
-      });
+  return DispatchRead(core_, metrics_, ctx, "GetPriorityClasses", response,
+                      [response](const Scheduler& s) {
+                        for (const auto& pc : s.priority_classes()) {
+                          auto* out = response->add_classes();
+                          out->set_name(pc.name);
+                          out->set_value(pc.value);
+                          out->set_preemptible(pc.preemptible);
+                        }
+                        response->set_default_class(s.default_priority_class());
+                        return grpc::Status::OK;
+                      });
 }
 
 grpc::ServerUnaryReactor* AdminService::GetClusterSnapshot(
     grpc::CallbackServerContext* ctx, const v1::GetClusterSnapshotRequest*,
     v1::ClusterSnapshot* response) {
-  return Dispatch(
-      core_, metrics_, ctx, "GetClusterSnapshot", "", response, nullptr,
-      [response](Ctx& c) {
-        std::vector<const Node*> nodes;
-        for (const Node& n : c.scheduler.nodes()) {
-          if (n.live) nodes.push_back(&n);
-        }
-        std::sort(nodes.begin(), nodes.end(), [](const Node* a, const Node* b) {
-          return a->name < b->name;
-        });
-        for (const Node* n : nodes) {
-          NodeToProto(c.scheduler, *n, response->add_nodes());
-        }
-        for (const Queue& q : c.scheduler.queues()) {
-          if (q.live) QueueToProto(c.scheduler, q, response->add_queues());
-        }
-        for (const auto& w : c.scheduler.workloads()) {
-          if (w) WorkloadToProto(c.scheduler, *w, response->add_workloads());
-        }
-        response->set_revision(c.scheduler.revision());
-        return grpc::Status::OK;
-      });
+  return DispatchRead(core_, metrics_, ctx, "GetClusterSnapshot", response,
+                      [response](const Scheduler& s) {
+                        std::vector<const Node*> nodes;
+                        for (const Node& n : s.nodes()) {
+                          if (n.live) nodes.push_back(&n);
+                        }
+                        std::sort(nodes.begin(), nodes.end(),
+                                  [](const Node* a, const Node* b) {
+                                    return a->name < b->name;
+                                  });
+                        for (const Node* n : nodes) {
+                          NodeToProto(s, *n, response->add_nodes());
+                        }
+                        for (const Queue& q : s.queues()) {
+                          if (q.live)
+                            QueueToProto(s, q, response->add_queues());
+                        }
+                        for (const auto& w : s.workloads()) {
+                          if (w)
+                            WorkloadToProto(s, *w, response->add_workloads());
+                        }
+                        response->set_revision(s.revision());
+                        return grpc::Status::OK;
+                      });
 }
 
 }  // namespace gangsched::server

@@ -1,7 +1,10 @@
 // The gRPC edge: the Scheduler and Admin callback services. Each handler
 // validates and normalises its request on the gRPC thread, hands typed work
-// to the CoreLoop, and finishes the call from the core thread once the
-// cycle that took the request in has been applied. Handlers never block.
+// to the CoreLoop, and finishes the call once the cycle that took the
+// request in has been applied and committed. Reads (GetWorkload,
+// ListWorkloads, dry-run Allocate, ListQueues, GetPriorityClasses,
+// GetClusterSnapshot) are answered on the gRPC thread itself when the core
+// allows it without waiting (CoreLoop::TryRead). Handlers never block.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,6 @@
 #include "core/gang_placer.h"
 
+#include <random>
 #include <set>
 
 #include "core/scheduler.h"
@@ -205,6 +206,113 @@ TEST_F(GangPlacerTest, PlacementIsPureAndLeavesNodesUntouched) {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     EXPECT_TRUE(nodes_[i].used == before[i].used);
   }
+}
+
+// The topology index only replaces label scans: with and without it (and
+// with and without the node index) every random request gets the same
+// answer, nodes and message.
+TEST_F(GangPlacerTest, TopologyIndexGivesTheSameAnswersAsLabelScans) {
+  std::mt19937 rng(11);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  for (int cluster = 0; cluster < 40; ++cluster) {
+    nodes_.clear();
+    int count = 4 + pick(40);
+    for (int i = 0; i < count; ++i) {
+      Labels labels;
+      if (pick(8) != 0)
+        labels.emplace_back("rack", "r" + std::to_string(i / 4));
+      if (pick(8) != 0)
+        labels.emplace_back("zone", "z" + std::to_string(pick(3)));
+      AddNode(GpuNode("n" + std::to_string(i), pick(3) == 0 ? 0 : 8,
+                      std::move(labels)));
+      Node& n = nodes_.back();
+      if (n.allocatable.Get(kGpu) > 0) {
+        n.used.Set(kGpu, pick(9) * 1000);
+        if (pick(4) == 0 && n.used.Get(kGpu) < 8000) n.reserved.Set(kGpu, 1000);
+      }
+      n.used.Set(kCpu, pick(60) * 1000);
+      n.schedulable = pick(10) != 0;
+    }
+    NodeIndex index;
+    TopologyIndex topology;
+    for (uint32_t i = 0; i < nodes_.size(); ++i) {
+      index.Update(nodes_[i], i);
+      topology.SetNode(nodes_[i], i);
+    }
+    ASSERT_TRUE(topology.Matches(nodes_));
+    for (int trial = 0; trial < 30; ++trial) {
+      const PlacementStrategy strategies[] = {PlacementStrategy::kBinpack,
+                                              PlacementStrategy::kSpread,
+                                              PlacementStrategy::kPack};
+      PlacementGroup workers = GpuGroup(1 + pick(4), strategies[pick(3)]);
+      if (pick(2) == 0) {
+        workers.placement.topology_key = pick(2) == 0 ? "rack" : "zone";
+        workers.placement.required = pick(2) == 0;
+      }
+      GangRequest r = Request(workers, 1 + pick(6), 1 + pick(2));
+      PlacementGroup head;
+      head.name = "head";
+      head.pod.Set(kCpu, 4000);
+      r.groups.push_back(head);
+      r.replicas.push_back({1, 1});
+      if (pick(2) == 0) {
+        r.gang.topology_key = pick(3) == 0 ? "missing" : "zone";
+        r.gang.required = pick(2) == 0;
+        r.gang.strategy = strategies[pick(2)];
+      }
+      for (bool use_node_index : {false, true}) {
+        PlacerOptions plain{.index = use_node_index ? &index : nullptr};
+        PlacerOptions indexed = plain;
+        indexed.topology = &topology;
+        GangPlacement a = PlaceGang(nodes_, table_, r, plain);
+        GangPlacement b = PlaceGang(nodes_, table_, r, indexed);
+        ASSERT_EQ(a.result, b.result) << a.message << " / " << b.message;
+        ASSERT_EQ(a.nodes, b.nodes) << a.message;
+        ASSERT_EQ(a.message, b.message);
+        ASSERT_EQ(a.rejections, b.rejections);
+      }
+    }
+  }
+}
+
+TEST(TopologyIndexTest, SumsFollowUsageAndLabels) {
+  ResourceTable table;
+  std::vector<Node> nodes(2);
+  for (int i = 0; i < 2; ++i) {
+    nodes[i].name = "n" + std::to_string(i);
+    nodes[i].allocatable = table.FromNamed({{"nvidia.com/gpu", 8000}});
+    nodes[i].labels = {{"zone", "a"}};
+    nodes[i].live = true;
+  }
+  TopologyIndex t;
+  t.SetNode(nodes[0], 0);
+  t.SetNode(nodes[1], 1);
+  uint32_t zone = *t.FindKey("zone");
+  uint32_t a = t.FindDomain(zone, "a");
+  EXPECT_EQ(t.Domains(zone)[a].nodes, 2u);
+  EXPECT_EQ(t.Domains(zone)[a].allocatable.Get(kGpu), 16000);
+  nodes[0].used.Set(kGpu, 3000);
+  t.Touch(nodes[0], 0);
+  EXPECT_EQ(t.Domains(zone)[a].used.Get(kGpu), 3000);
+  EXPECT_FALSE(t.FindKey("rack").has_value());
+  // Relabelled: the node leaves zone a for zone b, with its usage.
+  nodes[0].labels = {{"zone", "b"}};
+  t.SetNode(nodes[0], 0);
+  uint32_t b = t.FindDomain(zone, "b");
+  EXPECT_EQ(t.DomainOf(zone, 0), b);
+  EXPECT_EQ(t.Domains(zone)[a].nodes, 1u);
+  EXPECT_EQ(t.Domains(zone)[a].used.Get(kGpu), 0);
+  EXPECT_EQ(t.Domains(zone)[b].used.Get(kGpu), 3000);
+  EXPECT_TRUE(t.Matches(nodes));
+  // A stale index is detected.
+  nodes[1].used.Set(kGpu, 1000);
+  EXPECT_FALSE(t.Matches(nodes));
+  t.Touch(nodes[1], 1);
+  EXPECT_TRUE(t.Matches(nodes));
+  t.Remove(1);
+  EXPECT_EQ(t.DomainOf(zone, 1), TopologyIndex::kNoDomain);
+  EXPECT_EQ(t.Domains(zone)[a].nodes, 0u);
+  EXPECT_FALSE(t.Matches(nodes));  // node 1 is live but no longer indexed
 }
 
 }  // namespace

@@ -307,6 +307,24 @@ TEST_F(SchedulerTest, DryRunCommitsNothing) {
   EXPECT_EQ(too_big->pending.code, PendingCode::kUnsatisfiable);
 }
 
+// A dry run reads the state only: a resource name nobody mentioned yet must
+// be interned first (on the core thread), and is then simply unsatisfiable.
+TEST_F(SchedulerTest, DryRunNeedsInternedResourceNames) {
+  Nodes(1, 8);
+  WorkloadSpec spec = Workload("ray/a", {Group("w", 1, 1, 1)});
+  spec.groups[0].resources.emplace_back("example.com/fpga", 1000);
+  EXPECT_FALSE(s_.KnowsResources(spec));
+  auto refused = s_.DryRun(spec);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  s_.InternResources(spec);
+  EXPECT_TRUE(s_.KnowsResources(spec));
+  auto answer = s_.DryRun(spec);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->pending.code, PendingCode::kUnsatisfiable);
+  EXPECT_EQ(s_.FindWorkload("ray/a"), nullptr);
+}
+
 // Random operations; after every step no node is over capacity, every
 // running gang holds its minimum unless it lost a node, every pending gang
 // holds nothing, and the bookkeeping adds up.

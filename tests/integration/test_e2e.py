@@ -594,6 +594,17 @@ class DryRunTest(E2ETestCase):
         self.assertEqual(len(r.bindings), 0)
         self.assert_rpc_error(grpc.StatusCode.NOT_FOUND, self.get_workload, "ns/too-big")
 
+        # A resource no node, queue or workload named yet: answered by the
+        # core (which learns the name), not off-thread; it can never fit.
+        fpga = workload("ns/fpga", group("worker", {"example.com/fpga": "1"}, 1, 1))
+        for _ in range(2):  # the second time the name is known
+            r = self.allocate(fpga, dry_run=True)
+            self.assertEqual(r.state, types.WORKLOAD_STATE_PENDING)
+            self.assertEqual(r.pending.code, types.PENDING_CODE_UNSATISFIABLE,
+                             "message: %s" % r.pending.message)
+            self.assertIn("example.com/fpga", r.pending.message)
+        self.assert_rpc_error(grpc.StatusCode.NOT_FOUND, self.get_workload, "ns/fpga")
+
         # The real thing still fits afterwards.
         real = self.allocate(spec)
         self.assertEqual(real.state, types.WORKLOAD_STATE_RUNNING)

@@ -1,0 +1,117 @@
+#include "core/topology_index.h"
+
+namespace gangsched {
+
+void TopologyIndex::Add(const Member& m, int sign) {
+  for (auto [key, domain] : m.domains) {
+    Domain& d = keys_[key].domains[domain];
+    if (sign > 0) {
+      d.allocatable += m.allocatable;
+      d.used += m.used;
+      d.reserved += m.reserved;
+    } else {
+      d.allocatable -= m.allocatable;
+      d.used -= m.used;
+      d.reserved -= m.reserved;
+    }
+  }
+}
+
+void TopologyIndex::Remove(uint32_t id) {
+  if (id >= members_.size() || !members_[id]) return;
+  const Member& m = *members_[id];
+  Add(m, -1);
+  for (auto [key, domain] : m.domains) {
+    --keys_[key].domains[domain].nodes;
+    keys_[key].node_domain[id] = kNoDomain;
+  }
+  members_[id].reset();
+}
+
+void TopologyIndex::SetNode(const Node& node, uint32_t id) {
+  Remove(id);
+  if (!node.live) return;
+  if (id >= members_.size()) members_.resize(id + 1);
+  Member m;
+  for (const auto& [label, value] : node.labels) {
+    auto [kit, new_key] =
+        key_ids_.try_emplace(label, static_cast<uint32_t>(keys_.size()));
+    if (new_key) keys_.emplace_back();
+    Key& key = keys_[kit->second];
+    auto [dit, new_domain] = key.domain_ids.try_emplace(
+        value, static_cast<uint32_t>(key.domains.size()));
+    if (new_domain) key.domains.push_back(Domain{value});
+    if (key.node_domain.size() <= id) key.node_domain.resize(id + 1, kNoDomain);
+    key.node_domain[id] = dit->second;
+    ++key.domains[dit->second].nodes;
+    m.domains.emplace_back(kit->second, dit->second);
+  }
+  m.allocatable = node.allocatable;
+  m.used = node.used;
+  m.reserved = node.reserved;
+  Add(m, +1);
+  members_[id] = std::move(m);
+}
+
+void TopologyIndex::Touch(const Node& node, uint32_t id) {
+  if (id >= members_.size() || !members_[id]) return;
+  Member& m = *members_[id];
+  Add(m, -1);
+  m.allocatable = node.allocatable;
+  m.used = node.used;
+  m.reserved = node.reserved;
+  Add(m, +1);
+}
+
+std::optional<uint32_t> TopologyIndex::FindKey(absl::string_view key) const {
+  auto it = key_ids_.find(key);
+  if (it == key_ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+uint32_t TopologyIndex::DomainOf(uint32_t key, uint32_t node) const {
+  const std::vector<uint32_t>& of = keys_[key].node_domain;
+  return node < of.size() ? of[node] : kNoDomain;
+}
+
+uint32_t TopologyIndex::FindDomain(uint32_t key,
+                                   absl::string_view value) const {
+  auto it = keys_[key].domain_ids.find(value);
+  return it == keys_[key].domain_ids.end() ? kNoDomain : it->second;
+}
+
+bool TopologyIndex::Matches(const std::vector<Node>& nodes) const {
+  TopologyIndex fresh;
+  for (uint32_t i = 0; i < nodes.size(); ++i) fresh.SetNode(nodes[i], i);
+  for (const auto& [name, fresh_key] : fresh.key_ids_) {
+    std::optional<uint32_t> key = FindKey(name);
+    if (!key) return false;
+    for (const Domain& want : fresh.keys_[fresh_key].domains) {
+      uint32_t d = FindDomain(*key, want.value);
+      if (d == kNoDomain) return false;
+      const Domain& have = keys_[*key].domains[d];
+      if (have.nodes != want.nodes ||
+          !(have.allocatable - want.allocatable).IsZero() ||
+          !(have.used - want.used).IsZero() ||
+          !(have.reserved - want.reserved).IsZero()) {
+        return false;
+      }
+    }
+  }
+  for (const auto& [name, key] : key_ids_) {
+    std::optional<uint32_t> fresh_key = fresh.FindKey(name);
+    for (const Domain& d : keys_[key].domains) {
+      if (d.nodes == 0) continue;
+      if (!fresh_key || fresh.FindDomain(*fresh_key, d.value) == kNoDomain)
+        return false;
+    }
+  }
+  // Nothing indexed that the nodes no longer have.
+  for (uint32_t i = 0; i < members_.size(); ++i) {
+    bool live = i < nodes.size() && nodes[i].live;
+    if (members_[i].has_value() != live) return false;
+  }
+  return true;
+}
+
+}  // namespace gangsched

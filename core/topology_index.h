@@ -1,0 +1,76 @@
+// Nodes grouped into topology domains (the values of each label key), with
+// each domain's capacity, usage and reservations summed, so that choosing
+// the domains to try for a gang does not scan every node, and "is this node
+// in the domain" is an integer compare instead of a label lookup. Kept up
+// to date by the Scheduler wherever it keeps the NodeIndex; only live nodes
+// count.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "core/node.h"
+#include "core/resources.h"
+
+namespace gangsched {
+
+class TopologyIndex {
+ public:
+  static constexpr uint32_t kNoDomain = std::numeric_limits<uint32_t>::max();
+
+  struct Domain {
+    std::string value;
+    uint32_t nodes = 0;  // live nodes in it; 0: no longer a domain
+    ResourceVector allocatable;
+    ResourceVector used;
+    ResourceVector reserved;
+  };
+
+  // After a node's labels changed (or it appeared).
+  void SetNode(const Node& node, uint32_t id);
+  // After its usage or reservations changed; labels as at SetNode.
+  void Touch(const Node& node, uint32_t id);
+  void Remove(uint32_t id);
+
+  // The key's id, or nullopt when no node ever carried the key.
+  std::optional<uint32_t> FindKey(absl::string_view key) const;
+  // The node's domain under `key`, or kNoDomain.
+  uint32_t DomainOf(uint32_t key, uint32_t node) const;
+  // Indexed by domain id; skip entries with no nodes.
+  const std::vector<Domain>& Domains(uint32_t key) const {
+    return keys_[key].domains;
+  }
+  // The domain id of `value` under `key`, or kNoDomain.
+  uint32_t FindDomain(uint32_t key, absl::string_view value) const;
+
+  // True when the sums and memberships are what rebuilding from `nodes`
+  // would give (consistency checks and tests).
+  bool Matches(const std::vector<Node>& nodes) const;
+
+ private:
+  struct Key {
+    absl::flat_hash_map<std::string, uint32_t> domain_ids;
+    std::vector<Domain> domains;
+    std::vector<uint32_t> node_domain;  // by node id
+  };
+  // What a node added to its domains, to take it out again.
+  struct Member {
+    std::vector<std::pair<uint32_t, uint32_t>> domains;  // (key, domain)
+    ResourceVector allocatable;
+    ResourceVector used;
+    ResourceVector reserved;
+  };
+  void Add(const Member& m, int sign);
+
+  absl::flat_hash_map<std::string, uint32_t> key_ids_;
+  std::vector<Key> keys_;
+  std::vector<std::optional<Member>> members_;  // by node id
+};
+
+}  // namespace gangsched
