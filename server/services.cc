@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "server/arena_allocator.h"
 #include "server/convert.h"
 
 namespace gangsched::server {
@@ -278,6 +279,20 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
 
 // ---------------------------------------------------------------------------
 // Scheduler service
+
+SchedulerService::SchedulerService(CoreLoop* core, EventLog* events,
+                                   Metrics* metrics)
+    : core_(core), events_(events), metrics_(metrics) {
+  GANGSCHED_ARENA(Allocate, AllocateRequest, AllocateResponse);
+  GANGSCHED_ARENA(Release, ReleaseRequest, ReleaseResponse);
+  GANGSCHED_ARENA(Preempt, PreemptRequest, PreemptResponse);
+  GANGSCHED_ARENA(UpsertNodes, UpsertNodesRequest, UpsertNodesResponse);
+  GANGSCHED_ARENA(RemoveNodes, RemoveNodesRequest, RemoveNodesResponse);
+  GANGSCHED_ARENA(SyncNodes, SyncNodesRequest, SyncNodesResponse);
+  GANGSCHED_ARENA(GetWorkload, GetWorkloadRequest, WorkloadStatus);
+  GANGSCHED_ARENA(ListWorkloads, ListWorkloadsRequest, ListWorkloadsResponse);
+  GANGSCHED_ARENA(Explain, ExplainRequest, ExplainResponse);
+}
 
 grpc::ServerUnaryReactor* SchedulerService::Allocate(
     grpc::CallbackServerContext* ctx, const v1::AllocateRequest* request,
@@ -565,6 +580,17 @@ grpc::ServerUnaryReactor* SchedulerService::Explain(
 
 // ---------------------------------------------------------------------------
 // Admin service
+
+AdminService::AdminService(CoreLoop* core, Metrics* metrics)
+    : core_(core), metrics_(metrics) {
+  GANGSCHED_ARENA(UpsertQueue, UpsertQueueRequest, UpsertQueueResponse);
+  GANGSCHED_ARENA(DeleteQueue, DeleteQueueRequest, DeleteQueueResponse);
+  GANGSCHED_ARENA(ListQueues, ListQueuesRequest, ListQueuesResponse);
+  GANGSCHED_ARENA(GetPriorityClasses, GetPriorityClassesRequest,
+                  GetPriorityClassesResponse);
+  GANGSCHED_ARENA(GetClusterSnapshot, GetClusterSnapshotRequest,
+                  ClusterSnapshot);
+}
 
 grpc::ServerUnaryReactor* AdminService::UpsertQueue(
     grpc::CallbackServerContext* ctx, const v1::UpsertQueueRequest* request,

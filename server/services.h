@@ -21,8 +21,7 @@ namespace v1 = ::gangsched::v1;
 
 class SchedulerService final : public v1::Scheduler::CallbackService {
  public:
-  SchedulerService(CoreLoop* core, EventLog* events, Metrics* metrics)
-      : core_(core), events_(events), metrics_(metrics) {}
+  SchedulerService(CoreLoop* core, EventLog* events, Metrics* metrics);
 
   grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* ctx,
                                      const v1::AllocateRequest* request,
@@ -63,8 +62,7 @@ class SchedulerService final : public v1::Scheduler::CallbackService {
 
 class AdminService final : public v1::Admin::CallbackService {
  public:
-  AdminService(CoreLoop* core, Metrics* metrics)
-      : core_(core), metrics_(metrics) {}
+  AdminService(CoreLoop* core, Metrics* metrics);
 
   grpc::ServerUnaryReactor* UpsertQueue(
       grpc::CallbackServerContext* ctx, const v1::UpsertQueueRequest* request,
