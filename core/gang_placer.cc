@@ -209,14 +209,25 @@ class Attempt {
     return OrderDomains(free, spread);
   }
 
+  // Replicas [begin, end) are all of one group.
   bool PlaceReplicas(size_t begin, size_t end, GangPlacement* out) {
+    std::optional<NodeId> last;
     for (size_t r = begin; r < end; ++r) {
       const PlacementReplica& replica = request_.replicas[r];
       const PlacementGroup& group = request_.groups[replica.group];
       std::vector<NodeId> placed;
       for (int32_t p = 0; p < replica.pods; ++p) {
-        std::optional<NodeId> node =
-            PickNode(replica.group, left_[replica.group]);
+        // BINPACK: booking a pod only makes its node fuller, so while the
+        // node picked for the group's previous pod still takes the next
+        // one, it is still the best node and the search is skipped.
+        std::optional<NodeId> node;
+        if (last && group.placement.strategy == PlacementStrategy::kBinpack &&
+            !Check(nodes_[last->value()], replica.group,
+                   left_[replica.group])) {
+          node = last;
+        } else {
+          node = PickNode(replica.group, left_[replica.group]);
+        }
         if (!node) {
           out->message =
               absl::StrCat("placed ", placed_pods_, " of ", total_pods_,
@@ -230,6 +241,7 @@ class Attempt {
         --left_[replica.group];
         ++placed_pods_;
         placed.push_back(*node);
+        last = node;
       }
       out->nodes.push_back(std::move(placed));
     }

@@ -1,15 +1,6 @@
 #include "core/node_index.h"
 
-#include <limits>
-
 namespace gangsched {
-namespace {
-
-constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-constexpr uint32_t kMaxId = std::numeric_limits<uint32_t>::max();
-
-}  // namespace
 
 void NodeIndex::Remove(uint32_t id) {
   if (id >= entries_.size() || !entries_[id]) return;
@@ -51,29 +42,6 @@ bool NodeIndex::Matches(const Node& node, uint32_t id) const {
          e.by_gpu ==
              Key{free.Get(kGpu), free.Get(kCpu), free.Get(kMemory), id} &&
          e.by_cpu == Key{free.Get(kCpu), 0, free.Get(kMemory), id};
-}
-
-void NodeIndex::VisitByGpu(int64_t need, int64_t need_cpu,
-                           const std::function<bool(uint32_t)>& visit) const {
-  auto it = gpu_by_gpu_.lower_bound(Key{need, kMin, kMin, 0});
-  while (it != gpu_by_gpu_.end()) {
-    int64_t level = std::get<0>(*it);
-    // Within one level of free GPU, start at the first node with enough cpu.
-    for (it = gpu_by_gpu_.lower_bound(Key{level, need_cpu, kMin, 0});
-         it != gpu_by_gpu_.end() && std::get<0>(*it) == level; ++it) {
-      if (visit(std::get<3>(*it))) return;
-    }
-    it = gpu_by_gpu_.upper_bound(Key{level, kMax, kMax, kMaxId});
-  }
-}
-
-void NodeIndex::VisitByCpu(bool gpu_nodes, int64_t need,
-                           const std::function<bool(uint32_t)>& visit) const {
-  const std::set<Key>& index = gpu_nodes ? gpu_by_cpu_ : cpu_by_cpu_;
-  for (auto it = index.lower_bound(Key{need, kMin, kMin, 0}); it != index.end();
-       ++it) {
-    if (visit(std::get<3>(*it))) return;
-  }
 }
 
 }  // namespace gangsched

@@ -6,7 +6,7 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <limits>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -34,12 +34,34 @@ class NodeIndex {
   // (`gpu_nodes` false) or GPU nodes by free cpu (`gpu_nodes` true).
   // GPU pods skip, within each level of free GPU, the nodes with less free
   // cpu than `need_cpu` without visiting them.
-  void VisitByGpu(int64_t need, int64_t need_cpu,
-                  const std::function<bool(uint32_t)>& visit) const;
-  void VisitByCpu(bool gpu_nodes, int64_t need,
-                  const std::function<bool(uint32_t)>& visit) const;
+  template <typename Visit>
+  void VisitByGpu(int64_t need, int64_t need_cpu, Visit&& visit) const {
+    auto it = gpu_by_gpu_.lower_bound(Key{need, kMin, kMin, 0});
+    while (it != gpu_by_gpu_.end()) {
+      int64_t level = std::get<0>(*it);
+      // Within one level of free GPU, start at the first node with enough
+      // cpu.
+      for (it = gpu_by_gpu_.lower_bound(Key{level, need_cpu, kMin, 0});
+           it != gpu_by_gpu_.end() && std::get<0>(*it) == level; ++it) {
+        if (visit(std::get<3>(*it))) return;
+      }
+      it = gpu_by_gpu_.upper_bound(Key{level, kMax, kMax, kMaxId});
+    }
+  }
+  template <typename Visit>
+  void VisitByCpu(bool gpu_nodes, int64_t need, Visit&& visit) const {
+    const std::set<Key>& index = gpu_nodes ? gpu_by_cpu_ : cpu_by_cpu_;
+    for (auto it = index.lower_bound(Key{need, kMin, kMin, 0});
+         it != index.end(); ++it) {
+      if (visit(std::get<3>(*it))) return;
+    }
+  }
 
  private:
+  static constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  static constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  static constexpr uint32_t kMaxId = std::numeric_limits<uint32_t>::max();
+
   struct Entry {
     bool has_gpu = false;
     Key by_gpu;

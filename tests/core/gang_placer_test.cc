@@ -275,6 +275,48 @@ TEST_F(GangPlacerTest, TopologyIndexGivesTheSameAnswersAsLabelScans) {
   }
 }
 
+// BINPACK keeps a group's next pod on the node of its previous pod while it
+// fits, without searching again: the same nodes as placing the pods one by
+// one, each with a fresh search over the nodes as booked so far.
+TEST_F(GangPlacerTest, BinpackPodsMatchOneByOnePlacement) {
+  std::mt19937 rng(5);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  for (int trial = 0; trial < 300; ++trial) {
+    nodes_.clear();
+    for (int i = 0; i < 3 + pick(12); ++i) {
+      AddNode(GpuNode("n" + std::to_string(i), pick(4) == 0 ? 0 : 8, {},
+                      8 + pick(24)),
+              0);
+      Node& n = nodes_.back();
+      if (n.allocatable.Get(kGpu) > 0) n.used.Set(kGpu, pick(9) * 1000);
+      n.used.Set(kCpu, pick(8) * 1000);
+    }
+    PlacementGroup group = GpuGroup(pick(3));  // 0 GPUs: cpu-only pods
+    group.pod.Set(kCpu, (1 + pick(4)) * 1000);
+    int pods = 1 + pick(10);
+    NodeIndex index;
+    for (uint32_t i = 0; i < nodes_.size(); ++i) index.Update(nodes_[i], i);
+    GangPlacement whole = TryPlaceGang(nodes_, table_, Request(group, 1, pods),
+                                       {.index = &index});
+
+    std::vector<Node> booked = nodes_;
+    std::vector<NodeId> one_by_one;
+    for (int p = 0; p < pods; ++p) {
+      GangPlacement one = TryPlaceGang(booked, table_, Request(group, 1), {});
+      if (one.result != PlaceResult::kPlaced) break;
+      NodeId n = one.nodes[0][0];
+      booked[n.value()].used += group.pod;
+      one_by_one.push_back(n);
+    }
+    if (static_cast<int>(one_by_one.size()) < pods) {
+      EXPECT_NE(whole.result, PlaceResult::kPlaced) << "trial " << trial;
+      continue;
+    }
+    ASSERT_EQ(whole.result, PlaceResult::kPlaced) << whole.message;
+    EXPECT_EQ(whole.nodes[0], one_by_one) << "trial " << trial;
+  }
+}
+
 TEST(TopologyIndexTest, SumsFollowUsageAndLabels) {
   ResourceTable table;
   std::vector<Node> nodes(2);
