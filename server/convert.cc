@@ -139,13 +139,13 @@ absl::StatusOr<NamedResources> ParseResources(
     absl::string_view field) {
   NamedResources out;
   for (const auto& [name, text] : in) {
-    std::string where = absl::StrCat(field, "[\"", name, "\"]");
+    auto where = [&] { return absl::StrCat(field, "[\"", name, "\"]"); };
     if (!IsResourceName(name)) {
-      return Invalid(where,
+      return Invalid(where(),
                      "resource names are non-empty names of [A-Za-z0-9._/-]");
     }
     auto amount = ParseQuantity(text, ScaleFor(name));
-    if (!amount.ok()) return Invalid(where, amount.status().message());
+    if (!amount.ok()) return Invalid(where(), amount.status().message());
     if (*amount != 0) out.emplace_back(name, *amount);
   }
   std::sort(out.begin(), out.end());
