@@ -141,10 +141,9 @@ bool Scheduler::LeafBefore(QueueId a, const ResourceVector& a_next, QueueId b,
 }
 
 void Scheduler::CompletePipelined(absl::Time now) {
-  for (const auto& owned : workloads_) {
-    if (!owned || owned->state != WorkloadState::kPipelined) continue;
-    Workload& w = *owned;
-    if (!EvictionsFor(w).empty()) continue;  // victims still hold the room
+  ForEachActive([&](Workload& w) {
+    if (w.state != WorkloadState::kPipelined) return;
+    if (!EvictionsFor(w).empty()) return;  // victims still hold the room
     // Bind onto the nominated nodes; the reservation kept them free.
     std::vector<std::tuple<uint32_t, int32_t, NodeId>> planned;
     for (uint32_t g = 0; g < w.groups.size(); ++g) {
@@ -163,7 +162,7 @@ void Scheduler::CompletePipelined(absl::Time now) {
     }
     if (!fits) {
       SetState(w, WorkloadState::kPending, now);
-      continue;  // planned again below, like any pending gang
+      return;  // planned again below, like any pending gang
     }
     std::vector<Binding> bound;
     for (auto [g, i, n] : planned) {
@@ -176,7 +175,7 @@ void Scheduler::CompletePipelined(absl::Time now) {
     Event& e = Record(EventType::kBound, w, now);
     e.bindings = std::move(bound);
     e.waited = now - w.waiting_since;
-  }
+  });
 }
 
 void Scheduler::PlaceGangMinimums(absl::Time now) {
@@ -184,12 +183,11 @@ void Scheduler::PlaceGangMinimums(absl::Time now) {
   // first (they are re-placed at the head of their queue), then priority,
   // then age.
   std::map<uint32_t, std::vector<Workload*>> by_leaf;
-  for (const auto& w : workloads_) {
-    if (!w) continue;
-    bool lost = w->state == WorkloadState::kRunning && !w->AtMinimum();
-    if (w->state != WorkloadState::kPending && !lost) continue;
-    by_leaf[w->queue.value()].push_back(w.get());
-  }
+  ForEachActive([&](Workload& w) {
+    bool lost = w.state == WorkloadState::kRunning && !w.AtMinimum();
+    if (w.state != WorkloadState::kPending && !lost) return;
+    by_leaf[w.queue.value()].push_back(&w);
+  });
   absl::flat_hash_map<uint32_t, ResourceVector>
       next;  // workload -> gang minimum
   for (auto& [leaf, list] : by_leaf) {
@@ -318,18 +316,17 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
 }
 
 void Scheduler::ExpireStaleGangs(absl::Time now) {
-  for (const auto& owned : workloads_) {
-    if (!owned || owned->state != WorkloadState::kRunning) continue;
-    Workload& w = *owned;
+  ForEachActive([&](Workload& w) {
+    if (w.state != WorkloadState::kRunning) return;
     if (w.AtMinimum()) {
       w.below_min_since = absl::InfiniteFuture();
-      continue;
+      return;
     }
     if (w.below_min_since == absl::InfiniteFuture()) {
       w.below_min_since = now;
       changes_.workloads.insert(w.spec.id);
     }
-    if (now - w.below_min_since < options_.stale_gang_grace) continue;
+    if (now - w.below_min_since < options_.stale_gang_grace) return;
     // Stranded below its minimum too long: give back what it holds and wait
     // as a whole gang again.
     std::vector<std::pair<uint32_t, int32_t>> slots = w.EvictableSlots();
@@ -343,10 +340,10 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
                now);
       w.requeue_after_eviction = true;
       Record(EventType::kStateChanged, w, now);
-      continue;
+      return;
     }
     EvictSlots(w, slots, EvictionReason::kStale, "", /*whole=*/true, now);
-  }
+  });
 }
 
 void Scheduler::GrowElastic(absl::Time now) {
@@ -363,11 +360,11 @@ void Scheduler::GrowElastic(absl::Time now) {
     }
   };
   std::map<uint32_t, std::set<Entry>> by_leaf;
-  for (const auto& w : workloads_) {
-    if (!w || w->state != WorkloadState::kRunning || !w->AtMinimum()) continue;
-    if (PlanElasticReplica(*w).request.replicas.empty()) continue;
-    by_leaf[w->queue.value()].insert({-w->priority, 0, w->submit_seq, w.get()});
-  }
+  ForEachActive([&](Workload& w) {
+    if (w.state != WorkloadState::kRunning || !w.AtMinimum()) return;
+    if (PlanElasticReplica(w).request.replicas.empty()) return;
+    by_leaf[w.queue.value()].insert({-w.priority, 0, w.submit_seq, &w});
+  });
   absl::flat_hash_map<uint32_t, ResourceVector> next;
   auto need_of = [&](Workload* w) -> const ResourceVector& {
     auto it = next.find(w->id.value());

@@ -99,6 +99,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   if (w.state == WorkloadState::kReleased) {
     released_order_.push_back(id);
   } else {
+    active_.insert(id.value());
     ++queues_[w.queue.value()].workload_count;
   }
   for (const WorkloadRecord::Slot& slot : r.slots) {
@@ -166,6 +167,14 @@ absl::Status Scheduler::CheckConsistency() const {
     }
     if (!n.used.FitsIn(n.allocatable)) {
       return absl::InternalError(absl::StrCat(n.name, ": over allocatable"));
+    }
+  }
+  for (uint32_t i = 0; i < workloads_.size(); ++i) {
+    bool active =
+        workloads_[i] && workloads_[i]->state != WorkloadState::kReleased;
+    if (active != active_.contains(i)) {
+      return absl::InternalError(
+          absl::StrCat("workload slot ", i, ": active set is stale"));
     }
   }
   if (!topology_.Matches(nodes_)) {

@@ -416,6 +416,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
     existing = w.get();
     workloads_[id.value()] = std::move(w);
     workload_ids_.emplace(spec.id, id);
+    active_.insert(id.value());
     ++queues_[existing->queue.value()].workload_count;
   }
   Workload& w = *existing;
@@ -728,6 +729,7 @@ void Scheduler::Forget(Workload& w) {
   changes_.workloads.insert(w.spec.id);  // gone: the store deletes it
   workload_ids_.erase(w.spec.id);
   uint32_t id = w.id.value();
+  active_.erase(id);
   workloads_[id].reset();
   free_workload_ids_.push_back(id);
 }
@@ -801,6 +803,11 @@ void Scheduler::SetState(Workload& w, WorkloadState state, absl::Time now) {
   if (state == WorkloadState::kRunning && w.state != WorkloadState::kRunning) {
     w.running_since = now;
   }
+  if (state == WorkloadState::kReleased) {
+    active_.erase(w.id.value());
+  } else {
+    active_.insert(w.id.value());
+  }
   w.state = state;
 }
 
@@ -826,14 +833,13 @@ void Scheduler::RecomputeQueueCounters() {
     q.pending_workloads = 0;
     q.running_workloads = 0;
   }
-  for (const auto& w : workloads_) {
-    if (!w || w->state == WorkloadState::kReleased) continue;
+  ForEachActive([&](const Workload& w) {
     ResourceVector demand;
-    for (const auto& group : w->groups) {
+    for (const auto& group : w.groups) {
       demand += group.pod * (group.LivePods() - group.BoundPods());
     }
-    bool pending = w->state == WorkloadState::kPending;
-    for (QueueId q = w->queue; q.valid(); q = queues_[q.value()].parent) {
+    bool pending = w.state == WorkloadState::kPending;
+    for (QueueId q = w.queue; q.valid(); q = queues_[q.value()].parent) {
       queues_[q.value()].requested += demand;
       if (pending) {
         ++queues_[q.value()].pending_workloads;
@@ -841,7 +847,7 @@ void Scheduler::RecomputeQueueCounters() {
         ++queues_[q.value()].running_workloads;
       }
     }
-  }
+  });
   // Fair shares depend on requests: recompute them only when one changed.
   for (size_t i = 0; i < queues_.size(); ++i) {
     if (!(queues_[i].requested == before[i])) fair_share_dirty_ = true;

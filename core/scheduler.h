@@ -373,6 +373,19 @@ class Scheduler {
   std::vector<uint32_t> free_workload_ids_;
   absl::flat_hash_map<std::string, WorkloadId> workload_ids_;
   std::deque<WorkloadId> released_order_;
+  // Ids of the workloads that are not RELEASED, so cycles walk the live
+  // work and not the retained history (SetState, Submit, Forget and
+  // RestoreWorkload keep it).
+  absl::btree_set<uint32_t> active_;
+  // The active workloads, by id; a copy of the ids, so `visit` may change
+  // states (and so the set).
+  template <typename Visit>
+  void ForEachActive(Visit&& visit) {
+    std::vector<uint32_t> ids(active_.begin(), active_.end());
+    for (uint32_t id : ids) {
+      if (workloads_[id]) visit(*workloads_[id]);
+    }
+  }
   uint64_t submit_seq_ = 0;
 
   int64_t revision_ = 0;

@@ -74,12 +74,11 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
     uint64_t seq;
   };
   std::vector<Ranked> ranked;
-  for (const auto& owned : workloads_) {
-    if (!owned || owned.get() == &preemptor) continue;
-    Workload& v = *owned;
-    if (v.state != WorkloadState::kRunning || !v.preemptible) continue;
+  ForEachActive([&](Workload& v) {
+    if (&v == &preemptor) return;
+    if (v.state != WorkloadState::kRunning || !v.preemptible) return;
     bool same_queue = v.queue == preemptor.queue;
-    if (same_queue && v.priority >= preemptor.priority) continue;
+    if (same_queue && v.priority >= preemptor.priority) return;
     EvictionReason reason =
         same_queue ? EvictionReason::kPreempt : EvictionReason::kReclaim;
     double overshare = queues_[v.queue.value()].DominantShare();
@@ -92,7 +91,7 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
     // The whole gang only once it has run its minimum time.
     if (now - v.running_since <
         MinRuntime(v.queue, reason == EvictionReason::kReclaim)) {
-      continue;
+      return;
     }
     auto slots = v.EvictableSlots();
     if (!slots.empty()) {
@@ -101,7 +100,7 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
                         v.priority,
                         v.submit_seq});
     }
-  }
+  });
   // Reverse scheduling order: elastic replicas before gangs, then most over
   // fair share, lowest priority, newest.
   std::stable_sort(ranked.begin(), ranked.end(),
