@@ -16,10 +16,21 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS queues(name TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS nodes(name TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS workloads(id TEXT PRIMARY KEY, data BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS requests(key TEXT PRIMARY KEY, seq INTEGER NOT NULL,
-                                    code INTEGER NOT NULL, message TEXT NOT NULL,
-                                    response BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS requests_seq ON requests(seq);
+-- Request-id answers in arrival order: keyed by sequence number, a batch's
+-- answers append to the last page instead of dirtying one page per random
+-- key (the keys are looked up in memory, never here).
+CREATE TABLE IF NOT EXISTS answers(seq INTEGER PRIMARY KEY, key TEXT NOT NULL,
+                                   code INTEGER NOT NULL, message TEXT NOT NULL,
+                                   response BLOB NOT NULL);
+)";
+
+// Databases written before the answers table kept them keyed by request id.
+constexpr const char* kMigrateRequests = R"(
+BEGIN;
+INSERT OR REPLACE INTO answers(seq, key, code, message, response)
+  SELECT seq, key, code, message, response FROM requests;
+DROP TABLE requests;
+COMMIT;
 )";
 
 // A prepared statement, finalized on scope exit.
@@ -76,10 +87,10 @@ struct SqliteStore::Statements {
         del_queue(db, "DELETE FROM queues WHERE name = ?"),
         put_meta(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)"),
         put_request(db,
-                    "INSERT OR REPLACE INTO requests(key, seq, code, message, "
+                    "INSERT OR REPLACE INTO answers(key, seq, code, message, "
                     "response) "
                     "VALUES(?, ?, ?, ?, ?)"),
-        trim_requests(db, "DELETE FROM requests WHERE seq < ?"),
+        trim_requests(db, "DELETE FROM answers WHERE seq < ?"),
         begin(db, "BEGIN"),
         commit(db, "COMMIT") {}
   bool ok() const {
@@ -142,6 +153,14 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
         sqlite3_errmsg(db), ")"));
   }
   if (absl::Status s = store->Exec(kSchema); !s.ok()) return s;
+  bool old_table = false;
+  {
+    Statement old(db, "SELECT 1 FROM sqlite_master WHERE name = 'requests'");
+    old_table = old.Step() == SQLITE_ROW;
+  }
+  if (old_table) {
+    if (absl::Status s = store->Exec(kMigrateRequests); !s.ok()) return s;
+  }
   store->statements_ = std::make_unique<Statements>(db);
   if (!store->statements_->ok()) return Error(db, "prepare");
   return store;
@@ -183,7 +202,7 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
     }
   }
   {
-    Statement q(db_, "SELECT key, seq, code, message, response FROM requests");
+    Statement q(db_, "SELECT key, seq, code, message, response FROM answers");
     while (q.Step() == SQLITE_ROW) {
       state.answers.push_back({q.ColumnBytes(0),
                                static_cast<uint64_t>(q.ColumnInt(1)),
