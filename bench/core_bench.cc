@@ -77,6 +77,29 @@ BENCHMARK(BM_PlaceGang8)
     ->Arg(10000)
     ->Unit(benchmark::kMicrosecond);
 
+// The same gang asking for one zone (preferred topology, 8 zones): domains
+// come from the topology index, so this too should not grow with the nodes.
+void BM_PlaceGang8InZone(benchmark::State& state) {
+  auto s = HalfFullCluster(static_cast<int>(state.range(0)));
+  WorkloadSpec gang = MakeGang("probe", 8, 4);
+  gang.placement.topology_key = "topology.kubernetes.io/zone";
+  gang.placement.required = false;
+  for (auto _ : state) {
+    auto answer = s->DryRun(gang);
+    if (!answer.ok() || answer->bindings.size() != 9) {
+      state.SkipWithError("the gang did not fit");
+      break;
+    }
+    benchmark::DoNotOptimize(answer);
+  }
+  state.SetLabel(std::to_string(state.range(0)) + " nodes");
+}
+BENCHMARK(BM_PlaceGang8InZone)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Unit(benchmark::kMicrosecond);
+
 // One cycle that places `pending` new 8-pod gangs on a half-full cluster.
 void BM_CycleWithPendingGangs(benchmark::State& state) {
   int nodes = static_cast<int>(state.range(0));
