@@ -424,6 +424,12 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
     ClearNominations(w);
     SetState(w, WorkloadState::kPending, now);
   }
+  // Moving queues (allowed with nothing bound, so no roll-up holds it).
+  if (QueueId to = queue_ids_.at(spec.queue); to != w.queue) {
+    --queues_[w.queue.value()].workload_count;
+    w.queue = to;
+    ++queues_[to.value()].workload_count;
+  }
 
   // Priority class changes move bound resources between the preemptible and
   // non-preemptible roll-ups.

@@ -307,6 +307,28 @@ TEST_F(SchedulerTest, DryRunCommitsNothing) {
   EXPECT_EQ(too_big->pending.code, PendingCode::kUnsatisfiable);
 }
 
+// A workload with nothing bound may move to another queue by resubmitting:
+// it is then counted, ordered and capped in the new queue only.
+TEST_F(SchedulerTest, UnboundWorkloadMovesToAnotherQueue) {
+  ASSERT_TRUE(s_.UpsertQueue(Queue("other")).ok());
+  ASSERT_TRUE(s_.Submit(Workload("ray/a", {Group("w", 1, 1, 1)}), Now()).ok());
+  s_.RunCycle(Now());  // no nodes: stays pending
+  ASSERT_EQ(s_.FindWorkload("ray/a")->state, WorkloadState::kPending);
+  ASSERT_TRUE(
+      s_.Submit(Workload("ray/a", {Group("w", 1, 1, 1)}, "other"), Now()).ok());
+  s_.RunCycle(Now());
+  EXPECT_EQ(s_.FindWorkload("ray/a")->queue, s_.FindQueue("other")->id);
+  EXPECT_EQ(s_.FindQueue("other")->pending_workloads, 1);
+  EXPECT_EQ(s_.FindQueue("default")->pending_workloads, 0);
+  EXPECT_TRUE(s_.DeleteQueue("default").ok()) << "no workload left in it";
+  EXPECT_FALSE(s_.DeleteQueue("other").ok());
+  Nodes(1, 8);
+  s_.RunCycle(Now());
+  EXPECT_EQ(s_.FindWorkload("ray/a")->state, WorkloadState::kRunning);
+  EXPECT_EQ(s_.FindQueue("other")->allocated.Get(kGpu), 1000);
+  EXPECT_TRUE(s_.CheckConsistency().ok()) << s_.CheckConsistency();
+}
+
 // A dry run reads the state only: a resource name nobody mentioned yet must
 // be interned first (on the core thread), and is then simply unsatisfiable.
 TEST_F(SchedulerTest, DryRunNeedsInternedResourceNames) {
