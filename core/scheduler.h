@@ -337,11 +337,26 @@ class Scheduler {
   std::optional<VictimPlan> FindVictims(const Workload& preemptor,
                                         const PlannedRequest& plan,
                                         absl::Time now);
+  // Candidate units in reverse scheduling order; reclaim candidates only
+  // from workloads whose units could ever be Eligible for `need`.
   std::vector<VictimUnit> VictimCandidates(const Workload& preemptor,
+                                           const ResourceVector& need,
                                            absl::Time now);
   bool Eligible(const Workload& preemptor, const VictimUnit& unit,
                 const ResourceVector& need,
                 const std::vector<VictimUnit>& chosen) const;
+  // The queues reclaim compares for a preemptor in leaf `a` and a victim in
+  // leaf `b`: the children of their lowest common ancestor on each side
+  // (roots when the trees differ); nullopt when the paths do not part.
+  std::optional<std::pair<QueueId, QueueId>> MeetingChildren(QueueId a,
+                                                             QueueId b) const;
+  // Per resource (1 or 0): whether a unit of a workload in leaf
+  // `victim_leaf` that frees it could be reclaimed for `need` with no
+  // victim chosen yet. Choosing victims only lowers what the victim's side
+  // holds, so a unit failing this never becomes Eligible.
+  std::vector<uint8_t> ReclaimableResources(const Workload& preemptor,
+                                            QueueId victim_leaf,
+                                            const ResourceVector& need) const;
   bool FitsWithout(const PlannedRequest& plan,
                    const std::vector<VictimUnit>& units,
                    GangPlacement* placement);

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/scheduler.h"
 
@@ -66,7 +67,7 @@ absl::Duration Scheduler::MinRuntime(QueueId leaf, bool reclaim) const {
 }
 
 std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
-    const Workload& preemptor, absl::Time now) {
+    const Workload& preemptor, const ResourceVector& need, absl::Time now) {
   struct Ranked {
     VictimUnit unit;
     double overshare;
@@ -74,11 +75,33 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
     uint64_t seq;
   };
   std::vector<Ranked> ranked;
+  // Per victim leaf, what reclaim could free there (the same for every
+  // workload of the leaf): most workloads are ruled out before their units
+  // are built.
+  absl::flat_hash_map<uint32_t, std::vector<uint8_t>> reclaimable;
+  auto could_reclaim = [&](const Workload& v) {
+    auto it = reclaimable.find(v.queue.value());
+    if (it == reclaimable.end()) {
+      it = reclaimable
+               .emplace(v.queue.value(),
+                        ReclaimableResources(preemptor, v.queue, need))
+               .first;
+    }
+    for (const GroupState& g : v.groups) {
+      for (size_t r = 0; r < it->second.size(); ++r) {
+        if (it->second[r] &&
+            g.pod.Get(ResourceId(static_cast<uint32_t>(r))) > 0)
+          return true;
+      }
+    }
+    return false;
+  };
   ForEachActive([&](Workload& v) {
     if (&v == &preemptor) return;
     if (v.state != WorkloadState::kRunning || !v.preemptible) return;
     bool same_queue = v.queue == preemptor.queue;
     if (same_queue && v.priority >= preemptor.priority) return;
+    if (!same_queue && !could_reclaim(v)) return;
     EvictionReason reason =
         same_queue ? EvictionReason::kPreempt : EvictionReason::kReclaim;
     double overshare = queues_[v.queue.value()].DominantShare();
@@ -118,26 +141,71 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
   return out;
 }
 
+std::optional<std::pair<QueueId, QueueId>> Scheduler::MeetingChildren(
+    QueueId a, QueueId b) const {
+  auto parent = [&](QueueId q) { return queues_[q.value()].parent; };
+  auto depth = [&](QueueId q) {
+    int d = 0;
+    for (; q.valid(); q = parent(q)) ++d;
+    return d;
+  };
+  int da = depth(a), db = depth(b);
+  for (; da > db; --da) a = parent(a);
+  for (; db > da; --db) b = parent(b);
+  if (a == b) return std::nullopt;  // one path contains the other
+  while (parent(a) != parent(b)) {
+    a = parent(a);
+    b = parent(b);
+  }
+  return std::make_pair(a, b);
+}
+
+namespace {
+
+// The preemptor's side of a reclaim (SPEC §4.6): may it take `need` more?
+struct ReclaimerSide {
+  bool ok = true;  // within fair share (within quota if non-preemptible)
+  bool within_quota = true;
+};
+
+ReclaimerSide CheckReclaimer(const Queue& a, bool preemptible,
+                             const ResourceVector& need) {
+  bool within_fair = true, within_quota = true;
+  for (size_t i = 0; i < need.size(); ++i) {
+    ResourceId r(static_cast<uint32_t>(i));
+    if (need.Get(r) <= 0) continue;
+    int64_t quota = a.QuotaOf(r);
+    int64_t used =
+        preemptible ? a.allocated.Get(r) : a.allocated_non_preemptible.Get(r);
+    if (a.allocated.Get(r) + need.Get(r) > a.fair_share.Get(r))
+      within_fair = false;
+    if (quota != kUnlimited && used + need.Get(r) > quota) within_quota = false;
+  }
+  return {preemptible ? within_fair : within_quota, within_quota};
+}
+
+// The victim's side for one resource: does b hold more than it should once
+// `removed` is gone?
+bool VictimSideOver(const Queue& b, ResourceId r, int64_t removed,
+                    const ReclaimerSide& a) {
+  int64_t left = b.allocated.Get(r) - removed;
+  if (left > b.fair_share.Get(r)) return true;
+  return b.QuotaOf(r) != kUnlimited && left > b.QuotaOf(r) && a.within_quota;
+}
+
+}  // namespace
+
 bool Scheduler::Eligible(const Workload& preemptor, const VictimUnit& unit,
                          const ResourceVector& need,
                          const std::vector<VictimUnit>& chosen) const {
   if (unit.reason == EvictionReason::kPreempt) return true;
   // Reclaim: compare the two queues where the paths meet.
-  auto path = [&](QueueId leaf) {
-    std::vector<QueueId> p;
-    for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent)
-      p.push_back(q);
-    std::reverse(p.begin(), p.end());
-    return p;
-  };
-  std::vector<QueueId> pa = path(preemptor.queue),
-                       pb = path(unit.workload->queue);
-  size_t level = 0;
-  while (level < pa.size() && level < pb.size() && pa[level] == pb[level])
-    ++level;
-  if (level >= pa.size() || level >= pb.size()) return false;
-  const Queue& a = queues_[pa[level].value()];
-  const Queue& b = queues_[pb[level].value()];
+  auto sides = MeetingChildren(preemptor.queue, unit.workload->queue);
+  if (!sides) return false;
+  const Queue& a = queues_[sides->first.value()];
+  const Queue& b = queues_[sides->second.value()];
+  ReclaimerSide a_side = CheckReclaimer(a, preemptor.preemptible, need);
+  if (!a_side.ok) return false;
   auto under = [&](QueueId q, QueueId leaf) {
     for (QueueId x = leaf; x.valid(); x = queues_[x.value()].parent) {
       if (x == q) return true;
@@ -156,27 +224,29 @@ bool Scheduler::Eligible(const Workload& preemptor, const VictimUnit& unit,
   }
   ResourceVector frees;
   for (auto slot : unit.slots) frees += unit.workload->groups[slot.first].pod;
-  bool a_within_fair = true, a_within_quota = true;
-  bool b_over_fair = false, b_over_quota = false;
   for (size_t i = 0; i < need.size(); ++i) {
     ResourceId r(static_cast<uint32_t>(i));
-    if (need.Get(r) <= 0) continue;
-    int64_t quota_a = a.QuotaOf(r);
-    int64_t used_a = preemptor.preemptible ? a.allocated.Get(r)
-                                           : a.allocated_non_preemptible.Get(r);
-    if (a.allocated.Get(r) + need.Get(r) > a.fair_share.Get(r))
-      a_within_fair = false;
-    if (quota_a != kUnlimited && used_a + need.Get(r) > quota_a)
-      a_within_quota = false;
-    if (frees.Get(r) <= 0) continue;
-    int64_t left_b = b.allocated.Get(r) - removed.Get(r);
-    if (left_b > b.fair_share.Get(r)) b_over_fair = true;
-    if (b.QuotaOf(r) != kUnlimited && left_b > b.QuotaOf(r))
-      b_over_quota = true;
+    if (need.Get(r) <= 0 || frees.Get(r) <= 0) continue;
+    if (VictimSideOver(b, r, removed.Get(r), a_side)) return true;
   }
-  // A non-preemptible reclaimer is bound by quota, not fair share.
-  bool a_ok = preemptor.preemptible ? a_within_fair : a_within_quota;
-  return a_ok && (b_over_fair || (b_over_quota && a_within_quota));
+  return false;
+}
+
+std::vector<uint8_t> Scheduler::ReclaimableResources(
+    const Workload& preemptor, QueueId victim_leaf,
+    const ResourceVector& need) const {
+  std::vector<uint8_t> out(need.size(), 0);
+  auto sides = MeetingChildren(preemptor.queue, victim_leaf);
+  if (!sides) return out;
+  const Queue& a = queues_[sides->first.value()];
+  const Queue& b = queues_[sides->second.value()];
+  ReclaimerSide a_side = CheckReclaimer(a, preemptor.preemptible, need);
+  if (!a_side.ok) return out;
+  for (size_t i = 0; i < need.size(); ++i) {
+    ResourceId r(static_cast<uint32_t>(i));
+    if (need.Get(r) > 0 && VictimSideOver(b, r, 0, a_side)) out[i] = 1;
+  }
+  return out;
 }
 
 bool Scheduler::FitsWithout(const PlannedRequest& plan,
@@ -202,7 +272,7 @@ bool Scheduler::FitsWithout(const PlannedRequest& plan,
 std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
     const Workload& preemptor, const PlannedRequest& plan, absl::Time now) {
   ResourceVector need = TotalOf(plan.request);
-  std::vector<VictimUnit> candidates = VictimCandidates(preemptor, now);
+  std::vector<VictimUnit> candidates = VictimCandidates(preemptor, need, now);
   if (candidates.empty()) return std::nullopt;
   // The preemptor fits when the nodes have room without the victims and
   // every queue on its path stays within its limits without them.
