@@ -85,7 +85,10 @@ void Scheduler::RecomputeFairShares() {
   for (const Node& n : nodes_) {
     if (n.live && n.schedulable) total += n.allocatable;
   }
-  for (Queue& q : queues_) q.fair_share.Clear();
+  for (Queue& q : queues_) {
+    q.fair_share.Clear();
+    ++q.version;
+  }
   std::vector<FairShareInput> inputs(order.size());
   for (size_t r = 0; r < resources_.size(); ++r) {
     ResourceId rid(static_cast<uint32_t>(r));
@@ -114,6 +117,20 @@ void Scheduler::RecomputeFairShares() {
   }
 }
 
+Scheduler::OrderKey Scheduler::QueueOrderKey(const Queue& q,
+                                             const ResourceVector& next) const {
+  double drf = q.DominantShare();
+  bool starved = true;  // allocated + next <= quota on every resource
+  for (size_t i = 0; i < next.size(); ++i) {
+    ResourceId r(static_cast<uint32_t>(i));
+    if (next.Get(r) <= 0) continue;
+    int64_t quota = q.QuotaOf(r);
+    if (quota != kUnlimited && q.allocated.Get(r) + next.Get(r) > quota)
+      starved = false;
+  }
+  return {drf >= 1.0, !starved, -q.spec.priority, drf, q.created_seq};
+}
+
 bool Scheduler::LeafBefore(QueueId a, const ResourceVector& a_next, QueueId b,
                            const ResourceVector& b_next) const {
   if (a == b) return false;
@@ -122,22 +139,8 @@ bool Scheduler::LeafBefore(QueueId a, const ResourceVector& a_next, QueueId b,
   size_t level = 0;
   while (level < pa.size() && level < pb.size() && pa[level] == pb[level])
     ++level;
-  const Queue& qa = queues_[pa[level].value()];
-  const Queue& qb = queues_[pb[level].value()];
-  auto key = [](const Queue& q, const ResourceVector& next) {
-    double drf = q.DominantShare();
-    bool starved = true;  // allocated + next <= quota on every resource
-    for (size_t i = 0; i < next.size(); ++i) {
-      ResourceId r(static_cast<uint32_t>(i));
-      if (next.Get(r) <= 0) continue;
-      int64_t quota = q.QuotaOf(r);
-      if (quota != kUnlimited && q.allocated.Get(r) + next.Get(r) > quota)
-        starved = false;
-    }
-    return std::make_tuple(drf >= 1.0, !starved, -q.spec.priority, drf,
-                           q.created_seq);
-  };
-  return key(qa, a_next) < key(qb, b_next);
+  return QueueOrderKey(queues_[pa[level].value()], a_next) <
+         QueueOrderKey(queues_[pb[level].value()], b_next);
 }
 
 void Scheduler::CompletePipelined(absl::Time now) {
@@ -181,16 +184,27 @@ void Scheduler::CompletePipelined(absl::Time now) {
 void Scheduler::PlaceGangMinimums(absl::Time now) {
   // Candidates per leaf, in the in-queue order: running gangs that lost pods
   // first (they are re-placed at the head of their queue), then priority,
-  // then age.
-  std::map<uint32_t, std::vector<Workload*>> by_leaf;
+  // then age. Each leaf also keeps the LeafBefore key of every queue on its
+  // path, until that queue's version changes or the leaf's next gang does:
+  // a pick changes the queues on one path, so most keys survive it.
+  struct CachedKey {
+    uint64_t version = 0;
+    const Workload* next = nullptr;  // null: not computed
+    OrderKey key;
+  };
+  struct Leaf {
+    std::vector<Workload*> list;       // popped from the back
+    std::vector<ResourceVector> need;  // gang minimum of each, same order
+    std::vector<CachedKey> keys;       // per level of the leaf's path
+  };
+  std::map<uint32_t, Leaf> grouped;
   ForEachActive([&](Workload& w) {
     bool lost = w.state == WorkloadState::kRunning && !w.AtMinimum();
     if (w.state != WorkloadState::kPending && !lost) return;
-    by_leaf[w.queue.value()].push_back(&w);
+    grouped[w.queue.value()].list.push_back(&w);
   });
-  absl::flat_hash_map<uint32_t, ResourceVector>
-      next;  // workload -> gang minimum
-  for (auto& [leaf, list] : by_leaf) {
+  for (auto& [leaf, entry] : grouped) {
+    std::vector<Workload*>& list = entry.list;
     std::sort(list.begin(), list.end(),
               [](const Workload* a, const Workload* b) {
                 bool a_lost = a->state == WorkloadState::kRunning;
@@ -200,22 +214,54 @@ void Scheduler::PlaceGangMinimums(absl::Time now) {
                   return a->priority > b->priority;
                 return a->submit_seq < b->submit_seq;
               });
-    std::reverse(list.begin(), list.end());  // pop from the back
+    std::reverse(list.begin(), list.end());
     for (Workload* w : list)
-      next[w->id.value()] = TotalOf(PlanGangMinimum(*w).request);
+      entry.need.push_back(TotalOf(PlanGangMinimum(*w).request));
+    entry.keys.resize(queue_paths_[leaf].size());
   }
-  while (!by_leaf.empty()) {
-    auto best = by_leaf.begin();
-    for (auto it = std::next(by_leaf.begin()); it != by_leaf.end(); ++it) {
-      if (LeafBefore(QueueId(it->first), next[it->second.back()->id.value()],
-                     QueueId(best->first),
-                     next[best->second.back()->id.value()])) {
-        best = it;
+  // By leaf id (the scan order); a leaf whose list ran out stays, empty.
+  std::vector<std::pair<uint32_t, Leaf>> by_leaf;
+  by_leaf.reserve(grouped.size());
+  for (auto& [leaf, entry] : grouped)
+    by_leaf.emplace_back(leaf, std::move(entry));
+  size_t left = by_leaf.size();
+  auto key_at = [&](uint32_t leaf, Leaf& entry,
+                    size_t level) -> const OrderKey& {
+    const Queue& q = queues_[queue_paths_[leaf][level].value()];
+    CachedKey& c = entry.keys[level];
+    if (c.next != entry.list.back() || c.version != q.version) {
+      c = {q.version, entry.list.back(), QueueOrderKey(q, entry.need.back())};
+    }
+    return c.key;
+  };
+  // LeafBefore with the cached keys.
+  auto before = [&](std::pair<uint32_t, Leaf>& a,
+                    std::pair<uint32_t, Leaf>& b) {
+    const std::vector<QueueId>& pa = queue_paths_[a.first];
+    const std::vector<QueueId>& pb = queue_paths_[b.first];
+    size_t level = 0;
+    while (level < pa.size() && level < pb.size() && pa[level] == pb[level])
+      ++level;
+    return key_at(a.first, a.second, level) < key_at(b.first, b.second, level);
+  };
+  while (left > 0) {
+    std::pair<uint32_t, Leaf>* best = nullptr;
+    for (auto& entry : by_leaf) {
+      if (entry.second.list.empty()) continue;
+      if (best == nullptr || before(entry, *best)) best = &entry;
+    }
+    Workload* w = best->second.list.back();
+    best->second.list.pop_back();
+    best->second.need.pop_back();
+    if (best->second.list.empty()) {
+      --left;
+      // Drop the finished leaves once they are most of the scan.
+      if (left * 2 < by_leaf.size()) {
+        std::erase_if(by_leaf, [](const auto& entry) {
+          return entry.second.list.empty();
+        });
       }
     }
-    Workload* w = best->second.back();
-    best->second.pop_back();
-    if (best->second.empty()) by_leaf.erase(best);
     TryGangMinimum(*w, now);
   }
 }

@@ -99,7 +99,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   if (w.state == WorkloadState::kReleased) {
     released_order_.push_back(id);
   } else {
-    active_.insert(id.value());
+    SetActive(w, true);
     ++queues_[w.queue.value()].workload_count;
   }
   for (const WorkloadRecord::Slot& slot : r.slots) {
@@ -172,10 +172,17 @@ absl::Status Scheduler::CheckConsistency() const {
   for (uint32_t i = 0; i < workloads_.size(); ++i) {
     bool active =
         workloads_[i] && workloads_[i]->state != WorkloadState::kReleased;
-    if (active != active_.contains(i)) {
+    if (active != active_.contains(i) ||
+        (workloads_[i] &&
+         active != queues_[workloads_[i]->queue.value()].active.contains(i))) {
       return absl::InternalError(
           absl::StrCat("workload slot ", i, ": active set is stale"));
     }
+  }
+  size_t in_queues = 0;
+  for (const Queue& q : queues_) in_queues += q.active.size();
+  if (in_queues != active_.size()) {
+    return absl::InternalError("per-queue active sets are stale");
   }
   if (!topology_.Matches(nodes_)) {
     return absl::InternalError("topology index is stale");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "core/ids.h"
 #include "core/resources.h"
 #include "core/spec.h"
@@ -20,6 +21,11 @@ struct Queue {
   std::vector<QueueId> children;
   bool live = false;
   uint64_t created_seq = 0;  // "older queue" tie-breaker
+  // Bumped whenever `allocated` or `fair_share` changes, so order keys
+  // computed from them can be cached (PlaceGangMinimums).
+  uint64_t version = 0;
+  // Ids of the workloads in this (leaf) queue that are not RELEASED.
+  absl::btree_set<uint32_t> active;
   // Per resource id; kUnlimited where the queue sets none. A resource the
   // queue does not list is not constrained by it.
   ResourceVector quota;

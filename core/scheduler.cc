@@ -416,7 +416,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
     existing = w.get();
     workloads_[id.value()] = std::move(w);
     workload_ids_.emplace(spec.id, id);
-    active_.insert(id.value());
+    SetActive(*existing, true);
     ++queues_[existing->queue.value()].workload_count;
   }
   Workload& w = *existing;
@@ -426,9 +426,12 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
   }
   // Moving queues (allowed with nothing bound, so no roll-up holds it).
   if (QueueId to = queue_ids_.at(spec.queue); to != w.queue) {
+    bool active = active_.contains(w.id.value());
+    SetActive(w, false);
     --queues_[w.queue.value()].workload_count;
     w.queue = to;
     ++queues_[to.value()].workload_count;
+    SetActive(w, active);
   }
 
   // Priority class changes move bound resources between the preemptible and
@@ -735,7 +738,7 @@ void Scheduler::Forget(Workload& w) {
   changes_.workloads.insert(w.spec.id);  // gone: the store deletes it
   workload_ids_.erase(w.spec.id);
   uint32_t id = w.id.value();
-  active_.erase(id);
+  SetActive(w, false);
   workloads_[id].reset();
   free_workload_ids_.push_back(id);
 }
@@ -746,6 +749,7 @@ void Scheduler::Forget(Workload& w) {
 void Scheduler::AddToQueuePath(QueueId leaf, const ResourceVector& amount,
                                bool non_preemptible) {
   for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent) {
+    ++queues_[q.value()].version;
     queues_[q.value()].allocated += amount;
     if (non_preemptible) queues_[q.value()].allocated_non_preemptible += amount;
   }
@@ -809,11 +813,7 @@ void Scheduler::SetState(Workload& w, WorkloadState state, absl::Time now) {
   if (state == WorkloadState::kRunning && w.state != WorkloadState::kRunning) {
     w.running_since = now;
   }
-  if (state == WorkloadState::kReleased) {
-    active_.erase(w.id.value());
-  } else {
-    active_.insert(w.id.value());
-  }
+  SetActive(w, state != WorkloadState::kReleased);
   w.state = state;
 }
 

@@ -329,6 +329,10 @@ class Scheduler {
   // in the fair-share order of SPEC §4.4, compared where their paths part.
   bool LeafBefore(QueueId a, const ResourceVector& a_next, QueueId b,
                   const ResourceVector& b_next) const;
+  // The sort key LeafBefore compares for one queue on the path of a leaf
+  // whose next request is `next`: smaller goes first.
+  using OrderKey = std::tuple<bool, bool, int32_t, double, uint64_t>;
+  OrderKey QueueOrderKey(const Queue& q, const ResourceVector& next) const;
   // Places one gang minimum, preempting or reclaiming if needed; sets the
   // pending reason otherwise.
   void TryGangMinimum(Workload& w, absl::Time now);
@@ -392,6 +396,17 @@ class Scheduler {
   // work and not the retained history (SetState, Submit, Forget and
   // RestoreWorkload keep it).
   absl::btree_set<uint32_t> active_;
+  // Keeps active_ and the workload's queue's set; `active` false removes.
+  void SetActive(const Workload& w, bool active) {
+    absl::btree_set<uint32_t>& of_queue = queues_[w.queue.value()].active;
+    if (active) {
+      active_.insert(w.id.value());
+      of_queue.insert(w.id.value());
+    } else {
+      active_.erase(w.id.value());
+      of_queue.erase(w.id.value());
+    }
+  }
   // The active workloads, by id; a copy of the ids, so `visit` may change
   // states (and so the set).
   template <typename Visit>

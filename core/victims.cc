@@ -75,55 +75,59 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
     uint64_t seq;
   };
   std::vector<Ranked> ranked;
-  // Per victim leaf, what reclaim could free there (the same for every
-  // workload of the leaf): most workloads are ruled out before their units
-  // are built.
-  absl::flat_hash_map<uint32_t, std::vector<uint8_t>> reclaimable;
-  auto could_reclaim = [&](const Workload& v) {
-    auto it = reclaimable.find(v.queue.value());
-    if (it == reclaimable.end()) {
-      it = reclaimable
-               .emplace(v.queue.value(),
-                        ReclaimableResources(preemptor, v.queue, need))
-               .first;
-    }
-    for (const GroupState& g : v.groups) {
-      for (size_t r = 0; r < it->second.size(); ++r) {
-        if (it->second[r] &&
-            g.pod.Get(ResourceId(static_cast<uint32_t>(r))) > 0)
-          return true;
+  // Victims come from the preemptor's own queue (preempt) and from the
+  // leaves where reclaim could free something the preemptor needs (the same
+  // for every workload of a leaf): the other leaves are not walked.
+  for (const Queue& q : queues_) {
+    if (!q.live || q.active.empty()) continue;
+    bool same_queue = q.id == preemptor.queue;
+    std::vector<uint8_t> reclaimable;
+    if (!same_queue) {
+      reclaimable = ReclaimableResources(preemptor, q.id, need);
+      if (std::find(reclaimable.begin(), reclaimable.end(), 1) ==
+          reclaimable.end()) {
+        continue;
       }
     }
-    return false;
-  };
-  ForEachActive([&](Workload& v) {
-    if (&v == &preemptor) return;
-    if (v.state != WorkloadState::kRunning || !v.preemptible) return;
-    bool same_queue = v.queue == preemptor.queue;
-    if (same_queue && v.priority >= preemptor.priority) return;
-    if (!same_queue && !could_reclaim(v)) return;
-    EvictionReason reason =
-        same_queue ? EvictionReason::kPreempt : EvictionReason::kReclaim;
-    double overshare = queues_[v.queue.value()].DominantShare();
-    for (auto& replica : ElasticReplicas(v)) {
-      ranked.push_back({{&v, std::move(replica), false, reason},
-                        overshare,
-                        v.priority,
-                        v.submit_seq});
+    auto frees_reclaimable = [&](const Workload& v) {
+      for (const GroupState& g : v.groups) {
+        for (size_t r = 0; r < reclaimable.size(); ++r) {
+          if (reclaimable[r] &&
+              g.pod.Get(ResourceId(static_cast<uint32_t>(r))) > 0)
+            return true;
+        }
+      }
+      return false;
+    };
+    for (uint32_t id : q.active) {
+      Workload& v = *workloads_[id];
+      if (&v == &preemptor) continue;
+      if (v.state != WorkloadState::kRunning || !v.preemptible) continue;
+      if (same_queue && v.priority >= preemptor.priority) continue;
+      if (!same_queue && !frees_reclaimable(v)) continue;
+      EvictionReason reason =
+          same_queue ? EvictionReason::kPreempt : EvictionReason::kReclaim;
+      double overshare = queues_[v.queue.value()].DominantShare();
+      for (auto& replica : ElasticReplicas(v)) {
+        ranked.push_back({{&v, std::move(replica), false, reason},
+                          overshare,
+                          v.priority,
+                          v.submit_seq});
+      }
+      // The whole gang only once it has run its minimum time.
+      if (now - v.running_since <
+          MinRuntime(v.queue, reason == EvictionReason::kReclaim)) {
+        continue;
+      }
+      auto slots = v.EvictableSlots();
+      if (!slots.empty()) {
+        ranked.push_back({{&v, std::move(slots), true, reason},
+                          overshare,
+                          v.priority,
+                          v.submit_seq});
+      }
     }
-    // The whole gang only once it has run its minimum time.
-    if (now - v.running_since <
-        MinRuntime(v.queue, reason == EvictionReason::kReclaim)) {
-      return;
-    }
-    auto slots = v.EvictableSlots();
-    if (!slots.empty()) {
-      ranked.push_back({{&v, std::move(slots), true, reason},
-                        overshare,
-                        v.priority,
-                        v.submit_seq});
-    }
-  });
+  }
   // Reverse scheduling order: elastic replicas before gangs, then most over
   // fair share, lowest priority, newest.
   std::stable_sort(ranked.begin(), ranked.end(),
