@@ -92,6 +92,89 @@ TEST(CoreLoopTest, ReadsOffTheCoreThreadSeeOnlyCommittedState) {
   core.Stop();
 }
 
+// Readers on other threads while the core keeps changing the state: every
+// read that runs off the core thread sees a whole, consistent state, never
+// one half-way through a batch.
+TEST(CoreLoopTest, OffThreadReadsSeeWholeBatches) {
+  EventLog events(100000);
+  CoreLoop core({}, std::make_unique<Scheduler>(), &events, nullptr);
+  std::promise<void> ready;
+  ASSERT_TRUE(core.Post(
+      [&](CoreLoop::Context& c) {
+        QueueSpec q;
+        q.name = "q";
+        ASSERT_TRUE(c.scheduler.UpsertQueue(q).ok());
+        std::vector<NodeSpec> nodes;
+        for (int i = 0; i < 8; ++i) {
+          NodeSpec n;
+          n.name = "n" + std::to_string(i);
+          n.allocatable = {{"cpu", 8000}, {"nvidia.com/gpu", 8000}};
+          n.labels = {{"zone", i % 2 ? "a" : "b"}};
+          nodes.push_back(n);
+        }
+        c.scheduler.UpsertNodes(nodes, c.now);
+        ready.set_value();
+      },
+      nullptr));
+  core.Start();
+  ready.get_future().wait();
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> reads_here{0};
+  std::atomic<int> inconsistent{0};
+  auto reader = [&] {
+    while (!stop.load()) {
+      bool here = core.TryRead([&](const Scheduler& s) {
+        if (!s.CheckConsistency().ok()) ++inconsistent;
+        WorkloadSpec probe;
+        probe.id = "probe";
+        probe.queue = "q";
+        GroupSpec g;
+        g.name = "w";
+        g.resources = {{"nvidia.com/gpu", 2000}};
+        g.min_count = g.desired_count = g.max_count = 2;
+        probe.groups = {g};
+        probe.placement.topology_key = "zone";
+        if (!s.DryRun(probe).ok()) ++inconsistent;
+        return true;
+      });
+      if (here) ++reads_here;
+    }
+  };
+  std::thread r1(reader), r2(reader);
+  // Writes: workloads come and go, so nodes, queues and indexes change.
+  for (int i = 0; i < 2000; ++i) {
+    std::string id = "w" + std::to_string(i);
+    std::promise<void> done;
+    ASSERT_TRUE(core.Post(
+        [&, id, i](CoreLoop::Context& c) {
+          WorkloadSpec w;
+          w.id = id;
+          w.queue = "q";
+          GroupSpec g;
+          g.name = "w";
+          g.resources = {{"cpu", 1000}, {"nvidia.com/gpu", 1000 * (1 + i % 3)}};
+          g.min_count = g.desired_count = g.max_count = 1 + i % 4;
+          w.groups = {g};
+          ASSERT_TRUE(c.scheduler.Submit(w, c.now).ok());
+          if (i >= 10) {
+            ASSERT_TRUE(
+                c.scheduler
+                    .Release("w" + std::to_string(i - 10), {}, false, c.now)
+                    .ok());
+          }
+        },
+        [&](CoreLoop::Context& c) { c.Defer([&] { done.set_value(); }); }));
+    done.get_future().wait();
+  }
+  stop = true;
+  r1.join();
+  r2.join();
+  core.Stop();
+  EXPECT_EQ(inconsistent.load(), 0);
+  EXPECT_GT(reads_here.load(), 0) << "no read ran off the core thread";
+}
+
 TEST(CoreLoopTest, ReadCanDeclineAndIsNotCountedAsDone) {
   EventLog events(1000);
   CoreLoop core({}, std::make_unique<Scheduler>(), &events, nullptr);
