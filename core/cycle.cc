@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/fair_share.h"
 #include "core/scheduler.h"
@@ -411,7 +412,9 @@ void Scheduler::GrowElastic(absl::Time now) {
     if (PlanElasticReplica(w).request.replicas.empty()) return;
     by_leaf[w.queue.value()].insert({-w.priority, 0, w.submit_seq, &w});
   });
-  absl::flat_hash_map<uint32_t, ResourceVector> next;
+  // Node-based: need_of hands out references, and LeafBefore takes two of
+  // them at once (a rehash of a flat map could free the first).
+  absl::node_hash_map<uint32_t, ResourceVector> next;
   auto need_of = [&](Workload* w) -> const ResourceVector& {
     auto it = next.find(w->id.value());
     if (it == next.end()) {

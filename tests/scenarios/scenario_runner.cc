@@ -559,7 +559,8 @@ class Runner {
       Fail(at, "an action is a map with exactly one key");
     }
     std::string kind = action.begin()->first.as<std::string>();
-    const YAML::Node& arg = action.begin()->second;
+    YAML::Node arg =
+        action.begin()->second;  // a copy: the iterator is a temporary
     std::string where = absl::StrCat(at, ".", kind);
     if (kind == "submit") {
       return s.Submit(ParseWorkload(arg, where), now);
