@@ -5,5 +5,6 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${GANGSCHED_BUILD_DIR:-$ROOT/build}"
 bash "$ROOT/scripts/install-deps.sh"
 bash "$ROOT/scripts/build.sh"
+bash "$ROOT/scripts/build-asan.sh"
 cd "$BUILD"
 ctest --output-on-failure -j 2 --timeout 600
