@@ -9,7 +9,7 @@ PACKAGES=(
   libabsl-dev prometheus-cpp-dev libyaml-cpp-dev libsqlite3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-yaml
-  curl nghttp2-client libcivetweb-dev
+  curl nghttp2-client libcivetweb-dev libjemalloc-dev
   chromium prometheus etcd-server golang-etcd-server-dev
 )
 
