@@ -193,6 +193,7 @@ void CoreLoop::Run() {
     if (store_ != nullptr && (!changes.empty() || !answers.empty())) {
       pending.rows = std::make_unique<StoreRows>(
           EncodeChanges(*scheduler_, changes, answers));
+      pending.rows->answers_kept_from = idempotency_.oldest_kept_seq();
     }
     if (store_ == nullptr) {
       Release(pending);

@@ -226,7 +226,6 @@ absl::Status EtcdStore::Write(const std::vector<const StoreRows*>& batches) {
   cmp->set_target(pb::Compare::VALUE);
   cmp->set_result(pb::Compare::EQUAL);
   cmp->set_value(options_.id);
-  uint64_t newest = 0;
   bool any_answer = false;
   for (const StoreRows* batch : batches) {
     for (const StoreRows::Row& row : batch->rows) {
@@ -252,7 +251,6 @@ absl::Status EtcdStore::Write(const std::vector<const StoreRows*>& batches) {
       auto* put = txn.add_success()->mutable_request_put();
       put->set_key(Key("requests", SeqKey(a.seq)));
       put->set_value(stored.SerializeAsString());
-      newest = std::max(newest, a.seq);
       any_answer = true;
     }
   }
@@ -264,11 +262,11 @@ absl::Status EtcdStore::Write(const std::vector<const StoreRows*>& batches) {
     put->set_key(Key("meta", key));
     put->set_value(absl::StrCat(value));
   }
-  if (any_answer && newest >= options_.request_rows) {
+  // The table keeps what the in-memory table keeps.
+  if (any_answer && last.answers_kept_from > 0) {
     auto* trim = txn.add_success()->mutable_request_delete_range();
     trim->set_key(Key("requests", ""));
-    trim->set_range_end(
-        Key("requests", SeqKey(newest - options_.request_rows + 1)));
+    trim->set_range_end(Key("requests", SeqKey(last.answers_kept_from)));
   }
   pb::TxnResponse response;
   grpc::Status s = kv_->Txn(Context(absl::Seconds(10)).get(), txn, &response);

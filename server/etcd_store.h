@@ -33,7 +33,6 @@ class EtcdStore final : public Store {
     std::string prefix = "/gangsched";
     absl::Duration lease_ttl = absl::Seconds(5);
     std::string id;  // this core, e.g. its listen address
-    size_t request_rows = 100000;
   };
   static absl::StatusOr<std::unique_ptr<EtcdStore>> Connect(
       const Options& options);

@@ -106,8 +106,7 @@ struct SqliteStore::Statements {
       del_queue, put_meta, put_request, trim_requests, begin, commit;
 };
 
-SqliteStore::SqliteStore(sqlite3* db, size_t request_rows)
-    : db_(db), request_rows_(request_rows) {}
+SqliteStore::SqliteStore(sqlite3* db) : db_(db) {}
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     const Options& options) {
@@ -127,7 +126,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     sqlite3_close(db);
     return s;
   }
-  std::unique_ptr<SqliteStore> store(new SqliteStore(db, options.request_rows));
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
   // One process owns the database: EXCLUSIVE locking plus an immediate
   // write takes the lock now, so a second gangsched fails at start.
   for (const char* pragma :
@@ -226,7 +225,6 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
     return rc == SQLITE_DONE;
   };
   if (!run(st.begin)) return fail("begin");
-  uint64_t newest = 0;
   bool any_answer = false;
   for (const StoreRows* batch : batches) {
     for (const StoreRows::Row& row : batch->rows) {
@@ -253,7 +251,6 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
       st.put_request.Text(4, a.message);
       st.put_request.Blob(5, a.response);
       if (!run(st.put_request)) return fail("write request");
-      newest = std::max(newest, a.seq);
       any_answer = true;
     }
   }
@@ -266,10 +263,8 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
     if (!run(st.put_meta)) return fail("write meta");
   }
   // The table keeps what the in-memory table keeps.
-  int64_t keep_from =
-      static_cast<int64_t>(newest) - static_cast<int64_t>(request_rows_) + 1;
-  if (any_answer && keep_from > 0) {
-    st.trim_requests.Int(1, keep_from);
+  if (any_answer && last.answers_kept_from > 0) {
+    st.trim_requests.Int(1, static_cast<int64_t>(last.answers_kept_from));
     if (!run(st.trim_requests)) return fail("trim requests");
   }
   if (!run(st.commit)) return fail("commit");

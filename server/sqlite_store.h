@@ -19,8 +19,6 @@ class SqliteStore final : public Store {
     std::string dir;
     // FULL survives power loss; NORMAL survives a killed process (WAL).
     bool full_sync = false;
-    // Request answers kept (as many as the in-memory request-id table).
-    size_t request_rows = 100000;
   };
   // Creates the directory and schema if needed; fails when another process
   // holds the database.
@@ -34,10 +32,9 @@ class SqliteStore final : public Store {
 
  private:
   struct Statements;  // prepared once, reused by every commit
-  SqliteStore(sqlite3* db, size_t request_rows);
+  explicit SqliteStore(sqlite3* db);
   absl::Status Exec(const char* sql);
   sqlite3* db_;
-  size_t request_rows_;
   std::unique_ptr<Statements> statements_;
 };
 

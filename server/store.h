@@ -38,6 +38,9 @@ struct StoreRows {
   std::vector<Answer> answers;
   int64_t revision = 0;
   uint64_t submit_seq = 0;
+  // Answers with a smaller sequence number are gone from the request-id
+  // table (IdempotencyCache::oldest_kept_seq); the store drops them too.
+  uint64_t answers_kept_from = 0;
 };
 
 class Store {

@@ -175,6 +175,46 @@ TEST(CoreLoopTest, OffThreadReadsSeeWholeBatches) {
   EXPECT_GT(reads_here.load(), 0) << "no read ran off the core thread";
 }
 
+// A store that records what each write asks it to keep.
+class RecordingStore : public Store {
+ public:
+  absl::StatusOr<Loaded> Load(Scheduler&, IdempotencyCache&) override {
+    return Loaded{};
+  }
+  absl::Status Write(const std::vector<const StoreRows*>& batches) override {
+    std::lock_guard lock(mu);
+    for (const StoreRows* b : batches)
+      kept_from.push_back(b->answers_kept_from);
+    return absl::OkStatus();
+  }
+  std::mutex mu;
+  std::vector<uint64_t> kept_from;
+};
+
+// The stores trim request answers to what the in-memory table still knows.
+TEST(CoreLoopTest, StoreKeepsTheAnswersTheRequestIdTableKeeps) {
+  EventLog events(1000);
+  RecordingStore store;
+  CoreLoop core({.idempotency_capacity = 3}, std::make_unique<Scheduler>(),
+                &events, &store);
+  core.Start();
+  for (int i = 0; i < 5; ++i) {
+    std::promise<void> done;
+    ASSERT_TRUE(core.Post(
+        [i](CoreLoop::Context& c) {
+          c.idempotency.FindOrInsert("Allocate/r" + std::to_string(i));
+        },
+        [&](CoreLoop::Context& c) { c.Defer([&] { done.set_value(); }); }));
+    done.get_future().wait();
+  }
+  core.Stop();
+  std::lock_guard lock(store.mu);
+  ASSERT_FALSE(store.kept_from.empty());
+  // Five answers (seq 0..4) in a table of three: 2, 3 and 4 are kept.
+  EXPECT_EQ(store.kept_from.back(), 2u);
+  EXPECT_EQ(core.idempotency().oldest_kept_seq(), 2u);
+}
+
 TEST(CoreLoopTest, ReadCanDeclineAndIsNotCountedAsDone) {
   EventLog events(1000);
   CoreLoop core({}, std::make_unique<Scheduler>(), &events, nullptr);
