@@ -13,9 +13,7 @@ Every test starts its own server on free loopback ports, so state is fresh.
 import argparse
 import os
 import queue
-import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,12 +26,15 @@ import grpc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))  # tests/: the shared fixture
+
+import server_process  # noqa: E402
+from server_process import SERVING, free_port, health_check, qty  # noqa: E402,F401
 
 SERVER_BINARY = os.environ.get(
     "GANGSCHED_BINARY", os.path.join(REPO, "build", "server", "gangsched"))
 PROTO_DIR = os.environ.get("GANGSCHED_PROTO_DIR", os.path.join(REPO, "proto"))
 
-STARTUP_DEADLINE_S = 10.0
 RPC_TIMEOUT_S = 5.0
 EVENT_DEADLINE_S = 10.0
 
@@ -79,121 +80,11 @@ def tearDownModule():
 # ---------------------------------------------------------------------------
 # Helpers
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-_SUFFIX = {"": 1, "m": 0.001, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-
-
-def qty(text):
-    """Kubernetes quantity string -> float (enough for test comparisons)."""
-    if text is None or text == "":
-        return 0.0
-    m = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", text)
-    if not m or m.group(2) not in _SUFFIX:
-        raise AssertionError("unparseable quantity %r" % text)
-    return float(m.group(1)) * _SUFFIX[m.group(2)]
-
-
-def health_check(channel, timeout=1.0, wait_for_ready=None):
-    """Raw grpc.health.v1.Health/Check for service ""; returns the reply bytes."""
-    call = channel.unary_unary("/grpc.health.v1.Health/Check")
-    return call(b"", timeout=timeout, wait_for_ready=wait_for_ready)
-
-
-SERVING = b"\x08\x01"
-
-
-class ServerProcess:
-    """The real binary on free loopback ports."""
+class ServerProcess(server_process.ServerProcess):
+    """The binary under test (SERVER_BINARY) on free loopback ports."""
 
     def __init__(self, extra_args=()):
-        self.port = free_port()
-        self.metrics_port = free_port()
-        while self.metrics_port == self.port:
-            self.metrics_port = free_port()
-        self.logdir = tempfile.mkdtemp(prefix="gangsched-e2e-server-")
-        self.stdout_path = os.path.join(self.logdir, "stdout")
-        self.stderr_path = os.path.join(self.logdir, "stderr")
-        self.args = [SERVER_BINARY,
-                     "--listen", "127.0.0.1:%d" % self.port,
-                     "--metrics-listen", "127.0.0.1:%d" % self.metrics_port,
-                     "--data-dir", os.path.join(self.logdir, "data"),
-                     ] + list(extra_args)
-        self.proc = None
-        self.channel = None
-
-    def output(self):
-        parts = []
-        for name, path in (("stdout", self.stdout_path), ("stderr", self.stderr_path)):
-            try:
-                with open(path, errors="replace") as f:
-                    parts.append("--- server %s ---\n%s" % (name, f.read()[-8000:]))
-            except OSError:
-                pass
-        return "\n".join(parts)
-
-    def start(self):
-        self._out = open(self.stdout_path, "wb")
-        self._err = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
-                                     stdout=self._out, stderr=self._err)
-        deadline = time.monotonic() + STARTUP_DEADLINE_S
-        last_error = None
-        # Wait for the port to accept TCP first: a gRPC channel that fails to
-        # connect backs off for seconds before it tries again.
-        while self.channel is None and time.monotonic() < deadline:
-            self._check_alive()
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                self.channel = grpc.insecure_channel("127.0.0.1:%d" % self.port)
-            except OSError as e:
-                last_error = "connect: %s" % e
-                time.sleep(0.02)  # polling interval, bounded by the deadline
-        while self.channel is not None and time.monotonic() < deadline:
-            self._check_alive()
-            try:
-                reply = health_check(self.channel, wait_for_ready=True,
-                                     timeout=max(0.05, min(1.0, deadline - time.monotonic())))
-                if reply == SERVING:
-                    return
-                last_error = "health reply %r" % reply
-            except grpc.RpcError as e:
-                last_error = "%s: %s" % (e.code(), e.details())
-            time.sleep(0.02)  # polling interval, bounded by the deadline
-        output = self.output()
-        self.stop()
-        raise AssertionError(
-            "server did not report SERVING within %.0f s (last: %s): %s\n%s"
-            % (STARTUP_DEADLINE_S, last_error, " ".join(self.args), output))
-
-    def _check_alive(self):
-        if self.proc.poll() is not None:
-            output = self.output()
-            code = self.proc.returncode
-            self.stop()
-            raise AssertionError("server exited with code %s during startup: %s\n%s"
-                                 % (code, " ".join(self.args), output))
-
-    def stop(self):
-        if self.channel is not None:
-            self.channel.close()
-            self.channel = None
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        for f in (getattr(self, "_out", None), getattr(self, "_err", None)):
-            if f:
-                f.close()
-        shutil.rmtree(self.logdir, ignore_errors=True)
+        super().__init__(SERVER_BINARY, extra_args)
 
 
 class EventWatcher:
@@ -347,10 +238,7 @@ class HealthAndMetricsTest(E2ETestCase):
         reply = self.admin.ListQueues(admin.ListQueuesRequest(), timeout=RPC_TIMEOUT_S)
         self.assertEqual([q.queue.name for q in reply.queues], ["default"])
 
-        url = "http://127.0.0.1:%d/metrics" % self.server.metrics_port
-        with urllib.request.urlopen(url, timeout=RPC_TIMEOUT_S) as resp:
-            self.assertEqual(resp.status, 200)
-            text = resp.read().decode("utf-8")
+        text = self.server.scrape()  # asserts HTTP 200
         self.assertIn("gangsched_grpc_requests_total", text)
         self.assertIn("gangsched_build_info", text)
         # The ListQueues call above is counted, with its status code.

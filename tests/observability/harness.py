@@ -9,7 +9,6 @@ tests/integration/test_e2e.py.
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,7 +17,10 @@ import urllib.request
 
 import grpc
 
-STARTUP_DEADLINE_S = 10.0
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import server_process  # noqa: E402
+from server_process import free_port, qty  # noqa: E402,F401
+
 RPC_TIMEOUT_S = 5.0
 WAIT_DEADLINE_S = 10.0
 
@@ -63,123 +65,11 @@ class Stubs:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-_SUFFIX = {"": 1, "m": 0.001, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-
-
-def qty(text):
-    """Kubernetes quantity string -> float (enough for test comparisons)."""
-    if text is None or text == "":
-        return 0.0
-    m = re.fullmatch(r"(-?[0-9.]+)([a-zA-Z]*)", text)
-    if not m or m.group(2) not in _SUFFIX:
-        raise AssertionError("unparseable quantity %r" % text)
-    return float(m.group(1)) * _SUFFIX[m.group(2)]
-
-
-class ServerProcess:
+class ServerProcess(server_process.ServerProcess):
     """The real binary on free loopback ports, with CONFIG loaded."""
 
     def __init__(self, binary, extra_args=()):
-        if not os.access(binary, os.X_OK):
-            raise RuntimeError("server binary %r is missing or not executable" % binary)
-        self.port = free_port()
-        self.metrics_port = free_port()
-        while self.metrics_port == self.port:
-            self.metrics_port = free_port()
-        self.logdir = tempfile.mkdtemp(prefix="gangsched-obs-server-")
-        self.config_path = os.path.join(self.logdir, "config.yaml")
-        with open(self.config_path, "w") as f:
-            f.write(CONFIG)
-        self.stdout_path = os.path.join(self.logdir, "stdout")
-        self.stderr_path = os.path.join(self.logdir, "stderr")
-        self.args = [binary,
-                     "--listen", "127.0.0.1:%d" % self.port,
-                     "--metrics-listen", "127.0.0.1:%d" % self.metrics_port,
-                     "--config", self.config_path,
-                     "--data-dir", os.path.join(self.logdir, "data")] + list(extra_args)
-        self.proc = None
-        self.channel = None
-
-    def output(self):
-        parts = []
-        for name, path in (("stdout", self.stdout_path), ("stderr", self.stderr_path)):
-            try:
-                with open(path, errors="replace") as f:
-                    parts.append("--- server %s ---\n%s" % (name, f.read()[-8000:]))
-            except OSError:
-                pass
-        return "\n".join(parts)
-
-    def start(self):
-        self._out = open(self.stdout_path, "wb")
-        self._err = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
-                                     stdout=self._out, stderr=self._err)
-        deadline = time.monotonic() + STARTUP_DEADLINE_S
-        last_error = None
-        while self.channel is None and time.monotonic() < deadline:
-            self._check_alive()
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                self.channel = grpc.insecure_channel("127.0.0.1:%d" % self.port)
-            except OSError as e:
-                last_error = "connect: %s" % e
-                time.sleep(0.02)  # polling interval, bounded by the deadline
-        check = None if self.channel is None else \
-            self.channel.unary_unary("/grpc.health.v1.Health/Check")
-        while check is not None and time.monotonic() < deadline:
-            self._check_alive()
-            try:
-                reply = check(b"", wait_for_ready=True,
-                              timeout=max(0.05, min(1.0, deadline - time.monotonic())))
-                if reply == b"\x08\x01":  # SERVING
-                    return
-                last_error = "health reply %r" % reply
-            except grpc.RpcError as e:
-                last_error = "%s: %s" % (e.code(), e.details())
-            time.sleep(0.02)  # polling interval, bounded by the deadline
-        output = self.output()
-        self.stop()
-        raise AssertionError("server did not report SERVING within %.0f s (last: %s): %s\n%s"
-                             % (STARTUP_DEADLINE_S, last_error, " ".join(self.args), output))
-
-    def _check_alive(self):
-        if self.proc.poll() is not None:
-            output = self.output()
-            code = self.proc.returncode
-            self.stop()
-            raise AssertionError("server exited with code %s during startup: %s\n%s"
-                                 % (code, " ".join(self.args), output))
-
-    def scrape(self):
-        url = "http://127.0.0.1:%d/metrics" % self.metrics_port
-        with urllib.request.urlopen(url, timeout=RPC_TIMEOUT_S) as resp:
-            if resp.status != 200:
-                raise AssertionError("GET %s: HTTP %d" % (url, resp.status))
-            return resp.read().decode("utf-8")
-
-    def stop(self):
-        if self.channel is not None:
-            self.channel.close()
-            self.channel = None
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        for f in (getattr(self, "_out", None), getattr(self, "_err", None)):
-            if f:
-                f.close()
-        shutil.rmtree(self.logdir, ignore_errors=True)
+        super().__init__(binary, extra_args, config=CONFIG)
 
 
 class Scenario:
