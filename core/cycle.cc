@@ -132,16 +132,22 @@ Scheduler::OrderKey Scheduler::QueueOrderKey(const Queue& q,
   return {drf >= 1.0, !starved, -q.spec.priority, drf, q.created_seq};
 }
 
-bool Scheduler::LeafBefore(QueueId a, const ResourceVector& a_next, QueueId b,
-                           const ResourceVector& b_next) const {
-  if (a == b) return false;
+size_t Scheduler::PartingLevel(QueueId a, QueueId b) const {
   const std::vector<QueueId>& pa = queue_paths_[a.value()];
   const std::vector<QueueId>& pb = queue_paths_[b.value()];
   size_t level = 0;
   while (level < pa.size() && level < pb.size() && pa[level] == pb[level])
     ++level;
-  return QueueOrderKey(queues_[pa[level].value()], a_next) <
-         QueueOrderKey(queues_[pb[level].value()], b_next);
+  return level;
+}
+
+bool Scheduler::LeafBefore(QueueId a, const ResourceVector& a_next, QueueId b,
+                           const ResourceVector& b_next) const {
+  if (a == b) return false;
+  size_t level = PartingLevel(a, b);
+  return QueueOrderKey(queues_[queue_paths_[a.value()][level].value()],
+                       a_next) <
+         QueueOrderKey(queues_[queue_paths_[b.value()][level].value()], b_next);
 }
 
 void Scheduler::CompletePipelined(absl::Time now) {
@@ -238,11 +244,7 @@ void Scheduler::PlaceGangMinimums(absl::Time now) {
   // LeafBefore with the cached keys.
   auto before = [&](std::pair<uint32_t, Leaf>& a,
                     std::pair<uint32_t, Leaf>& b) {
-    const std::vector<QueueId>& pa = queue_paths_[a.first];
-    const std::vector<QueueId>& pb = queue_paths_[b.first];
-    size_t level = 0;
-    while (level < pa.size() && level < pb.size() && pa[level] == pb[level])
-      ++level;
+    size_t level = PartingLevel(QueueId(a.first), QueueId(b.first));
     return key_at(a.first, a.second, level) < key_at(b.first, b.second, level);
   };
   while (left > 0) {

@@ -332,6 +332,8 @@ class Scheduler {
   // The sort key LeafBefore compares for one queue on the path of a leaf
   // whose next request is `next`: smaller goes first.
   using OrderKey = std::tuple<bool, bool, int32_t, double, uint64_t>;
+  // Where two distinct leaves' paths from the root part (queue_paths_).
+  size_t PartingLevel(QueueId a, QueueId b) const;
   OrderKey QueueOrderKey(const Queue& q, const ResourceVector& next) const;
   // Places one gang minimum, preempting or reclaiming if needed; sets the
   // pending reason otherwise.

@@ -32,16 +32,6 @@ std::string FlagsUsage() {
                            normal (default, WAL): a killed process loses no
                            acknowledged decision; full also survives power
                            loss, at the cost of an fsync per commit
-  --store=sqlite|etcd      where the state lives (default sqlite in --data-dir)
-  --etcd-endpoints=H:P[,H:P...]
-                           --store=etcd: the etcd cluster (v3 gRPC API)
-  --etcd-prefix=PREFIX     --store=etcd: key prefix (default /gangsched)
-  --etcd-lease-seconds=S   --store=etcd: leader lease TTL (default 5); a
-                           standby takes over about this long after the
-                           leader dies
-  --sqlite-sync=full|normal
-                           full (default) survives power loss; normal survives
-                           a killed process and commits faster
   --role=ROLE              all (default: frontend and core in one process),
                            core (the stateful scheduler; frontends forward to
                            its gRPC address) or frontend (stateless edge)

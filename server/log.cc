@@ -92,17 +92,8 @@ LogLine& LogLine::Add(absl::string_view key, absl::string_view value) {
   return *this;
 }
 
-LogLine& LogLine::Add(absl::string_view key, int64_t value) {
-  if (!enabled_) return *this;
-  if (g_format == LogFormat::kJson) {
-    absl::StrAppend(&fields_, ",", JsonQuote(key), ":", value);
-  } else {
-    absl::StrAppend(&fields_, " ", key, "=", value);
-  }
-  return *this;
-}
-
-LogLine& LogLine::Add(absl::string_view key, double value) {
+LogLine& LogLine::AddNumber(absl::string_view key,
+                            const absl::AlphaNum& value) {
   if (!enabled_) return *this;
   if (g_format == LogFormat::kJson) {
     absl::StrAppend(&fields_, ",", JsonQuote(key), ":", value);

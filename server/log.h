@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "spdlog/spdlog.h"
 
@@ -37,10 +38,16 @@ class LogLine {
   LogLine& Add(absl::string_view key, const char* value) {
     return Add(key, absl::string_view(value));
   }
-  LogLine& Add(absl::string_view key, int64_t value);
-  LogLine& Add(absl::string_view key, double value);
+  LogLine& Add(absl::string_view key, int64_t value) {
+    return AddNumber(key, value);
+  }
+  LogLine& Add(absl::string_view key, double value) {
+    return AddNumber(key, value);
+  }
 
  private:
+  // A number is written bare in both formats.
+  LogLine& AddNumber(absl::string_view key, const absl::AlphaNum& value);
   spdlog::level::level_enum level_;
   bool enabled_;
   std::string fields_;
