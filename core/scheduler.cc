@@ -818,6 +818,9 @@ void Scheduler::SetState(Workload& w, WorkloadState state, absl::Time now) {
 }
 
 void Scheduler::SetPending(Workload& w, PendingReason reason, absl::Time now) {
+  // Every cycle re-derives the reason of every gang still waiting; only a
+  // different one is a change to store.
+  if (reason == w.pending) return;
   changes_.workloads.insert(w.spec.id);
   bool changed = reason.code != w.pending.code;
   w.pending = std::move(reason);

@@ -79,6 +79,26 @@ TEST_F(SchedulerTest, GangThatDoesNotFitBooksNothing) {
   EXPECT_EQ(used, 8000);  // only ray/a's two 4-GPU workers
 }
 
+// Every cycle re-derives why a gang waits; the store must hear of a waiting
+// gang only when that reason changes, or each cycle would rewrite every
+// pending workload.
+TEST_F(SchedulerTest, AWaitingGangIsAChangeOnlyWhenItsReasonChanges) {
+  Nodes(1, 8);
+  Allocate(Workload("ray/a", {Group("worker", 8, 1, 1)}));
+  Allocate(Workload("ray/b", {Group("worker", 8, 1, 1)}));
+  ASSERT_EQ(s_.FindWorkload("ray/b")->pending.code, PendingCode::kCapacity);
+  s_.TakeChanges();
+  Cycle();
+  Cycle();
+  EXPECT_TRUE(s_.TakeChanges().empty());
+  // A second node: ray/b is bound, which is a change.
+  s_.UpsertNodes({GpuNode("n1", 8)}, Now());
+  s_.TakeChanges();
+  Cycle();
+  EXPECT_EQ(s_.FindWorkload("ray/b")->state, WorkloadState::kRunning);
+  EXPECT_EQ(s_.TakeChanges().workloads, absl::btree_set<std::string>{"ray/b"});
+}
+
 TEST_F(SchedulerTest, ReleaseFreesRoomAndThePendingGangIsBoundWithAnEvent) {
   Nodes(4, 8);
   Allocate(
