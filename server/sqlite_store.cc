@@ -15,7 +15,11 @@ constexpr const char* kSchema = R"(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS queues(name TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS nodes(name TEXT PRIMARY KEY, data BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS workloads(id TEXT PRIMARY KEY, data BLOB NOT NULL);
+-- Workloads keyed by submit sequence: a batch's new workloads append to the
+-- last page and the recent ones it changes sit near it, where keying by id
+-- dirtied one page per workload (the id -> seq map is kept in memory).
+CREATE TABLE IF NOT EXISTS workloads(seq INTEGER PRIMARY KEY, id TEXT NOT NULL,
+                                     data BLOB NOT NULL);
 -- Request-id answers in arrival order: keyed by sequence number, a batch's
 -- answers append to the last page instead of dirtying one page per random
 -- key (the keys are looked up in memory, never here).
@@ -32,6 +36,11 @@ INSERT OR REPLACE INTO answers(seq, key, code, message, response)
 DROP TABLE requests;
 COMMIT;
 )";
+
+// Databases written before workloads were keyed by submit sequence: the
+// old table is renamed, and Open copies it over with each row's sequence.
+constexpr const char* kRenameWorkloadsById =
+    "ALTER TABLE workloads RENAME TO workloads_by_id";
 
 // A prepared statement, finalized on scope exit.
 class Statement {
@@ -78,9 +87,10 @@ absl::Status Error(sqlite3* db, absl::string_view what) {
 
 struct SqliteStore::Statements {
   explicit Statements(sqlite3* db)
-      : put_workload(db,
-                     "INSERT OR REPLACE INTO workloads(id, data) VALUES(?, ?)"),
-        del_workload(db, "DELETE FROM workloads WHERE id = ?"),
+      : put_workload(
+            db,
+            "INSERT OR REPLACE INTO workloads(seq, id, data) VALUES(?, ?, ?)"),
+        del_workload(db, "DELETE FROM workloads WHERE seq = ?"),
         put_node(db, "INSERT OR REPLACE INTO nodes(name, data) VALUES(?, ?)"),
         del_node(db, "DELETE FROM nodes WHERE name = ?"),
         put_queue(db, "INSERT OR REPLACE INTO queues(name, data) VALUES(?, ?)"),
@@ -151,7 +161,22 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
         "--data-dir ", options.dir, " is in use by another gangsched (",
         sqlite3_errmsg(db), ")"));
   }
+  bool workloads_by_id = false;
+  {
+    Statement old(db,
+                  "SELECT 1 FROM sqlite_master WHERE name = 'workloads' AND "
+                  "NOT EXISTS (SELECT 1 FROM pragma_table_info('workloads') "
+                  "WHERE name = 'seq')");
+    workloads_by_id = old.Step() == SQLITE_ROW;
+  }
+  if (workloads_by_id) {
+    if (absl::Status s = store->Exec("BEGIN"); !s.ok()) return s;
+    if (absl::Status s = store->Exec(kRenameWorkloadsById); !s.ok()) return s;
+  }
   if (absl::Status s = store->Exec(kSchema); !s.ok()) return s;
+  if (workloads_by_id) {
+    if (absl::Status s = store->MigrateWorkloadsById(); !s.ok()) return s;
+  }
   bool old_table = false;
   {
     Statement old(db, "SELECT 1 FROM sqlite_master WHERE name = 'requests'");
@@ -162,6 +187,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   }
   store->statements_ = std::make_unique<Statements>(db);
   if (!store->statements_->ok()) return Error(db, "prepare");
+  if (absl::Status s = store->LoadWorkloadSeqs(); !s.ok()) return s;
   return store;
 }
 
@@ -178,6 +204,31 @@ absl::Status SqliteStore::Exec(const char* sql) {
     sqlite3_free(err);
     return s;
   }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::MigrateWorkloadsById() {
+  Statement read(db_, "SELECT id, data FROM workloads_by_id");
+  Statement write(db_, "INSERT INTO workloads(seq, id, data) VALUES(?, ?, ?)");
+  if (!read.ok() || !write.ok()) return Error(db_, "migrate workloads");
+  while (read.Step() == SQLITE_ROW) {
+    std::string data = read.ColumnBytes(1);
+    absl::StatusOr<WorkloadRecord> record = DecodeWorkload(data);
+    if (!record.ok()) return record.status();
+    write.Int(1, static_cast<int64_t>(record->submit_seq));
+    write.Text(2, read.ColumnBytes(0));
+    write.Blob(3, data);
+    if (write.Step() != SQLITE_DONE) return Error(db_, "migrate workloads");
+    write.Reset();
+  }
+  return Exec("DROP TABLE workloads_by_id; COMMIT;");
+}
+
+absl::Status SqliteStore::LoadWorkloadSeqs() {
+  seq_of_.clear();
+  Statement q(db_, "SELECT id, seq FROM workloads");
+  if (!q.ok()) return Error(db_, "read workloads");
+  while (q.Step() == SQLITE_ROW) seq_of_[q.ColumnBytes(0)] = q.ColumnInt(1);
   return absl::OkStatus();
 }
 
@@ -212,11 +263,38 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
   return RestoreState(state, scheduler, requests);
 }
 
+bool SqliteStore::WriteWorkload(const StoreRows::Row& row) {
+  Statements& st = *statements_;
+  auto run = [](Statement& statement) {
+    int rc = statement.Step();
+    statement.Reset();
+    return rc == SQLITE_DONE;
+  };
+  // A released id submitted again is a new workload with a new sequence:
+  // its old row goes.
+  auto it = seq_of_.find(row.key);
+  if (it != seq_of_.end() &&
+      (!row.value || it->second != static_cast<int64_t>(row.seq))) {
+    st.del_workload.Int(1, it->second);
+    if (!run(st.del_workload)) return false;
+    seq_of_.erase(it);
+  }
+  if (!row.value) return true;
+  st.put_workload.Int(1, static_cast<int64_t>(row.seq));
+  st.put_workload.Text(2, row.key);
+  st.put_workload.Blob(3, *row.value);
+  if (!run(st.put_workload)) return false;
+  seq_of_[row.key] = static_cast<int64_t>(row.seq);
+  return true;
+}
+
 absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
   Statements& st = *statements_;
   auto fail = [&](absl::string_view what) {
     absl::Status s = Error(db_, what);
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    // The id -> seq map ran ahead of the rolled-back rows.
+    LoadWorkloadSeqs().IgnoreError();
     return s;
   };
   auto run = [](Statement& statement) {
@@ -228,11 +306,14 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
   bool any_answer = false;
   for (const StoreRows* batch : batches) {
     for (const StoreRows::Row& row : batch->rows) {
+      if (row.table == StoreRows::Table::kWorkload) {
+        if (!WriteWorkload(row)) return fail("write workload");
+        continue;
+      }
       Statement* put = nullptr;
       switch (row.table) {
         case StoreRows::Table::kWorkload:
-          put = row.value ? &st.put_workload : &st.del_workload;
-          break;
+          break;  // above
         case StoreRows::Table::kNode:
           put = row.value ? &st.put_node : &st.del_node;
           break;

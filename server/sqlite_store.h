@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "server/store.h"
 
@@ -34,8 +35,14 @@ class SqliteStore final : public Store {
   struct Statements;  // prepared once, reused by every commit
   explicit SqliteStore(sqlite3* db);
   absl::Status Exec(const char* sql);
+  absl::Status MigrateWorkloadsById();
+  absl::Status LoadWorkloadSeqs();
+  // Puts or deletes one workload row (keyed by submit sequence).
+  bool WriteWorkload(const StoreRows::Row& row);
   sqlite3* db_;
   std::unique_ptr<Statements> statements_;
+  // Which row holds each stored workload id.
+  absl::flat_hash_map<std::string, int64_t> seq_of_;
 };
 
 }  // namespace gangsched::server

@@ -26,6 +26,9 @@ struct StoreRows {
     Table table;
     std::string key;
     std::optional<std::string> value;  // nullopt: delete the row
+    // Workloads: the submit sequence (set with a value). A store may key
+    // rows by it so that a batch's new and recent workloads share pages.
+    uint64_t seq = 0;
   };
   struct Answer {
     std::string key;

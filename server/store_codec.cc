@@ -127,7 +127,8 @@ StoreRows EncodeChanges(const Scheduler& scheduler, const ChangeSet& changes,
     out.rows.push_back(
         {Table::kWorkload, id,
          w ? std::optional<std::string>(EncodeWorkload(scheduler.RecordOf(*w)))
-           : std::nullopt});
+           : std::nullopt,
+         w ? w->submit_seq : 0});
   }
   for (const std::string& name : changes.nodes) {
     const Node* n = scheduler.FindNode(name);

@@ -1,0 +1,213 @@
+// SqliteStore: workload rows keyed by submit sequence round-trip through a
+// restart, a released id submitted again replaces its old row, forgotten
+// workloads leave the table, and a data dir keyed by id is migrated.
+#include "server/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <map>
+
+#include "gtest/gtest.h"
+#include "server/core_loop.h"
+#include "server/store_codec.h"
+#include "tests/core/test_util.h"
+
+namespace gangsched::server {
+namespace {
+
+using gangsched::testing::GpuNode;
+using gangsched::testing::Group;
+using gangsched::testing::Queue;
+using gangsched::testing::Workload;
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  SqliteStoreTest()
+      : dir_(
+            std::filesystem::temp_directory_path() /
+            ("gangsched-store-test-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+    std::filesystem::remove_all(dir_);
+  }
+  ~SqliteStoreTest() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<SqliteStore> Open() {
+    auto store = SqliteStore::Open({dir_.string()});
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+
+  // Writes what `s` changed since the last call.
+  static void Commit(Scheduler& s, Store& store) {
+    StoreRows rows = EncodeChanges(s, s.TakeChanges(), {});
+    ASSERT_TRUE(store.Write({&rows}).ok());
+  }
+
+  // id -> submit sequence of every stored workload row, read with SQLite
+  // while `store` (which locks the database) is closed and opened again.
+  std::map<std::string, int64_t> Rows(std::unique_ptr<SqliteStore>& store) {
+    store.reset();
+    std::map<std::string, int64_t> out = Rows();
+    store = Open();
+    return out;
+  }
+  std::map<std::string, int64_t> Rows() {
+    std::map<std::string, int64_t> out;
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* q = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT id, seq FROM workloads", -1, &q,
+                                 nullptr),
+              SQLITE_OK);
+    while (sqlite3_step(q) == SQLITE_ROW) {
+      std::string id(reinterpret_cast<const char*>(sqlite3_column_text(q, 0)));
+      EXPECT_TRUE(out.emplace(id, sqlite3_column_int64(q, 1)).second)
+          << "two rows for " << id;
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return out;
+  }
+
+  std::filesystem::path dir_;
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+};
+
+TEST_F(SqliteStoreTest, ResubmittedAndForgottenWorkloadsKeepOneRowPerId) {
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    Scheduler s(SchedulerOptions{.released_retention = 1});
+    ASSERT_TRUE(s.UpsertQueue(Queue("default")).ok());
+    s.UpsertNodes({GpuNode("n0", 8)}, now_);
+    ASSERT_TRUE(s.Submit(Workload("a", {Group("w", 2, 1, 1)}), now_).ok());
+    ASSERT_TRUE(s.Submit(Workload("b", {Group("w", 2, 1, 1)}), now_).ok());
+    s.RunCycle(now_);
+    Commit(s, *store);
+    std::map<std::string, int64_t> rows = Rows(store);
+    ASSERT_EQ(rows.size(), 2u);
+    int64_t first_a = rows["a"];
+
+    // Released, then submitted again under the same id: a new workload with
+    // a new sequence, and the old row is gone in the same transaction.
+    ASSERT_TRUE(s.Release("a", {}, false, now_).ok());
+    s.RunCycle(now_);
+    ASSERT_TRUE(s.Submit(Workload("a", {Group("w", 4, 1, 1)}), now_).ok());
+    s.RunCycle(now_);
+    Commit(s, *store);
+    rows = Rows(store);
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_GT(rows["a"], first_a);
+
+    // With a retention of one, releasing both forgets the older one.
+    ASSERT_TRUE(s.Release("b", {}, false, now_).ok());
+    ASSERT_TRUE(s.Release("a", {}, false, now_).ok());
+    s.RunCycle(now_);
+    ASSERT_EQ(s.FindWorkload("b"), nullptr);
+    Commit(s, *store);
+    rows = Rows(store);
+    EXPECT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows.count("a"), 1u);
+
+    // Forgotten and written again in one transaction of two batches.
+    ASSERT_TRUE(s.Submit(Workload("b", {Group("w", 1, 1, 1)}), now_).ok());
+    s.RunCycle(now_);
+    StoreRows first = EncodeChanges(s, s.TakeChanges(), {});
+    ASSERT_TRUE(s.Release("b", {}, false, now_).ok());
+    ASSERT_TRUE(s.Submit(Workload("b", {Group("w", 2, 1, 1)}), now_).ok());
+    s.RunCycle(now_);
+    StoreRows second = EncodeChanges(s, s.TakeChanges(), {});
+    ASSERT_TRUE(store->Write({&first, &second}).ok());
+    rows = Rows(store);
+    // "a" is forgotten when the first "b" is released (retention one).
+    EXPECT_EQ(
+        rows,
+        (std::map<std::string, int64_t>{
+            {"b", static_cast<int64_t>(s.FindWorkload("b")->submit_seq)}}));
+  }
+  // A restart sees the same workloads, and goes on writing the same rows.
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  Scheduler s(SchedulerOptions{.released_retention = 1});
+  IdempotencyCache requests(10);
+  auto loaded = store->Load(s, requests);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->workloads, 1u);
+  const gangsched::Workload* b = s.FindWorkload("b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->state, WorkloadState::kRunning);
+  EXPECT_EQ(b->spec.groups[0].resources,
+            Group("w", 2, 1, 1).resources);  // the second spec of "b"
+  ASSERT_TRUE(s.Submit(Workload("c", {Group("w", 1, 1, 1)}), now_).ok());
+  ASSERT_TRUE(s.Release("b", {}, false, now_).ok());
+  s.RunCycle(now_);
+  Commit(s, *store);
+  std::map<std::string, int64_t> rows = Rows(store);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_GT(rows["c"], rows["b"]);  // sequences go on after the restart
+}
+
+TEST_F(SqliteStoreTest, WorkloadsKeyedByIdAreMigrated) {
+  // A data dir from before the sequence key: workloads(id PRIMARY KEY, data).
+  Scheduler before;
+  ASSERT_TRUE(before.UpsertQueue(Queue("default")).ok());
+  ASSERT_TRUE(before.Submit(Workload("x", {Group("w", 1, 1, 1)}), now_).ok());
+  ASSERT_TRUE(before.Submit(Workload("y", {Group("w", 1, 1, 1)}), now_).ok());
+  {
+    auto store = Open();  // today's schema, then rewound to the old one
+    ASSERT_NE(store, nullptr);
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TABLE workloads; CREATE TABLE workloads(id TEXT "
+                         "PRIMARY KEY, data BLOB NOT NULL);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  StoreRows rows = EncodeChanges(before, before.TakeChanges(), {});
+  for (const StoreRows::Row& row : rows.rows) {
+    if (row.table != StoreRows::Table::kWorkload) continue;
+    sqlite3_stmt* put = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO workloads VALUES(?, ?)", -1,
+                                 &put, nullptr),
+              SQLITE_OK);
+    sqlite3_bind_text(put, 1, row.key.data(), row.key.size(), SQLITE_STATIC);
+    sqlite3_bind_blob(put, 2, row.value->data(), row.value->size(),
+                      SQLITE_STATIC);
+    ASSERT_EQ(sqlite3_step(put), SQLITE_DONE);
+    sqlite3_finalize(put);
+  }
+  for (const StoreRows::Row& row : rows.rows) {
+    if (row.table != StoreRows::Table::kQueue) continue;
+    sqlite3_stmt* put = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO queues VALUES(?, ?)", -1,
+                                 &put, nullptr),
+              SQLITE_OK);
+    sqlite3_bind_text(put, 1, row.key.data(), row.key.size(), SQLITE_STATIC);
+    sqlite3_bind_blob(put, 2, row.value->data(), row.value->size(),
+                      SQLITE_STATIC);
+    ASSERT_EQ(sqlite3_step(put), SQLITE_DONE);
+    sqlite3_finalize(put);
+  }
+  sqlite3_close(db);
+
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(
+      Rows(store),
+      (std::map<std::string, int64_t>{
+          {"x", static_cast<int64_t>(before.FindWorkload("x")->submit_seq)},
+          {"y", static_cast<int64_t>(before.FindWorkload("y")->submit_seq)}}));
+  Scheduler after;
+  IdempotencyCache requests(10);
+  auto loaded = store->Load(after, requests);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->workloads, 2u);
+  ASSERT_NE(after.FindWorkload("y"), nullptr);
+  EXPECT_EQ(after.FindWorkload("y")->submit_seq,
+            before.FindWorkload("y")->submit_seq);
+}
+
+}  // namespace
+}  // namespace gangsched::server
