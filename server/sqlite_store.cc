@@ -55,16 +55,15 @@ class Statement {
     sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()),
                       SQLITE_TRANSIENT);
   }
+  // Not copied: `s` must outlive the next Step.
   void Blob(int i, const std::string& s) {
     sqlite3_bind_blob(stmt_, i, s.data(), static_cast<int>(s.size()),
-                      SQLITE_TRANSIENT);
+                      SQLITE_STATIC);
   }
   void Int(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
   int Step() { return sqlite3_step(stmt_); }
-  void Reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
+  // Bindings stay until bound again: every statement here binds them all.
+  void Reset() { sqlite3_reset(stmt_); }
   std::string ColumnBytes(int i) {
     const void* data = sqlite3_column_blob(stmt_, i);
     int n = sqlite3_column_bytes(stmt_, i);
