@@ -1125,8 +1125,7 @@ void Scheduler::InternResources(const WorkloadSpec& spec) {
   for (const GroupSpec& gs : spec.groups) resources_.FromNamed(gs.resources);
 }
 
-absl::StatusOr<AllocateAnswer> Scheduler::DryRun(
-    const WorkloadSpec& spec) const {
+absl::StatusOr<AllocateAnswer> Scheduler::DryRun(WorkloadSpec spec) const {
   if (!KnowsResources(spec)) {
     return absl::FailedPreconditionError(
         "workload: a resource name is not interned yet (InternResources)");
@@ -1138,13 +1137,13 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(
   }
   // Model the new workload without registering it.
   Workload w;
-  w.spec = spec;
-  w.queue = queue_ids_.at(spec.queue);
-  const PriorityClass* cls = FindClass(spec.priority_class);
+  w.spec = std::move(spec);
+  w.queue = queue_ids_.at(w.spec.queue);
+  const PriorityClass* cls = FindClass(w.spec.priority_class);
   w.priority = cls->value;
   w.preemptible = cls->preemptible;
-  for (uint32_t g = 0; g < spec.groups.size(); ++g) {
-    const GroupSpec& gs = spec.groups[g];
+  for (uint32_t g = 0; g < w.spec.groups.size(); ++g) {
+    const GroupSpec& gs = w.spec.groups[g];
     w.groups.push_back(NewGroupState(
         gs, std::vector<uint8_t>(
                 ReplicasOf(gs.desired_count, gs.pods_per_replica), 1)));
@@ -1152,9 +1151,10 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(
   w.ResetGroupOrder();
 
   AllocateAnswer answer;
-  answer.workload_id = spec.id;
+  answer.workload_id = w.spec.id;
   answer.revision = revision_;
-  for (const auto& gs : spec.groups) answer.scale_hints.push_back({gs.name, 0});
+  for (const auto& gs : w.spec.groups)
+    answer.scale_hints.push_back({gs.name, 0});
   PlannedRequest plan = PlanGangMinimum(w);
   ResourceVector total = TotalOf(plan.request);
   PendingReason reason = CheckQueues(w, total);
@@ -1175,7 +1175,7 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const auto& [g, slots] = plan.slots[i];
     for (size_t p = 0; p < slots.size(); ++p) {
-      answer.bindings.push_back({spec.groups[g].name, slots[p],
+      answer.bindings.push_back({w.spec.groups[g].name, slots[p],
                                  nodes_[placement.nodes[i][p].value()].name});
     }
   }

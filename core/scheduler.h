@@ -200,7 +200,7 @@ class Scheduler {
 
   // What Allocate would answer for `spec` now; commits nothing. Every
   // resource name of `spec` must be known (InternResources).
-  absl::StatusOr<AllocateAnswer> DryRun(const WorkloadSpec& spec) const;
+  absl::StatusOr<AllocateAnswer> DryRun(WorkloadSpec spec) const;
   bool KnowsResources(const WorkloadSpec& spec) const;
   // Makes every resource name of `spec` known; changes nothing else.
   void InternResources(const WorkloadSpec& spec);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/quantity.h"
 
@@ -18,7 +19,7 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
 bool IsResourceName(absl::string_view name) {
   if (name.empty() || name.size() > kMaxNameLength) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
            c == '_' || c == '.' || c == '/';
   });
 }
@@ -116,6 +117,12 @@ absl::StatusOr<int64_t> ParseQueueAmount(const std::string& text,
   return *amount;
 }
 
+// An error of a helper called with an empty field path ("" + ".strategy: …",
+// "" + "[\"cpu\"]: …"), given the path it was about.
+absl::Status Within(absl::string_view field, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(field, status.message()));
+}
+
 }  // namespace
 
 absl::Status CheckName(absl::string_view value, absl::string_view field) {
@@ -125,8 +132,8 @@ absl::Status CheckName(absl::string_view value, absl::string_view field) {
                    absl::StrCat("longer than ", kMaxNameLength, " characters"));
   }
   for (char c : value) {
-    if (std::isspace(static_cast<unsigned char>(c)) ||
-        std::iscntrl(static_cast<unsigned char>(c))) {
+    if (absl::ascii_isspace(static_cast<unsigned char>(c)) ||
+        absl::ascii_iscntrl(static_cast<unsigned char>(c))) {
       return Invalid(field,
                      "must not contain whitespace or control characters");
     }
@@ -167,7 +174,7 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
   out.priority_class = in.priority_class();
   auto placement = ParsePlacement(in.placement(), "workload.placement");
   if (!placement.ok()) return placement.status();
-  out.placement = *placement;
+  out.placement = *std::move(placement);
   auto labels = ParseLabels(in.labels(), "workload.labels");
   if (!labels.ok()) return labels.status();
   out.labels = *std::move(labels);
@@ -181,30 +188,30 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
   int64_t gang_minimum = 0;
   for (int i = 0; i < in.groups_size(); ++i) {
     const v1::GroupSpec& g = in.groups(i);
-    std::string field = absl::StrCat("workload.groups[", i, "]");
+    // Field paths are spelled out only for an error.
+    auto at = [i](absl::string_view suffix) {
+      return absl::StrCat("workload.groups[", i, "]", suffix);
+    };
     GroupSpec group;
-    if (auto s = CheckName(g.name(), absl::StrCat(field, ".name")); !s.ok())
-      return s;
+    if (auto s = CheckName(g.name(), ""); !s.ok())
+      return Within(at(".name"), s);
     for (const auto& seen : out.groups) {
       if (seen.name == g.name()) {
-        return Invalid(absl::StrCat(field, ".name"),
+        return Invalid(at(".name"),
                        absl::StrCat("duplicate group name \"", g.name(), "\""));
       }
     }
     group.name = g.name();
-    auto resources =
-        ParseResources(g.resources(), absl::StrCat(field, ".resources"));
-    if (!resources.ok()) return resources.status();
+    auto resources = ParseResources(g.resources(), "");
+    if (!resources.ok()) return Within(at(".resources"), resources.status());
     group.resources = *std::move(resources);
-    if (g.min_count() < 0)
-      return Invalid(absl::StrCat(field, ".min_count"), "must be >= 0");
+    if (g.min_count() < 0) return Invalid(at(".min_count"), "must be >= 0");
     if (g.desired_count() < 0) {
-      return Invalid(absl::StrCat(field, ".desired_count"), "must be >= 0");
+      return Invalid(at(".desired_count"), "must be >= 0");
     }
-    if (g.max_count() < 0)
-      return Invalid(absl::StrCat(field, ".max_count"), "must be >= 0");
+    if (g.max_count() < 0) return Invalid(at(".max_count"), "must be >= 0");
     if (g.pods_per_replica() < 0) {
-      return Invalid(absl::StrCat(field, ".pods_per_replica"), "must be >= 0");
+      return Invalid(at(".pods_per_replica"), "must be >= 0");
     }
     group.min_count = g.min_count();
     group.desired_count = g.desired_count();
@@ -213,19 +220,19 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
         g.pods_per_replica() == 0 ? 1 : g.pods_per_replica();
     if (group.min_count > group.desired_count) {
       return Invalid(
-          absl::StrCat(field, ".min_count"),
+          at(".min_count"),
           absl::StrCat("min_count ", group.min_count,
                        " is greater than desired_count ", group.desired_count));
     }
     if (group.desired_count > group.max_count) {
       return Invalid(
-          absl::StrCat(field, ".desired_count"),
+          at(".desired_count"),
           absl::StrCat("desired_count ", group.desired_count,
                        " is greater than max_count ", group.max_count));
     }
     if (group.max_count > kMaxPodsPerGroup) {
       return Invalid(
-          absl::StrCat(field, ".max_count"),
+          at(".max_count"),
           absl::StrCat("at most ", kMaxPodsPerGroup, " pods per group"));
     }
     for (auto [name, count] :
@@ -233,20 +240,18 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
           {"desired_count", group.desired_count},
           {"max_count", group.max_count}}) {
       if (count % group.pods_per_replica != 0) {
-        return Invalid(absl::StrCat(field, ".pods_per_replica"),
+        return Invalid(at(".pods_per_replica"),
                        absl::StrCat("pods_per_replica ", group.pods_per_replica,
                                     " does not divide ", name, " ", count));
       }
     }
     if (g.has_placement()) {
-      auto gp =
-          ParsePlacement(g.placement(), absl::StrCat(field, ".placement"));
-      if (!gp.ok()) return gp.status();
-      group.placement = *gp;
+      auto gp = ParsePlacement(g.placement(), "");
+      if (!gp.ok()) return Within(at(".placement"), gp.status());
+      group.placement = *std::move(gp);
     }
-    auto selector =
-        ParseLabels(g.node_selector(), absl::StrCat(field, ".node_selector"));
-    if (!selector.ok()) return selector.status();
+    auto selector = ParseLabels(g.node_selector(), "");
+    if (!selector.ok()) return Within(at(".node_selector"), selector.status());
     group.node_selector = *std::move(selector);
     gang_minimum += group.min_count;
     out.groups.push_back(std::move(group));

@@ -307,7 +307,8 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
     return DispatchRead(
         core_, metrics_, ctx, "Allocate", response,
         [shared, response](const Scheduler& s) {
-          auto answer = s.DryRun(*shared);
+          // A read runs once (here or on the core), after `ready`/`prepare`.
+          auto answer = s.DryRun(std::move(*shared));
           if (!answer.ok()) return ToGrpc(answer.status());
           ToProto(*answer, response);
           return grpc::Status::OK;

@@ -102,6 +102,24 @@ TEST(ConvertTest, RejectsBadWorkloadsNamingTheField) {
   spec = ValidSpec();
   spec.set_id("has space");
   ExpectInvalid(spec, "workload.id");
+
+  // A group's nested fields: the whole path leads the message.
+  spec = ValidSpec();
+  spec.mutable_groups(1)->set_name("");
+  ExpectInvalid(spec, "workload.groups[1].name: must not be empty");
+
+  spec = ValidSpec();
+  spec.mutable_groups(1)->mutable_placement()->set_strategy(
+      static_cast<v1::PlacementStrategy>(99));
+  ExpectInvalid(spec, "workload.groups[1].placement.strategy: unknown");
+
+  spec = ValidSpec();
+  (*spec.mutable_groups(0)->mutable_node_selector())["bad key"] = "x";
+  ExpectInvalid(spec, "workload.groups[0].node_selector[\"bad key\"]: label");
+
+  spec = ValidSpec();
+  (*spec.mutable_groups(0)->mutable_resources())["cpu"] = "-1";
+  ExpectInvalid(spec, "workload.groups[0].resources[\"cpu\"]: ");
 }
 
 TEST(ConvertTest, QueueQuotaUsesMinusOneForUnlimited) {
