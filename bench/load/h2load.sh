@@ -100,8 +100,14 @@ $PY "$HELPER" verify-bodies "$TMP/stubs" "$TMP/bodies" "$ADDR" || die "a request
 echo
 
 # --- h2load ----------------------------------------------------------------
+# The server's CPU time (user + system) in clock ticks.
+server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
+TICK_HZ=$(getconf CLK_TCK)
+CPU_LINES=()
 run_h2load() {  # NAME PATH BODY
   local name=$1 path=$2 body=$3
+  local ticks_before
+  ticks_before=$(server_ticks)
   if ! timeout "$H2LOAD_TIMEOUT" h2load -n "$REQUESTS" -c "$CLIENTS" -m "$STREAMS" -t "$THREADS" \
       -N 10s -d "$TMP/bodies/$body.bin" \
       -H 'content-type: application/grpc' -H 'te: trailers' -H ':method: POST' \
@@ -110,6 +116,8 @@ run_h2load() {  # NAME PATH BODY
     echo "FAIL: h2load $path did not finish within ${H2LOAD_TIMEOUT}s or failed" >&2
     exit 1
   fi
+  CPU_LINES+=("$(awk -v n="$name" -v t="$(( $(server_ticks) - ticks_before ))" -v hz="$TICK_HZ" \
+    -v r="$REQUESTS" 'BEGIN { printf "%-14s %6.1f us", n, t / hz * 1e6 / r }')")
 }
 
 echo "h2load: -n $REQUESTS -c $CLIENTS -m $STREAMS -t $THREADS per endpoint"
@@ -126,3 +134,7 @@ $PY "$HELPER" report --requests "$REQUESTS" --before "$TMP/before.prom" --after 
   --endpoint "Health/Check:-:7:$TMP/health.log:$TMP/health.out" \
   --endpoint "GetWorkload:GetWorkload:0:$TMP/get-workload.log:$TMP/get-workload.out" \
   --endpoint "Allocate(dry_run):Allocate:0:$TMP/allocate.log:$TMP/allocate.out"
+echo
+# Steadier than rps on a shared machine: what one request costs the server.
+echo "server CPU per request (user + system, ${TICK_HZ} Hz ticks):"
+printf '  %s\n' "${CPU_LINES[@]}"
