@@ -342,10 +342,13 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
     st.put_meta.Int(2, value);
     if (!run(st.put_meta)) return fail("write meta");
   }
-  // The table keeps what the in-memory table keeps.
-  if (any_answer && last.answers_kept_from > 0) {
+  // The table keeps what the in-memory table keeps, and fewer than
+  // kTrimStep older answers, which a restart drops again (Restore keeps the
+  // newest up to the table's capacity).
+  if (any_answer && last.answers_kept_from >= trimmed_below_ + kTrimStep) {
     st.trim_requests.Int(1, static_cast<int64_t>(last.answers_kept_from));
     if (!run(st.trim_requests)) return fail("trim requests");
+    trimmed_below_ = last.answers_kept_from;
   }
   if (!run(st.commit)) return fail("commit");
   return absl::OkStatus();

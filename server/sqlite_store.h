@@ -27,6 +27,10 @@ class SqliteStore final : public Store {
       const Options& options);
   ~SqliteStore() override;
 
+  // Old answers are deleted once this many are due, so most commits do not
+  // touch the first pages of the answers table.
+  static constexpr uint64_t kTrimStep = 1024;
+
   absl::StatusOr<Loaded> Load(Scheduler& scheduler,
                               IdempotencyCache& requests) override;
   absl::Status Write(const std::vector<const StoreRows*>& batches) override;
@@ -41,6 +45,7 @@ class SqliteStore final : public Store {
   bool WriteWorkload(const StoreRows::Row& row);
   sqlite3* db_;
   std::unique_ptr<Statements> statements_;
+  uint64_t trimmed_below_ = 0;  // answers below this are deleted
   // Which row holds each stored workload id.
   absl::flat_hash_map<std::string, int64_t> seq_of_;
 };

@@ -148,6 +148,50 @@ TEST_F(SqliteStoreTest, ResubmittedAndForgottenWorkloadsKeepOneRowPerId) {
   EXPECT_GT(rows["c"], rows["b"]);  // sequences go on after the restart
 }
 
+TEST_F(SqliteStoreTest, AnswersAreTrimmedInStepsAndRestoredToTheTableSize) {
+  auto answers = [](uint64_t from, uint64_t to, uint64_t kept_from) {
+    StoreRows rows;
+    for (uint64_t seq = from; seq < to; ++seq) {
+      rows.answers.push_back(
+          {"Allocate/r" + std::to_string(seq), seq, 0, "", "reply"});
+    }
+    rows.answers_kept_from = kept_from;
+    return rows;
+  };
+  auto count = [&](std::unique_ptr<SqliteStore>& store) {
+    store.reset();
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* q = nullptr;
+    sqlite3_prepare_v2(db, "SELECT count(*) FROM answers", -1, &q, nullptr);
+    EXPECT_EQ(sqlite3_step(q), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    store = Open();
+    return n;
+  };
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  // A request-id table of three: seq 0..9 written, 7..9 kept in memory.
+  StoreRows first = answers(0, 10, 7);
+  ASSERT_TRUE(store->Write({&first}).ok());
+  EXPECT_EQ(count(store), 10);  // fewer than a step to trim: kept for now
+  {
+    Scheduler s;
+    IdempotencyCache requests(3);
+    ASSERT_TRUE(store->Load(s, requests).ok());
+    EXPECT_EQ(requests.size(), 3u);
+    EXPECT_TRUE(requests.FindOrInsert("Allocate/r7").second);
+    EXPECT_FALSE(requests.FindOrInsert("Allocate/r6").second);
+  }
+  // A step's worth more: everything below the table's oldest goes.
+  uint64_t to = 10 + SqliteStore::kTrimStep + 20;
+  StoreRows second = answers(10, to, to - 3);
+  ASSERT_TRUE(store->Write({&second}).ok());
+  EXPECT_EQ(count(store), 3);
+}
+
 TEST_F(SqliteStoreTest, WorkloadsKeyedByIdAreMigrated) {
   // A data dir from before the sequence key: workloads(id PRIMARY KEY, data).
   Scheduler before;
