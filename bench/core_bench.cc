@@ -247,6 +247,60 @@ BENCHMARK(BM_FullCycle)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 
+// Elastic growth on a full cluster: 12,500 running gangs in 1,000 leaf
+// queues hold their minimum of 4 one-cpu pods and want 8; the cluster (1,000
+// nodes x 64 cpu) has room for about a third of the extra pods, and the
+// earlier cycles gave it out. The timed cycle finds no room for any of the
+// ~12,500 workloads that still want more: the cost of asking every cycle.
+void BM_ElasticCycleFullCluster(benchmark::State& state) {
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto s = std::make_unique<Scheduler>();
+    for (int d = 0; d < 10; ++d) {
+      QueueSpec dept;
+      dept.name = "dept-" + std::to_string(d);
+      s->UpsertQueue(dept).IgnoreError();
+      for (int t = 0; t < 100; ++t) {
+        QueueSpec team;
+        team.name = dept.name + "-team-" + std::to_string(t);
+        team.parent = dept.name;
+        s->UpsertQueue(team).IgnoreError();
+      }
+    }
+    std::vector<NodeSpec> nodes;
+    for (int i = 0; i < 1000; ++i) nodes.push_back(MakeNode(i));
+    absl::Time now = absl::UnixEpoch();
+    s->UpsertNodes(nodes, now);
+    for (int i = 0; i < 12500; ++i) {
+      WorkloadSpec w;
+      w.id = "elastic-" + std::to_string(i);
+      w.queue = "dept-" + std::to_string(i % 10) + "-team-" +
+                std::to_string((i / 10) % 100);
+      GroupSpec g;
+      g.name = "worker";
+      g.resources = {{"cpu", 1000}};
+      g.min_count = 4;
+      g.desired_count = g.max_count = 8;
+      w.groups = {g};
+      s->Submit(w, now).IgnoreError();
+    }
+    s->RunCycle(now);
+    s->RunCycle(now + absl::Seconds(1));
+    s->TakeEvents();
+    state.ResumeTiming();
+    s->RunCycle(now + absl::Seconds(2));
+    state.PauseTiming();
+    int64_t pods = 0;
+    for (const Node& n : s->nodes()) pods += n.slots.size();
+    state.counters["bound_pods"] = static_cast<double>(pods);
+    s.reset();
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(BM_ElasticCycleFullCluster)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
 // A preemption search among 10,000 running candidates: 1,250 full nodes
 // (8 GPUs each) hold 10,000 one-GPU training workloads in one queue; one
 // inference gang (head + 8 one-GPU workers) arrives and the timed cycle
