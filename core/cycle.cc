@@ -4,7 +4,8 @@
 #include <map>
 #include <set>
 
-#include "absl/container/node_hash_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/fair_share.h"
 #include "core/scheduler.h"
@@ -396,8 +397,13 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
 }
 
 void Scheduler::GrowElastic(absl::Time now) {
-  // One replica per pick, the pick in fair-share order; a workload goes
-  // behind the others of its queue and priority after each grant.
+  // One replica per pick, the pick in fair-share order (LeafBefore, with
+  // each leaf's keys cached as in PlaceGangMinimums); a workload goes behind
+  // the others of its queue and priority after each grant. Grants only fill
+  // nodes, so a replica shape that found no room finds none later in this
+  // pass: the workloads whose next replica has that shape leave their
+  // queues when they come to the front, instead of each taking a turn (with
+  // many elastic gangs on a full cluster, every cycle tried them all).
   struct Entry {
     int32_t neg_priority;
     int32_t grants;
@@ -408,35 +414,85 @@ void Scheduler::GrowElastic(absl::Time now) {
              std::tie(o.neg_priority, o.grants, o.seq);
     }
   };
-  std::map<uint32_t, std::set<Entry>> by_leaf;
+  struct CachedKey {
+    uint64_t version = 0;
+    uint64_t front = 0;  // 0: not computed
+    OrderKey key;
+  };
+  struct Leaf {
+    uint32_t id = 0;
+    std::set<Entry> entries;
+    uint64_t front = 0;   // new whenever the first entry may have changed
+    ResourceVector need;  // of the first entry's next replica
+    std::string shape;    // the same replica's ShapeKey; empty: not yet
+    std::vector<CachedKey> keys;  // per level of the leaf's path
+  };
+  absl::flat_hash_map<uint32_t, size_t> slot_of;
+  std::vector<Leaf> leaves;
   ForEachActive([&](Workload& w) {
     if (w.state != WorkloadState::kRunning || !w.AtMinimum()) return;
     if (PlanElasticReplica(w).request.replicas.empty()) return;
-    by_leaf[w.queue.value()].insert({-w.priority, 0, w.submit_seq, &w});
+    auto [it, added] = slot_of.emplace(w.queue.value(), leaves.size());
+    if (added) leaves.push_back({.id = w.queue.value()});
+    leaves[it->second].entries.insert({-w.priority, 0, w.submit_seq, &w});
   });
-  // Node-based: need_of hands out references, and LeafBefore takes two of
-  // them at once (a rehash of a flat map could free the first).
-  absl::node_hash_map<uint32_t, ResourceVector> next;
-  auto need_of = [&](Workload* w) -> const ResourceVector& {
-    auto it = next.find(w->id.value());
-    if (it == next.end()) {
-      it = next.emplace(w->id.value(), TotalOf(PlanElasticReplica(*w).request))
-               .first;
+  // By leaf id, the scan order (ties go to the first).
+  std::sort(leaves.begin(), leaves.end(),
+            [](const Leaf& a, const Leaf& b) { return a.id < b.id; });
+  uint64_t fronts = 0;
+  auto refresh = [&](Leaf& leaf) {
+    leaf.front = ++fronts;
+    leaf.shape.clear();
+    if (!leaf.entries.empty()) {
+      leaf.need = TotalOf(PlanElasticReplica(*leaf.entries.begin()->w).request);
     }
-    return it->second;
   };
-  while (!by_leaf.empty()) {
-    auto best = by_leaf.begin();
-    for (auto it = std::next(by_leaf.begin()); it != by_leaf.end(); ++it) {
-      if (LeafBefore(QueueId(it->first), need_of(it->second.begin()->w),
-                     QueueId(best->first), need_of(best->second.begin()->w))) {
-        best = it;
+  for (Leaf& leaf : leaves) {
+    refresh(leaf);
+    leaf.keys.resize(queue_paths_[leaf.id].size());
+  }
+  size_t left = leaves.size();  // leaves with entries
+  auto pop_front = [&](Leaf& leaf) {
+    leaf.entries.erase(leaf.entries.begin());
+    if (leaf.entries.empty()) --left;
+    refresh(leaf);
+  };
+  absl::flat_hash_set<std::string> no_room;  // shapes that did not fit
+  // Drops the leaf's first entries while their next replica cannot fit.
+  auto skip_no_room = [&](Leaf& leaf) {
+    while (!no_room.empty() && !leaf.entries.empty()) {
+      if (leaf.shape.empty()) {
+        leaf.shape =
+            ShapeKey(PlanElasticReplica(*leaf.entries.begin()->w).request);
       }
+      if (!no_room.contains(leaf.shape)) return;
+      pop_front(leaf);
     }
-    Entry entry = *best->second.begin();
-    best->second.erase(best->second.begin());
+  };
+  auto key_at = [&](Leaf& leaf, size_t level) -> const OrderKey& {
+    const Queue& q = queues_[queue_paths_[leaf.id][level].value()];
+    CachedKey& c = leaf.keys[level];
+    if (c.front != leaf.front || c.version != q.version) {
+      c = {q.version, leaf.front, QueueOrderKey(q, leaf.need)};
+    }
+    return c.key;
+  };
+  for (;;) {
+    Leaf* best = nullptr;
+    for (Leaf& leaf : leaves) {
+      skip_no_room(leaf);
+      if (leaf.entries.empty()) continue;
+      if (best == nullptr) {
+        best = &leaf;
+        continue;
+      }
+      size_t level = PartingLevel(QueueId(leaf.id), QueueId(best->id));
+      if (key_at(leaf, level) < key_at(*best, level)) best = &leaf;
+    }
+    if (best == nullptr) break;
+    Entry entry = *best->entries.begin();
+    pop_front(*best);
     Workload& w = *entry.w;
-    next.erase(w.id.value());
     PlannedRequest plan = PlanElasticReplica(w);
     bool granted = false;
     if (CheckQueues(w, TotalOf(plan.request)).code == PendingCode::kNone) {
@@ -445,13 +501,20 @@ void Scheduler::GrowElastic(absl::Time now) {
       if (placement.result == PlaceResult::kPlaced) {
         Commit(w, plan, placement, now);
         granted = true;
+      } else {
+        no_room.insert(ShapeKey(plan.request));
       }
     }
     if (granted && !PlanElasticReplica(w).request.replicas.empty()) {
       ++entry.grants;
-      best->second.insert(entry);
+      if (best->entries.empty()) ++left;
+      best->entries.insert(entry);
+      refresh(*best);
     }
-    if (best->second.empty()) by_leaf.erase(best);
+    // Drop the finished leaves once they are most of the scan.
+    if (left * 2 < leaves.size()) {
+      std::erase_if(leaves, [](const Leaf& l) { return l.entries.empty(); });
+    }
   }
 }
 

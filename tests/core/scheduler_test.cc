@@ -164,6 +164,29 @@ TEST_F(SchedulerTest, ElasticReplicasGrowAfterEveryGangMinimum) {
   EXPECT_TRUE(NoNodeOverCapacity(s_));
 }
 
+// A replica shape that found no room leaves the pass (grants only fill
+// nodes), but workloads whose next replica is smaller still grow.
+TEST_F(SchedulerTest, ElasticGrowthGoesOnPastShapesWithoutRoom) {
+  Nodes(1, 8);
+  // Oldest first: replicas of 4, 2 and 1 GPUs, each wanting one more.
+  ASSERT_TRUE(s_.Submit(Workload("ray/a", {Group("w", 4, 1, 2)}), Now()).ok());
+  ASSERT_TRUE(s_.Submit(Workload("ray/b", {Group("w", 2, 1, 2)}), Now()).ok());
+  ASSERT_TRUE(s_.Submit(Workload("ray/d", {Group("w", 1, 1, 3)}), Now()).ok());
+  Cycle();
+  // Minimums take 7 GPUs; a's and b's next replicas do not fit the one
+  // left, d's does.
+  EXPECT_EQ(BoundPerGroup("ray/a")["w"], 1);
+  EXPECT_EQ(BoundPerGroup("ray/b")["w"], 1);
+  EXPECT_EQ(BoundPerGroup("ray/d")["w"], 2);
+  EXPECT_TRUE(NoNodeOverCapacity(s_));
+  // d gone, 3 GPUs free: b's next replica fits, a's still does not.
+  ASSERT_TRUE(s_.Release("ray/d", {}, false, Now()).ok());
+  Cycle();
+  EXPECT_EQ(BoundPerGroup("ray/a")["w"], 1);
+  EXPECT_EQ(BoundPerGroup("ray/b")["w"], 2);
+  EXPECT_TRUE(NoNodeOverCapacity(s_));
+}
+
 TEST_F(SchedulerTest, ScaleHintsCountWhatFitsUpToMax) {
   Nodes(1, 8);
   AllocateAnswer a =
