@@ -173,6 +173,47 @@ void RecordPeakRss(benchmark::State& state) {
       static_cast<double>(usage.ru_maxrss) / 1024.0;
 }
 
+// 10 departments x 100 teams, with GPU quotas when given (0: none).
+void AddTwoLevelQueues(Scheduler& s, int64_t dept_gpus = 0,
+                       int64_t team_gpus = 0) {
+  for (int d = 0; d < 10; ++d) {
+    QueueSpec dept;
+    dept.name = "dept-" + std::to_string(d);
+    if (dept_gpus > 0)
+      dept.resources = {{"nvidia.com/gpu", {.quota = dept_gpus}}};
+    s.UpsertQueue(dept).IgnoreError();
+    for (int t = 0; t < 100; ++t) {
+      QueueSpec team;
+      team.name = dept.name + "-team-" + std::to_string(t);
+      team.parent = dept.name;
+      if (team_gpus > 0)
+        team.resources = {{"nvidia.com/gpu", {.quota = team_gpus}}};
+      s.UpsertQueue(team).IgnoreError();
+    }
+  }
+}
+
+// The team of the i-th workload, round robin over the 1,000 teams.
+std::string Team(int i) {
+  return "dept-" + std::to_string(i % 10) + "-team-" +
+         std::to_string((i / 10) % 100);
+}
+
+// One group of `min`..`desired` pods of `cpu_milli` cpu.
+WorkloadSpec CpuWorkload(const std::string& id, const std::string& queue,
+                         int64_t cpu_milli, int32_t min, int32_t desired) {
+  WorkloadSpec w;
+  w.id = id;
+  w.queue = queue;
+  GroupSpec g;
+  g.name = "worker";
+  g.resources = {{"cpu", cpu_milli}};
+  g.min_count = min;
+  g.desired_count = g.max_count = desired;
+  w.groups = {g};
+  return w;
+}
+
 // The performance issue's cycle: `nodes` nodes (64 cpu, 8 GPUs), 1,000 leaf
 // queues in two levels, 100,000 running half-cpu slots (12,500 gangs of 8),
 // then one timed cycle that takes in `pending` new gangs (a head and 8
@@ -184,42 +225,20 @@ void BM_FullCycle(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
     auto s = std::make_unique<Scheduler>();
-    for (int d = 0; d < 10; ++d) {
-      QueueSpec dept;
-      dept.name = "dept-" + std::to_string(d);
-      dept.resources = {{"nvidia.com/gpu", {.quota = 4000 * 1000}}};
-      s->UpsertQueue(dept).IgnoreError();
-      for (int t = 0; t < 100; ++t) {
-        QueueSpec team;
-        team.name = dept.name + "-team-" + std::to_string(t);
-        team.parent = dept.name;
-        team.resources = {{"nvidia.com/gpu", {.quota = 40 * 1000}}};
-        s->UpsertQueue(team).IgnoreError();
-      }
-    }
+    AddTwoLevelQueues(*s, 4000 * 1000, 40 * 1000);
     std::vector<NodeSpec> nodes;
     for (int i = 0; i < node_count; ++i) nodes.push_back(MakeNode(i));
     absl::Time now = absl::UnixEpoch();
     s->UpsertNodes(nodes, now);
-    auto leaf = [](int i) {
-      return "dept-" + std::to_string(i % 10) + "-team-" +
-             std::to_string((i / 10) % 100);
-    };
     for (int i = 0; i < 12500; ++i) {  // 100,000 running slots
-      WorkloadSpec w;
-      w.id = "run-" + std::to_string(i);
-      w.queue = leaf(i);
-      GroupSpec g;
-      g.name = "worker";
-      g.resources = {{"cpu", 500}};
-      g.min_count = g.desired_count = g.max_count = 8;
-      w.groups = {g};
-      s->Submit(w, now).IgnoreError();
+      s->Submit(CpuWorkload("run-" + std::to_string(i), Team(i), 500, 8, 8),
+                now)
+          .IgnoreError();
     }
     s->RunCycle(now);
     for (int i = 0; i < pending_gangs; ++i) {
       WorkloadSpec w = MakeGang("pending-" + std::to_string(i), 8, 1);
-      w.queue = leaf(i * 7);
+      w.queue = Team(i * 7);
       s->Submit(w, now).IgnoreError();
     }
     s->TakeEvents();
@@ -256,33 +275,16 @@ void BM_ElasticCycleFullCluster(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
     auto s = std::make_unique<Scheduler>();
-    for (int d = 0; d < 10; ++d) {
-      QueueSpec dept;
-      dept.name = "dept-" + std::to_string(d);
-      s->UpsertQueue(dept).IgnoreError();
-      for (int t = 0; t < 100; ++t) {
-        QueueSpec team;
-        team.name = dept.name + "-team-" + std::to_string(t);
-        team.parent = dept.name;
-        s->UpsertQueue(team).IgnoreError();
-      }
-    }
+    AddTwoLevelQueues(*s);
     std::vector<NodeSpec> nodes;
     for (int i = 0; i < 1000; ++i) nodes.push_back(MakeNode(i));
     absl::Time now = absl::UnixEpoch();
     s->UpsertNodes(nodes, now);
     for (int i = 0; i < 12500; ++i) {
-      WorkloadSpec w;
-      w.id = "elastic-" + std::to_string(i);
-      w.queue = "dept-" + std::to_string(i % 10) + "-team-" +
-                std::to_string((i / 10) % 100);
-      GroupSpec g;
-      g.name = "worker";
-      g.resources = {{"cpu", 1000}};
-      g.min_count = 4;
-      g.desired_count = g.max_count = 8;
-      w.groups = {g};
-      s->Submit(w, now).IgnoreError();
+      s->Submit(
+           CpuWorkload("elastic-" + std::to_string(i), Team(i), 1000, 4, 8),
+           now)
+          .IgnoreError();
     }
     s->RunCycle(now);
     s->RunCycle(now + absl::Seconds(1));

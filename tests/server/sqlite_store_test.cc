@@ -211,23 +211,12 @@ TEST_F(SqliteStoreTest, WorkloadsKeyedByIdAreMigrated) {
             SQLITE_OK);
   StoreRows rows = EncodeChanges(before, before.TakeChanges(), {});
   for (const StoreRows::Row& row : rows.rows) {
-    if (row.table != StoreRows::Table::kWorkload) continue;
+    if (row.table == StoreRows::Table::kNode) continue;
+    const char* sql = row.table == StoreRows::Table::kWorkload
+                          ? "INSERT INTO workloads VALUES(?, ?)"
+                          : "INSERT INTO queues VALUES(?, ?)";
     sqlite3_stmt* put = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO workloads VALUES(?, ?)", -1,
-                                 &put, nullptr),
-              SQLITE_OK);
-    sqlite3_bind_text(put, 1, row.key.data(), row.key.size(), SQLITE_STATIC);
-    sqlite3_bind_blob(put, 2, row.value->data(), row.value->size(),
-                      SQLITE_STATIC);
-    ASSERT_EQ(sqlite3_step(put), SQLITE_DONE);
-    sqlite3_finalize(put);
-  }
-  for (const StoreRows::Row& row : rows.rows) {
-    if (row.table != StoreRows::Table::kQueue) continue;
-    sqlite3_stmt* put = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO queues VALUES(?, ?)", -1,
-                                 &put, nullptr),
-              SQLITE_OK);
+    ASSERT_EQ(sqlite3_prepare_v2(db, sql, -1, &put, nullptr), SQLITE_OK);
     sqlite3_bind_text(put, 1, row.key.data(), row.key.size(), SQLITE_STATIC);
     sqlite3_bind_blob(put, 2, row.value->data(), row.value->size(),
                       SQLITE_STATIC);
