@@ -1027,15 +1027,10 @@ void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
 
 std::vector<Binding> Scheduler::BindingsOf(const Workload& w) const {
   std::vector<Binding> out;
-  for (uint32_t g : w.group_order) {
-    const GroupState& state = w.groups[g];
-    for (int32_t i = 0; i < static_cast<int32_t>(state.slot_node.size()); ++i) {
-      NodeId n = state.slot_node[i].valid() ? state.slot_node[i]
-                                            : state.slot_nominated[i];
-      if (n.valid())
-        out.push_back({w.spec.groups[g].name, i, nodes_[n.value()].name});
-    }
-  }
+  ForEachBinding(
+      w, [&](const std::string& group, int32_t index, const std::string& node) {
+        out.push_back({group, index, node});
+      });
   return out;
 }
 

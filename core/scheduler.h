@@ -224,6 +224,10 @@ class Scheduler {
   }
   const ResourceTable& resources() const { return resources_; }
   std::vector<Binding> BindingsOf(const Workload& workload) const;
+  // The same without copies: fn(group name, slot index, node name) per
+  // bound (or nominated) slot, groups in placement order.
+  template <typename Fn>
+  void ForEachBinding(const Workload& workload, Fn&& fn) const;
   std::vector<ScaleHint> ScaleHintsOf(const Workload& workload) const;
   // Announced, unconfirmed evictions of this workload's own slots.
   std::vector<Eviction> EvictionsOf(const Workload& workload) const;
@@ -438,5 +442,17 @@ class Scheduler {
   std::vector<Event> events_;
   ChangeSet changes_;
 };
+
+template <typename Fn>
+void Scheduler::ForEachBinding(const Workload& w, Fn&& fn) const {
+  for (uint32_t g : w.group_order) {
+    const GroupState& state = w.groups[g];
+    for (int32_t i = 0; i < static_cast<int32_t>(state.slot_node.size()); ++i) {
+      NodeId n = state.slot_node[i].valid() ? state.slot_node[i]
+                                            : state.slot_nominated[i];
+      if (n.valid()) fn(w.spec.groups[g].name, i, nodes_[n.value()].name);
+    }
+  }
+}
 
 }  // namespace gangsched

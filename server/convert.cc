@@ -531,8 +531,13 @@ void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
                      v1::WorkloadStatus* out) {
   ToProto(in.spec, out->mutable_spec());
   out->set_state(ToProto(in.state));
-  for (const auto& b : scheduler.BindingsOf(in))
-    ToProto(b, out->add_bindings());
+  scheduler.ForEachBinding(in, [out](const std::string& group, int32_t index,
+                                     const std::string& node) {
+    v1::Binding* b = out->add_bindings();
+    b->set_group(group);
+    b->set_index(index);
+    b->set_node(node);
+  });
   if (in.pending.code != PendingCode::kNone)
     ToProto(in.pending, out->mutable_pending());
   out->set_queue(in.spec.queue);
