@@ -2,6 +2,7 @@
 // SPEC §4.4 that it places work in.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
@@ -42,6 +43,24 @@ std::string ShapeKey(const GangRequest& request) {
     }
   }
   return key;
+}
+
+// Whether where a workload's pods already run limits where its next pods
+// may go: a required topology keeps it in its domain, STRICT_PACK on its
+// group's node, STRICT_SPREAD off the group's nodes. Then two requests of
+// one shape can fit differently, and a failure of one says nothing about
+// the other.
+bool PinnedByBoundPods(const GangRequest& request) {
+  if (request.gang.required && !request.gang.topology_key.empty()) return true;
+  for (const auto& replica : request.replicas) {
+    const PlacementSpec& p = request.groups[replica.group].placement;
+    if (p.required && !p.topology_key.empty()) return true;
+    if (p.strategy == PlacementStrategy::kStrictPack ||
+        p.strategy == PlacementStrategy::kStrictSpread) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -424,7 +443,9 @@ void Scheduler::GrowElastic(absl::Time now) {
     std::set<Entry> entries;
     uint64_t front = 0;   // new whenever the first entry may have changed
     ResourceVector need;  // of the first entry's next replica
-    std::string shape;    // the same replica's ShapeKey; empty: not yet
+    // The same replica's ShapeKey, or empty when it is pinned by the pods
+    // it already has (PinnedByBoundPods): never skipped.
+    std::optional<std::string> shape;
     std::vector<CachedKey> keys;  // per level of the leaf's path
   };
   absl::flat_hash_map<uint32_t, size_t> slot_of;
@@ -442,7 +463,7 @@ void Scheduler::GrowElastic(absl::Time now) {
   uint64_t fronts = 0;
   auto refresh = [&](Leaf& leaf) {
     leaf.front = ++fronts;
-    leaf.shape.clear();
+    leaf.shape.reset();
     if (!leaf.entries.empty()) {
       leaf.need = TotalOf(PlanElasticReplica(*leaf.entries.begin()->w).request);
     }
@@ -458,14 +479,18 @@ void Scheduler::GrowElastic(absl::Time now) {
     refresh(leaf);
   };
   absl::flat_hash_set<std::string> no_room;  // shapes that did not fit
+  // A replica's shape, when its fit does not depend on its own pods.
+  auto shareable_shape = [](const GangRequest& request) {
+    return PinnedByBoundPods(request) ? std::string() : ShapeKey(request);
+  };
   // Drops the leaf's first entries while their next replica cannot fit.
   auto skip_no_room = [&](Leaf& leaf) {
     while (!no_room.empty() && !leaf.entries.empty()) {
-      if (leaf.shape.empty()) {
-        leaf.shape =
-            ShapeKey(PlanElasticReplica(*leaf.entries.begin()->w).request);
+      if (!leaf.shape) {
+        leaf.shape = shareable_shape(
+            PlanElasticReplica(*leaf.entries.begin()->w).request);
       }
-      if (!no_room.contains(leaf.shape)) return;
+      if (leaf.shape->empty() || !no_room.contains(*leaf.shape)) return;
       pop_front(leaf);
     }
   };
@@ -501,8 +526,9 @@ void Scheduler::GrowElastic(absl::Time now) {
       if (placement.result == PlaceResult::kPlaced) {
         Commit(w, plan, placement, now);
         granted = true;
-      } else {
-        no_room.insert(ShapeKey(plan.request));
+      } else if (std::string shape = shareable_shape(plan.request);
+                 !shape.empty()) {
+        no_room.insert(std::move(shape));
       }
     }
     if (granted && !PlanElasticReplica(w).request.replicas.empty()) {

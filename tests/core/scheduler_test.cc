@@ -187,6 +187,30 @@ TEST_F(SchedulerTest, ElasticGrowthGoesOnPastShapesWithoutRoom) {
   EXPECT_TRUE(NoNodeOverCapacity(s_));
 }
 
+// Under STRICT_PACK a replica must go where its group already runs, so one
+// workload's full node says nothing about another's of the same shape.
+TEST_F(SchedulerTest, ElasticGrowthTriesPinnedWorkloadsOneByOne) {
+  Nodes(2, 8);
+  auto strict = [](WorkloadSpec w) {
+    w.placement.strategy = PlacementStrategy::kStrictPack;
+    return w;
+  };
+  ASSERT_TRUE(
+      s_.Submit(strict(Workload("ray/a", {Group("w", 4, 1, 2)})), Now()).ok());
+  ASSERT_TRUE(
+      s_.Submit(Workload("ray/filler", {Group("w", 4, 1, 1)}), Now()).ok());
+  ASSERT_TRUE(
+      s_.Submit(strict(Workload("ray/b", {Group("w", 4, 1, 2)})), Now()).ok());
+  Cycle();
+  // a and the filler share a node, b has one with room: a cannot grow,
+  // b can.
+  std::string a_node = s_.Answer("ray/a")->bindings[0].node;
+  ASSERT_EQ(s_.Answer("ray/filler")->bindings[0].node, a_node);
+  EXPECT_EQ(BoundPerGroup("ray/a")["w"], 1);
+  EXPECT_EQ(BoundPerGroup("ray/b")["w"], 2);
+  EXPECT_TRUE(NoNodeOverCapacity(s_));
+}
+
 TEST_F(SchedulerTest, ScaleHintsCountWhatFitsUpToMax) {
   Nodes(1, 8);
   AllocateAnswer a =
