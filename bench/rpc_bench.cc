@@ -86,8 +86,13 @@ void BM_DryRunAllocate(benchmark::State& state) {
         google::protobuf::Arena::CreateMessage<v1::AllocateRequest>(&arena);
     auto* out =
         google::protobuf::Arena::CreateMessage<v1::AllocateResponse>(&arena);
-    if (!in->ParseFromString(bytes)) state.SkipWithError("parse");
-    auto spec = ParseWorkloadSpec(in->workload());
+    auto spec = in->ParseFromString(bytes)
+                    ? ParseWorkloadSpec(in->workload())
+                    : absl::InvalidArgumentError("request bytes do not parse");
+    if (!spec.ok()) {
+      state.SkipWithError(std::string(spec.status().message()).c_str());
+      break;
+    }
     auto answer = cluster.scheduler.DryRun(*std::move(spec));
     if (!answer.ok() || answer->bindings.size() != 9) {
       state.SkipWithError("the dry run did not place 9 pods");
@@ -115,10 +120,11 @@ void BM_GetWorkload(benchmark::State& state) {
         google::protobuf::Arena::CreateMessage<v1::GetWorkloadRequest>(&arena);
     auto* out =
         google::protobuf::Arena::CreateMessage<v1::WorkloadStatus>(&arena);
-    if (!in->ParseFromString(bytes)) state.SkipWithError("parse");
-    const Workload* w = cluster.scheduler.FindWorkload(in->workload_id());
+    const Workload* w = in->ParseFromString(bytes)
+                            ? cluster.scheduler.FindWorkload(in->workload_id())
+                            : nullptr;
     if (w == nullptr) {
-      state.SkipWithError("no target");
+      state.SkipWithError("the request does not parse or names no workload");
       break;
     }
     WorkloadToProto(cluster.scheduler, *w, out);

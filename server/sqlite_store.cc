@@ -61,7 +61,9 @@ class Statement {
                       SQLITE_STATIC);
   }
   void Int(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
-  int Step() { return sqlite3_step(stmt_); }
+  int Step() { return last_ = sqlite3_step(stmt_); }
+  // After a read loop: every row was read (not stopped by an error).
+  bool read_all() const { return last_ == SQLITE_DONE; }
   // Bindings stay until bound again: every statement here binds them all.
   void Reset() { sqlite3_reset(stmt_); }
   std::string ColumnBytes(int i) {
@@ -75,6 +77,7 @@ class Statement {
  private:
   sqlite3_stmt* stmt_ = nullptr;
   int rc_;
+  int last_ = SQLITE_OK;
 };
 
 absl::Status Error(sqlite3* db, absl::string_view what) {
@@ -220,6 +223,9 @@ absl::Status SqliteStore::MigrateWorkloadsById() {
     if (write.Step() != SQLITE_DONE) return Error(db_, "migrate workloads");
     write.Reset();
   }
+  // Nothing is dropped unless every row was copied; an error returns with
+  // the transaction open, and closing the database rolls it back.
+  if (!read.read_all()) return Error(db_, "migrate workloads");
   return Exec("DROP TABLE workloads_by_id; COMMIT;");
 }
 
@@ -228,6 +234,7 @@ absl::Status SqliteStore::LoadWorkloadSeqs() {
   Statement q(db_, "SELECT id, seq FROM workloads");
   if (!q.ok()) return Error(db_, "read workloads");
   while (q.Step() == SQLITE_ROW) seq_of_[q.ColumnBytes(0)] = q.ColumnInt(1);
+  if (!q.read_all()) return Error(db_, "read workloads");
   return absl::OkStatus();
 }
 
@@ -240,6 +247,7 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
                           {"SELECT data FROM workloads", &state.workloads}}) {
     Statement q(db_, sql);
     while (q.Step() == SQLITE_ROW) out->push_back(q.ColumnBytes(0));
+    if (!q.read_all()) return Error(db_, sql);
   }
   {
     Statement q(db_, "SELECT key, value FROM meta");
@@ -249,6 +257,7 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
       if (key == "submit_seq")
         state.submit_seq = static_cast<uint64_t>(q.ColumnInt(1));
     }
+    if (!q.read_all()) return Error(db_, "read meta");
   }
   {
     Statement q(db_, "SELECT key, seq, code, message, response FROM answers");
@@ -258,6 +267,7 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
                                static_cast<int>(q.ColumnInt(2)),
                                q.ColumnBytes(3), q.ColumnBytes(4)});
     }
+    if (!q.read_all()) return Error(db_, "read answers");
   }
   return RestoreState(state, scheduler, requests);
 }
@@ -292,7 +302,9 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
   auto fail = [&](absl::string_view what) {
     absl::Status s = Error(db_, what);
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    // The id -> seq map ran ahead of the rolled-back rows.
+    // The id -> seq map ran ahead of the rolled-back rows. (The core loop
+    // stops the process on a failed write anyway; a store that is kept
+    // must not key rows by a stale map.)
     LoadWorkloadSeqs().IgnoreError();
     return s;
   };
@@ -345,12 +357,14 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
   // The table keeps what the in-memory table keeps, and fewer than
   // kTrimStep older answers, which a restart drops again (Restore keeps the
   // newest up to the table's capacity).
+  bool trimmed = false;
   if (any_answer && last.answers_kept_from >= trimmed_below_ + kTrimStep) {
     st.trim_requests.Int(1, static_cast<int64_t>(last.answers_kept_from));
     if (!run(st.trim_requests)) return fail("trim requests");
-    trimmed_below_ = last.answers_kept_from;
+    trimmed = true;
   }
   if (!run(st.commit)) return fail("commit");
+  if (trimmed) trimmed_below_ = last.answers_kept_from;
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
 
@@ -102,7 +103,13 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
   std::vector<StoreRows::Answer> answers = state.answers;
   std::sort(answers.begin(), answers.end(),
             [](const auto& a, const auto& b) { return a.seq < b.seq; });
+  // A request id answered again after the table forgot its first answer
+  // has two stored rows until the store trims the old one: the newest is
+  // the answer.
+  absl::flat_hash_map<std::string, uint64_t> newest;
+  for (const auto& a : answers) newest[a.key] = a.seq;
   for (const auto& a : answers) {
+    if (newest[a.key] != a.seq) continue;
     CachedReply reply;
     reply.status =
         grpc::Status(static_cast<grpc::StatusCode>(a.code), a.message);

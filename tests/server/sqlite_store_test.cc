@@ -192,6 +192,61 @@ TEST_F(SqliteStoreTest, AnswersAreTrimmedInStepsAndRestoredToTheTableSize) {
   EXPECT_EQ(count(store), 3);
 }
 
+// Several writes on one open store: its id -> sequence map must follow
+// every put and delete, or the rows end up doubled or missing.
+TEST_F(SqliteStoreTest, ManyWritesWithoutReopeningKeepOneRowPerId) {
+  Scheduler s(SchedulerOptions{.released_retention = 1});
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(s.UpsertQueue(Queue("default")).ok());
+    s.UpsertNodes({GpuNode("n0", 8)}, now_);
+    Commit(s, *store);
+    for (int round = 0; round < 3; ++round) {
+      for (const char* id : {"a", "b"}) {
+        // Released ids are submitted again: a new row replaces the old.
+        ASSERT_TRUE(
+            s.Submit(Workload(id, {Group("w", 1 + round, 1, 1)}), now_).ok());
+        s.RunCycle(now_);
+        Commit(s, *store);
+        ASSERT_TRUE(s.Release(id, {}, false, now_).ok());
+        s.RunCycle(now_);
+        Commit(s, *store);  // with a retention of one, the other is forgotten
+      }
+    }
+  }
+  std::map<std::string, int64_t> expected;
+  for (const auto& w : s.workloads()) {
+    if (w) expected[w->spec.id] = static_cast<int64_t>(w->submit_seq);
+  }
+  EXPECT_EQ(expected.size(), 1u);  // "b", released last
+  EXPECT_EQ(Rows(), expected);
+}
+
+// A request id answered again after the request-id table forgot it has two
+// stored answers until the old one is trimmed; a restart replays the newer.
+TEST_F(SqliteStoreTest, TheNewestAnswerOfARequestIdIsRestored) {
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    StoreRows rows;
+    rows.answers.push_back({"Allocate/r", 0, 0, "", "first"});
+    rows.answers.push_back({"Allocate/x", 1, 0, "", "other"});
+    rows.answers.push_back({"Allocate/r", 2, 0, "", "second"});
+    ASSERT_TRUE(store->Write({&rows}).ok());
+  }
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  Scheduler s;
+  IdempotencyCache requests(10);
+  auto loaded = store->Load(s, requests);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(requests.size(), 2u);
+  auto [reply, existed] = requests.FindOrInsert("Allocate/r");
+  ASSERT_TRUE(existed);
+  EXPECT_EQ(reply->response, "second");
+}
+
 TEST_F(SqliteStoreTest, WorkloadsKeyedByIdAreMigrated) {
   // A data dir from before the sequence key: workloads(id PRIMARY KEY, data).
   Scheduler before;
