@@ -152,22 +152,42 @@ Scheduler::OrderKey Scheduler::QueueOrderKey(const Queue& q,
   return {drf >= 1.0, !starved, -q.spec.priority, drf, q.created_seq};
 }
 
-size_t Scheduler::PartingLevel(QueueId a, QueueId b) const {
-  const std::vector<QueueId>& pa = queue_paths_[a.value()];
-  const std::vector<QueueId>& pb = queue_paths_[b.value()];
+bool Scheduler::LeafBefore(LeafOrder& a, LeafOrder& b) const {
+  const std::vector<QueueId>& pa = queue_paths_[a.leaf];
+  const std::vector<QueueId>& pb = queue_paths_[b.leaf];
   size_t level = 0;
   while (level < pa.size() && level < pb.size() && pa[level] == pb[level])
     ++level;
-  return level;
+  auto key_at = [&](LeafOrder& leaf, QueueId queue) -> const OrderKey& {
+    const Queue& q = queues_[queue.value()];
+    LeafOrder::Cached& c = leaf.keys[level];
+    if (c.front != leaf.front || c.version != q.version) {
+      c = {q.version, leaf.front, QueueOrderKey(q, leaf.need)};
+    }
+    return c.key;
+  };
+  return key_at(a, pa[level]) < key_at(b, pb[level]);
 }
 
-bool Scheduler::LeafBefore(QueueId a, const ResourceVector& a_next, QueueId b,
-                           const ResourceVector& b_next) const {
-  if (a == b) return false;
-  size_t level = PartingLevel(a, b);
-  return QueueOrderKey(queues_[queue_paths_[a.value()][level].value()],
-                       a_next) <
-         QueueOrderKey(queues_[queue_paths_[b.value()][level].value()], b_next);
+template <typename Leaf, typename Prepare, typename Take>
+void Scheduler::PickInFairShareOrder(std::vector<Leaf>& leaves,
+                                     Prepare&& prepare, Take&& take) {
+  for (;;) {
+    Leaf* best = nullptr;
+    size_t with_work = 0;
+    for (Leaf& leaf : leaves) {
+      prepare(leaf);
+      if (leaf.empty()) continue;
+      ++with_work;
+      if (best == nullptr || LeafBefore(leaf.order, best->order)) best = &leaf;
+    }
+    if (best == nullptr) return;
+    take(*best);
+    // Drop the finished leaves once they are most of the scan.
+    if (with_work * 2 < leaves.size()) {
+      std::erase_if(leaves, [](const Leaf& l) { return l.empty(); });
+    }
+  }
 }
 
 void Scheduler::CompletePipelined(absl::Time now) {
@@ -211,18 +231,12 @@ void Scheduler::CompletePipelined(absl::Time now) {
 void Scheduler::PlaceGangMinimums(absl::Time now) {
   // Candidates per leaf, in the in-queue order: running gangs that lost pods
   // first (they are re-placed at the head of their queue), then priority,
-  // then age. Each leaf also keeps the LeafBefore key of every queue on its
-  // path, until that queue's version changes or the leaf's next gang does:
-  // a pick changes the queues on one path, so most keys survive it.
-  struct CachedKey {
-    uint64_t version = 0;
-    const Workload* next = nullptr;  // null: not computed
-    OrderKey key;
-  };
+  // then age.
   struct Leaf {
+    LeafOrder order;
     std::vector<Workload*> list;       // popped from the back
     std::vector<ResourceVector> need;  // gang minimum of each, same order
-    std::vector<CachedKey> keys;       // per level of the leaf's path
+    bool empty() const { return list.empty(); }
   };
   std::map<uint32_t, Leaf> grouped;
   ForEachActive([&](Workload& w) {
@@ -230,8 +244,9 @@ void Scheduler::PlaceGangMinimums(absl::Time now) {
     if (w.state != WorkloadState::kPending && !lost) return;
     grouped[w.queue.value()].list.push_back(&w);
   });
-  for (auto& [leaf, entry] : grouped) {
-    std::vector<Workload*>& list = entry.list;
+  std::vector<Leaf> leaves;  // by leaf id, the scan order
+  for (auto& [id, leaf] : grouped) {
+    std::vector<Workload*>& list = leaf.list;
     std::sort(list.begin(), list.end(),
               [](const Workload* a, const Workload* b) {
                 bool a_lost = a->state == WorkloadState::kRunning;
@@ -243,50 +258,20 @@ void Scheduler::PlaceGangMinimums(absl::Time now) {
               });
     std::reverse(list.begin(), list.end());
     for (Workload* w : list)
-      entry.need.push_back(TotalOf(PlanGangMinimum(*w).request));
-    entry.keys.resize(queue_paths_[leaf].size());
+      leaf.need.push_back(TotalOf(PlanGangMinimum(*w).request));
+    leaf.order = NewLeafOrder(id);
+    leaf.order.Next(leaf.need.back());
+    leaves.push_back(std::move(leaf));
   }
-  // By leaf id (the scan order); a leaf whose list ran out stays, empty.
-  std::vector<std::pair<uint32_t, Leaf>> by_leaf;
-  by_leaf.reserve(grouped.size());
-  for (auto& [leaf, entry] : grouped)
-    by_leaf.emplace_back(leaf, std::move(entry));
-  size_t left = by_leaf.size();
-  auto key_at = [&](uint32_t leaf, Leaf& entry,
-                    size_t level) -> const OrderKey& {
-    const Queue& q = queues_[queue_paths_[leaf][level].value()];
-    CachedKey& c = entry.keys[level];
-    if (c.next != entry.list.back() || c.version != q.version) {
-      c = {q.version, entry.list.back(), QueueOrderKey(q, entry.need.back())};
-    }
-    return c.key;
-  };
-  // LeafBefore with the cached keys.
-  auto before = [&](std::pair<uint32_t, Leaf>& a,
-                    std::pair<uint32_t, Leaf>& b) {
-    size_t level = PartingLevel(QueueId(a.first), QueueId(b.first));
-    return key_at(a.first, a.second, level) < key_at(b.first, b.second, level);
-  };
-  while (left > 0) {
-    std::pair<uint32_t, Leaf>* best = nullptr;
-    for (auto& entry : by_leaf) {
-      if (entry.second.list.empty()) continue;
-      if (best == nullptr || before(entry, *best)) best = &entry;
-    }
-    Workload* w = best->second.list.back();
-    best->second.list.pop_back();
-    best->second.need.pop_back();
-    if (best->second.list.empty()) {
-      --left;
-      // Drop the finished leaves once they are most of the scan.
-      if (left * 2 < by_leaf.size()) {
-        std::erase_if(by_leaf, [](const auto& entry) {
-          return entry.second.list.empty();
-        });
-      }
-    }
-    TryGangMinimum(*w, now);
-  }
+  PickInFairShareOrder(
+      leaves, [](Leaf&) {},
+      [&](Leaf& leaf) {
+        Workload* w = leaf.list.back();
+        leaf.list.pop_back();
+        leaf.need.pop_back();
+        if (!leaf.list.empty()) leaf.order.Next(leaf.need.back());
+        TryGangMinimum(*w, now);
+      });
 }
 
 void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
@@ -416,13 +401,12 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
 }
 
 void Scheduler::GrowElastic(absl::Time now) {
-  // One replica per pick, the pick in fair-share order (LeafBefore, with
-  // each leaf's keys cached as in PlaceGangMinimums); a workload goes behind
-  // the others of its queue and priority after each grant. Grants only fill
-  // nodes, so a replica shape that found no room finds none later in this
-  // pass: the workloads whose next replica has that shape leave their
-  // queues when they come to the front, instead of each taking a turn (with
-  // many elastic gangs on a full cluster, every cycle tried them all).
+  // One replica per pick, the pick in fair-share order; a workload goes
+  // behind the others of its queue and priority after each grant. Grants
+  // only fill nodes, so a replica shape that found no room finds none later
+  // in this pass: the workloads whose next replica has that shape leave
+  // their queues when they come to the front, instead of each taking a turn
+  // (with many elastic gangs on a full cluster, every cycle tried them all).
   struct Entry {
     int32_t neg_priority;
     int32_t grants;
@@ -433,51 +417,34 @@ void Scheduler::GrowElastic(absl::Time now) {
              std::tie(o.neg_priority, o.grants, o.seq);
     }
   };
-  struct CachedKey {
-    uint64_t version = 0;
-    uint64_t front = 0;  // 0: not computed
-    OrderKey key;
-  };
   struct Leaf {
-    uint32_t id = 0;
+    LeafOrder order;
     std::set<Entry> entries;
-    uint64_t front = 0;   // new whenever the first entry may have changed
-    ResourceVector need;  // of the first entry's next replica
-    // The same replica's ShapeKey, or empty when it is pinned by the pods
-    // it already has (PinnedByBoundPods): never skipped.
+    PlannedRequest plan;  // the first entry's next replica
+    // That replica's ShapeKey, or empty when it is pinned by the pods it
+    // already has (PinnedByBoundPods): never skipped. Computed when needed.
     std::optional<std::string> shape;
-    std::vector<CachedKey> keys;  // per level of the leaf's path
+    bool empty() const { return entries.empty(); }
   };
-  absl::flat_hash_map<uint32_t, size_t> slot_of;
-  std::vector<Leaf> leaves;
+  std::map<uint32_t, Leaf> grouped;
   ForEachActive([&](Workload& w) {
     if (w.state != WorkloadState::kRunning || !w.AtMinimum()) return;
     if (PlanElasticReplica(w).request.replicas.empty()) return;
-    auto [it, added] = slot_of.emplace(w.queue.value(), leaves.size());
-    if (added) leaves.push_back({.id = w.queue.value()});
-    leaves[it->second].entries.insert({-w.priority, 0, w.submit_seq, &w});
+    grouped[w.queue.value()].entries.insert({-w.priority, 0, w.submit_seq, &w});
   });
-  // By leaf id, the scan order (ties go to the first).
-  std::sort(leaves.begin(), leaves.end(),
-            [](const Leaf& a, const Leaf& b) { return a.id < b.id; });
-  uint64_t fronts = 0;
+  // After every change of a leaf's first entry.
   auto refresh = [&](Leaf& leaf) {
-    leaf.front = ++fronts;
     leaf.shape.reset();
-    if (!leaf.entries.empty()) {
-      leaf.need = TotalOf(PlanElasticReplica(*leaf.entries.begin()->w).request);
-    }
+    if (leaf.entries.empty()) return;
+    leaf.plan = PlanElasticReplica(*leaf.entries.begin()->w);
+    leaf.order.Next(TotalOf(leaf.plan.request));
   };
-  for (Leaf& leaf : leaves) {
+  std::vector<Leaf> leaves;  // by leaf id, the scan order
+  for (auto& [id, leaf] : grouped) {
+    leaf.order = NewLeafOrder(id);
     refresh(leaf);
-    leaf.keys.resize(queue_paths_[leaf.id].size());
+    leaves.push_back(std::move(leaf));
   }
-  size_t left = leaves.size();  // leaves with entries
-  auto pop_front = [&](Leaf& leaf) {
-    leaf.entries.erase(leaf.entries.begin());
-    if (leaf.entries.empty()) --left;
-    refresh(leaf);
-  };
   absl::flat_hash_set<std::string> no_room;  // shapes that did not fit
   // A replica's shape, when its fit does not depend on its own pods.
   auto shareable_shape = [](const GangRequest& request) {
@@ -486,39 +453,17 @@ void Scheduler::GrowElastic(absl::Time now) {
   // Drops the leaf's first entries while their next replica cannot fit.
   auto skip_no_room = [&](Leaf& leaf) {
     while (!no_room.empty() && !leaf.entries.empty()) {
-      if (!leaf.shape) {
-        leaf.shape = shareable_shape(
-            PlanElasticReplica(*leaf.entries.begin()->w).request);
-      }
+      if (!leaf.shape) leaf.shape = shareable_shape(leaf.plan.request);
       if (leaf.shape->empty() || !no_room.contains(*leaf.shape)) return;
-      pop_front(leaf);
+      leaf.entries.erase(leaf.entries.begin());
+      refresh(leaf);
     }
   };
-  auto key_at = [&](Leaf& leaf, size_t level) -> const OrderKey& {
-    const Queue& q = queues_[queue_paths_[leaf.id][level].value()];
-    CachedKey& c = leaf.keys[level];
-    if (c.front != leaf.front || c.version != q.version) {
-      c = {q.version, leaf.front, QueueOrderKey(q, leaf.need)};
-    }
-    return c.key;
-  };
-  for (;;) {
-    Leaf* best = nullptr;
-    for (Leaf& leaf : leaves) {
-      skip_no_room(leaf);
-      if (leaf.entries.empty()) continue;
-      if (best == nullptr) {
-        best = &leaf;
-        continue;
-      }
-      size_t level = PartingLevel(QueueId(leaf.id), QueueId(best->id));
-      if (key_at(leaf, level) < key_at(*best, level)) best = &leaf;
-    }
-    if (best == nullptr) break;
-    Entry entry = *best->entries.begin();
-    pop_front(*best);
+  PickInFairShareOrder(leaves, skip_no_room, [&](Leaf& leaf) {
+    Entry entry = *leaf.entries.begin();
+    leaf.entries.erase(leaf.entries.begin());
+    PlannedRequest plan = std::move(leaf.plan);
     Workload& w = *entry.w;
-    PlannedRequest plan = PlanElasticReplica(w);
     bool granted = false;
     if (CheckQueues(w, TotalOf(plan.request)).code == PendingCode::kNone) {
       GangPlacement placement =
@@ -533,15 +478,10 @@ void Scheduler::GrowElastic(absl::Time now) {
     }
     if (granted && !PlanElasticReplica(w).request.replicas.empty()) {
       ++entry.grants;
-      if (best->entries.empty()) ++left;
-      best->entries.insert(entry);
-      refresh(*best);
+      leaf.entries.insert(entry);
     }
-    // Drop the finished leaves once they are most of the scan.
-    if (left * 2 < leaves.size()) {
-      std::erase_if(leaves, [](const Leaf& l) { return l.entries.empty(); });
-    }
-  }
+    refresh(leaf);
+  });
 }
 
 }  // namespace gangsched

@@ -329,16 +329,42 @@ class Scheduler {
   void CompletePipelined(absl::Time now);
   void PlaceGangMinimums(absl::Time now);
   void GrowElastic(absl::Time now);
-  // True when leaf `a` (whose next request is `a_next`) goes before leaf `b`
-  // in the fair-share order of SPEC §4.4, compared where their paths part.
-  bool LeafBefore(QueueId a, const ResourceVector& a_next, QueueId b,
-                  const ResourceVector& b_next) const;
-  // The sort key LeafBefore compares for one queue on the path of a leaf
-  // whose next request is `next`: smaller goes first.
+  // The fair-share order of SPEC §4.4 between leaves with work, compared
+  // where their paths from the root part (queue_paths_). A leaf keeps the
+  // order key of every queue on its path until that queue's version or the
+  // leaf's next request changes: a pick changes the queues on one path, so
+  // most keys survive it.
   using OrderKey = std::tuple<bool, bool, int32_t, double, uint64_t>;
-  // Where two distinct leaves' paths from the root part (queue_paths_).
-  size_t PartingLevel(QueueId a, QueueId b) const;
+  struct LeafOrder {
+    uint32_t leaf = 0;
+    uint64_t front = 0;   // bumped whenever the leaf's next request changes
+    ResourceVector need;  // of that next request
+    struct Cached {
+      uint64_t version = 0;
+      uint64_t front = 0;  // 0: not computed
+      OrderKey key;
+    };
+    std::vector<Cached> keys;  // per level of the leaf's path
+    void Next(ResourceVector next_need) {
+      ++front;
+      need = std::move(next_need);
+    }
+  };
+  LeafOrder NewLeafOrder(uint32_t leaf) const {
+    return {.leaf = leaf,
+            .keys = std::vector<LeafOrder::Cached>(queue_paths_[leaf].size())};
+  }
+  // True when leaf `a` goes before leaf `b` (distinct leaves).
+  bool LeafBefore(LeafOrder& a, LeafOrder& b) const;
+  // The key of one queue on the path of a leaf whose next request is
+  // `next`: smaller goes first.
   OrderKey QueueOrderKey(const Queue& q, const ResourceVector& next) const;
+  // Hands the first leaf in that order to `take` until no leaf has work.
+  // A Leaf has `order` (LeafOrder) and empty(); `prepare` sees every leaf
+  // before it is compared and may drop work it knows cannot be done.
+  template <typename Leaf, typename Prepare, typename Take>
+  void PickInFairShareOrder(std::vector<Leaf>& leaves, Prepare&& prepare,
+                            Take&& take);
   // Places one gang minimum, preempting or reclaiming if needed; sets the
   // pending reason otherwise.
   void TryGangMinimum(Workload& w, absl::Time now);
