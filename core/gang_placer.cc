@@ -77,6 +77,52 @@ std::vector<std::string> OrderDomains(
   return out;
 }
 
+// The values of label `key`, ordered by OrderDomains by the free `resource`
+// of their live nodes: allocatable, less usage (unless options.ignore_usage)
+// and reservations (when `reserved`, unless options.ignore_reserved), less
+// what `booked` holds per node id. From the topology index when there is
+// one, else from a scan of the nodes' labels.
+std::vector<std::string> DomainsByFree(
+    const std::vector<Node>& nodes, const PlacerOptions& options,
+    const std::string& key, ResourceId resource, bool spread, bool reserved,
+    const absl::flat_hash_map<uint32_t, ResourceVector>& booked) {
+  bool less_reserved =
+      !options.ignore_usage && reserved && !options.ignore_reserved;
+  auto free_of = [&](const auto& n) {  // a Node or a domain's sums
+    int64_t amount = n.allocatable.Get(resource);
+    if (!options.ignore_usage) amount -= n.used.Get(resource);
+    if (less_reserved) amount -= n.reserved.Get(resource);
+    return amount;
+  };
+  std::map<std::string, int64_t> free;
+  if (options.topology == nullptr) {
+    for (uint32_t id = 0; id < nodes.size(); ++id) {
+      const Node& node = nodes[id];
+      if (!node.live) continue;
+      absl::string_view value = node.Label(key);
+      if (value.empty()) continue;
+      int64_t amount = free_of(node);
+      if (auto it = booked.find(id); it != booked.end())
+        amount -= it->second.Get(resource);
+      free[std::string(value)] += amount;
+    }
+    return OrderDomains(free, spread);
+  }
+  std::optional<uint32_t> key_id = options.topology->FindKey(key);
+  if (!key_id) return {};
+  const auto& domains = options.topology->Domains(*key_id);
+  std::vector<int64_t> held(domains.size(), 0);
+  for (const auto& [id, amount] : booked) {
+    uint32_t d = options.topology->DomainOf(*key_id, id);
+    if (d != TopologyIndex::kNoDomain) held[d] += amount.Get(resource);
+  }
+  for (uint32_t d = 0; d < domains.size(); ++d) {
+    if (domains[d].nodes == 0) continue;
+    free[domains[d].value] = free_of(domains[d]) - held[d];
+  }
+  return OrderDomains(free, spread);
+}
+
 // One attempt of a whole request inside an optional topology domain.
 class Attempt {
  public:
@@ -174,39 +220,10 @@ class Attempt {
         if (!value.empty()) return {std::string(value)};
       }
     }
-    ResourceId resource = KeyResource(group.pod);
     bool spread = group.placement.strategy == PlacementStrategy::kSpread ||
                   group.placement.strategy == PlacementStrategy::kStrictSpread;
-    std::map<std::string, int64_t> free;
-    if (options_.topology == nullptr) {
-      for (const Node& node : nodes_) {
-        if (!node.live) continue;
-        absl::string_view value = node.Label(key);
-        if (value.empty()) continue;
-        free[std::string(value)] += FreeOf(node).Get(resource);
-      }
-      return OrderDomains(free, spread);
-    }
-    std::optional<uint32_t> key_id = options_.topology->FindKey(key);
-    if (!key_id) return {};
-    // The sums of FreeOf over each domain's nodes, from the index.
-    const auto& domains = options_.topology->Domains(*key_id);
-    std::vector<int64_t> booked(domains.size(), 0);
-    for (const auto& [id, extra] : extra_) {
-      uint32_t d = options_.topology->DomainOf(*key_id, id);
-      if (d != TopologyIndex::kNoDomain) booked[d] += extra.Get(resource);
-    }
-    for (uint32_t d = 0; d < domains.size(); ++d) {
-      if (domains[d].nodes == 0) continue;
-      int64_t amount = domains[d].allocatable.Get(resource) - booked[d];
-      if (!options_.ignore_usage) {
-        amount -= domains[d].used.Get(resource);
-        if (!options_.ignore_reserved)
-          amount -= domains[d].reserved.Get(resource);
-      }
-      free[domains[d].value] = amount;
-    }
-    return OrderDomains(free, spread);
+    return DomainsByFree(nodes_, options_, key, KeyResource(group.pod), spread,
+                         /*reserved=*/true, extra_);
   }
 
   // Replicas [begin, end) are all of one group.
@@ -462,32 +479,11 @@ std::vector<std::string> CandidateDomains(const std::vector<Node>& nodes,
   for (const auto& group : request.groups) {
     if (group.pod.Get(kGpu) > 0) key_resource = kGpu;
   }
-  bool spread = request.gang.strategy == PlacementStrategy::kSpread;
   // Capacity left after running work (room held for PIPELINED gangs is
   // not subtracted here).
-  std::map<std::string, int64_t> free_by_domain;
-  if (options.topology != nullptr) {
-    std::optional<uint32_t> key_id = options.topology->FindKey(key);
-    if (!key_id) return {};
-    for (const auto& d : options.topology->Domains(*key_id)) {
-      if (d.nodes == 0) continue;
-      free_by_domain[d.value] =
-          options.ignore_usage
-              ? d.allocatable.Get(key_resource)
-              : d.allocatable.Get(key_resource) - d.used.Get(key_resource);
-    }
-    return OrderDomains(free_by_domain, spread);
-  }
-  for (const Node& node : nodes) {
-    if (!node.live) continue;
-    absl::string_view value = node.Label(key);
-    if (value.empty()) continue;
-    int64_t free = options.ignore_usage ? node.allocatable.Get(key_resource)
-                                        : node.allocatable.Get(key_resource) -
-                                              node.used.Get(key_resource);
-    free_by_domain[std::string(value)] += free;
-  }
-  return OrderDomains(free_by_domain, spread);
+  return DomainsByFree(nodes, options, key, key_resource,
+                       request.gang.strategy == PlacementStrategy::kSpread,
+                       /*reserved=*/false, {});
 }
 
 }  // namespace
