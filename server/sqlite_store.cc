@@ -50,7 +50,6 @@ class Statement {
   }
   ~Statement() { sqlite3_finalize(stmt_); }
   bool ok() const { return rc_ == SQLITE_OK; }
-  sqlite3_stmt* get() { return stmt_; }
   void Text(int i, const std::string& s) {
     sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()),
                       SQLITE_TRANSIENT);
@@ -62,6 +61,12 @@ class Statement {
   }
   void Int(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
   int Step() { return last_ = sqlite3_step(stmt_); }
+  // A statement that returns no rows: steps it once and resets it.
+  bool Run() {
+    bool done = Step() == SQLITE_DONE;
+    Reset();
+    return done;
+  }
   // After a read loop: every row was read (not stopped by an error).
   bool read_all() const { return last_ == SQLITE_DONE; }
   // Bindings stay until bound again: every statement here binds them all.
@@ -220,8 +225,7 @@ absl::Status SqliteStore::MigrateWorkloadsById() {
     write.Int(1, static_cast<int64_t>(record->submit_seq));
     write.Text(2, read.ColumnBytes(0));
     write.Blob(3, data);
-    if (write.Step() != SQLITE_DONE) return Error(db_, "migrate workloads");
-    write.Reset();
+    if (!write.Run()) return Error(db_, "migrate workloads");
   }
   // Nothing is dropped unless every row was copied; an error returns with
   // the transaction open, and closing the database rolls it back.
@@ -274,25 +278,20 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
 
 bool SqliteStore::WriteWorkload(const StoreRows::Row& row) {
   Statements& st = *statements_;
-  auto run = [](Statement& statement) {
-    int rc = statement.Step();
-    statement.Reset();
-    return rc == SQLITE_DONE;
-  };
   // A released id submitted again is a new workload with a new sequence:
   // its old row goes.
   auto it = seq_of_.find(row.key);
   if (it != seq_of_.end() &&
       (!row.value || it->second != static_cast<int64_t>(row.seq))) {
     st.del_workload.Int(1, it->second);
-    if (!run(st.del_workload)) return false;
+    if (!st.del_workload.Run()) return false;
     seq_of_.erase(it);
   }
   if (!row.value) return true;
   st.put_workload.Int(1, static_cast<int64_t>(row.seq));
   st.put_workload.Text(2, row.key);
   st.put_workload.Blob(3, *row.value);
-  if (!run(st.put_workload)) return false;
+  if (!st.put_workload.Run()) return false;
   seq_of_[row.key] = static_cast<int64_t>(row.seq);
   return true;
 }
@@ -308,12 +307,7 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
     LoadWorkloadSeqs().IgnoreError();
     return s;
   };
-  auto run = [](Statement& statement) {
-    int rc = statement.Step();
-    statement.Reset();
-    return rc == SQLITE_DONE;
-  };
-  if (!run(st.begin)) return fail("begin");
+  if (!st.begin.Run()) return fail("begin");
   bool any_answer = false;
   for (const StoreRows* batch : batches) {
     for (const StoreRows::Row& row : batch->rows) {
@@ -321,20 +315,12 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
         if (!WriteWorkload(row)) return fail("write workload");
         continue;
       }
-      Statement* put = nullptr;
-      switch (row.table) {
-        case StoreRows::Table::kWorkload:
-          break;  // above
-        case StoreRows::Table::kNode:
-          put = row.value ? &st.put_node : &st.del_node;
-          break;
-        case StoreRows::Table::kQueue:
-          put = row.value ? &st.put_queue : &st.del_queue;
-          break;
-      }
-      put->Text(1, row.key);
-      if (row.value) put->Blob(2, *row.value);
-      if (!run(*put)) return fail("write row");
+      bool node = row.table == StoreRows::Table::kNode;
+      Statement& put = row.value ? (node ? st.put_node : st.put_queue)
+                                 : (node ? st.del_node : st.del_queue);
+      put.Text(1, row.key);
+      if (row.value) put.Blob(2, *row.value);
+      if (!put.Run()) return fail("write row");
     }
     for (const StoreRows::Answer& a : batch->answers) {
       st.put_request.Text(1, a.key);
@@ -342,7 +328,7 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
       st.put_request.Int(3, a.code);
       st.put_request.Text(4, a.message);
       st.put_request.Blob(5, a.response);
-      if (!run(st.put_request)) return fail("write request");
+      if (!st.put_request.Run()) return fail("write request");
       any_answer = true;
     }
   }
@@ -352,7 +338,7 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
         {"submit_seq", static_cast<int64_t>(last.submit_seq)}}) {
     st.put_meta.Text(1, key);
     st.put_meta.Int(2, value);
-    if (!run(st.put_meta)) return fail("write meta");
+    if (!st.put_meta.Run()) return fail("write meta");
   }
   // The table keeps what the in-memory table keeps, and fewer than
   // kTrimStep older answers, which a restart drops again (Restore keeps the
@@ -360,10 +346,10 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
   bool trimmed = false;
   if (any_answer && last.answers_kept_from >= trimmed_below_ + kTrimStep) {
     st.trim_requests.Int(1, static_cast<int64_t>(last.answers_kept_from));
-    if (!run(st.trim_requests)) return fail("trim requests");
+    if (!st.trim_requests.Run()) return fail("trim requests");
     trimmed = true;
   }
-  if (!run(st.commit)) return fail("commit");
+  if (!st.commit.Run()) return fail("commit");
   if (trimmed) trimmed_below_ = last.answers_kept_from;
   return absl::OkStatus();
 }
