@@ -414,10 +414,15 @@ void ToProto(const PendingReason& in, v1::PendingReason* out) {
   out->set_message(in.message);
 }
 
+void BindingToProto(const std::string& group, int32_t index,
+                    const std::string& node, v1::Binding* out) {
+  out->set_group(group);
+  out->set_index(index);
+  out->set_node(node);
+}
+
 void ToProto(const Binding& in, v1::Binding* out) {
-  out->set_group(in.group);
-  out->set_index(in.index);
-  out->set_node(in.node);
+  BindingToProto(in.group, in.index, in.node, out);
 }
 
 void ToProto(const SlotRef& in, v1::SlotRef* out) {
@@ -533,10 +538,7 @@ void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
   out->set_state(ToProto(in.state));
   scheduler.ForEachBinding(in, [out](const std::string& group, int32_t index,
                                      const std::string& node) {
-    v1::Binding* b = out->add_bindings();
-    b->set_group(group);
-    b->set_index(index);
-    b->set_node(node);
+    BindingToProto(group, index, node, out->add_bindings());
   });
   if (in.pending.code != PendingCode::kNone)
     ToProto(in.pending, out->mutable_pending());

@@ -97,6 +97,18 @@ grpc::ServerUnaryReactor* Reject(Metrics* metrics,
                     absl::ZeroDuration());
 }
 
+// Pointers to the live items (queues, nodes), sorted by name.
+template <typename T, typename Name>
+std::vector<const T*> LiveByName(const std::vector<T>& items, Name name) {
+  std::vector<const T*> out;
+  for (const T& item : items) {
+    if (item.live) out.push_back(&item);
+  }
+  std::sort(out.begin(), out.end(),
+            [&](const T* a, const T* b) { return name(*a) < name(*b); });
+  return out;
+}
+
 using ReadFn = std::function<grpc::Status(const Scheduler&)>;
 
 // What a read needs from the core before it can run: `ready` says whether
@@ -636,22 +648,18 @@ grpc::ServerUnaryReactor* AdminService::DeleteQueue(
 grpc::ServerUnaryReactor* AdminService::ListQueues(
     grpc::CallbackServerContext* ctx, const v1::ListQueuesRequest*,
     v1::ListQueuesResponse* response) {
-  return DispatchRead(core_, metrics_, ctx, "ListQueues", response,
-                      [response](const Scheduler& s) {
-                        std::vector<const Queue*> queues;
-                        for (const Queue& q : s.queues()) {
-                          if (q.live) queues.push_back(&q);
-                        }
-                        std::sort(queues.begin(), queues.end(),
-                                  [](const Queue* a, const Queue* b) {
-                                    return a->spec.name < b->spec.name;
-                                  });
-                        for (const Queue* q : queues) {
-                          QueueToProto(s, *q, response->add_queues());
-                        }
-                        response->set_revision(s.revision());
-                        return grpc::Status::OK;
-                      });
+  return DispatchRead(
+      core_, metrics_, ctx, "ListQueues", response,
+      [response](const Scheduler& s) {
+        for (const Queue* q :
+             LiveByName(s.queues(), [](const Queue& q) -> const std::string& {
+               return q.spec.name;
+             })) {
+          QueueToProto(s, *q, response->add_queues());
+        }
+        response->set_revision(s.revision());
+        return grpc::Status::OK;
+      });
 }
 
 grpc::ServerUnaryReactor* AdminService::GetPriorityClasses(
@@ -673,30 +681,23 @@ grpc::ServerUnaryReactor* AdminService::GetPriorityClasses(
 grpc::ServerUnaryReactor* AdminService::GetClusterSnapshot(
     grpc::CallbackServerContext* ctx, const v1::GetClusterSnapshotRequest*,
     v1::ClusterSnapshot* response) {
-  return DispatchRead(core_, metrics_, ctx, "GetClusterSnapshot", response,
-                      [response](const Scheduler& s) {
-                        std::vector<const Node*> nodes;
-                        for (const Node& n : s.nodes()) {
-                          if (n.live) nodes.push_back(&n);
-                        }
-                        std::sort(nodes.begin(), nodes.end(),
-                                  [](const Node* a, const Node* b) {
-                                    return a->name < b->name;
-                                  });
-                        for (const Node* n : nodes) {
-                          NodeToProto(s, *n, response->add_nodes());
-                        }
-                        for (const Queue& q : s.queues()) {
-                          if (q.live)
-                            QueueToProto(s, q, response->add_queues());
-                        }
-                        for (const auto& w : s.workloads()) {
-                          if (w)
-                            WorkloadToProto(s, *w, response->add_workloads());
-                        }
-                        response->set_revision(s.revision());
-                        return grpc::Status::OK;
-                      });
+  return DispatchRead(
+      core_, metrics_, ctx, "GetClusterSnapshot", response,
+      [response](const Scheduler& s) {
+        for (const Node* n : LiveByName(
+                 s.nodes(),
+                 [](const Node& n) -> const std::string& { return n.name; })) {
+          NodeToProto(s, *n, response->add_nodes());
+        }
+        for (const Queue& q : s.queues()) {
+          if (q.live) QueueToProto(s, q, response->add_queues());
+        }
+        for (const auto& w : s.workloads()) {
+          if (w) WorkloadToProto(s, *w, response->add_workloads());
+        }
+        response->set_revision(s.revision());
+        return grpc::Status::OK;
+      });
 }
 
 }  // namespace gangsched::server
