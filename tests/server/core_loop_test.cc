@@ -9,9 +9,15 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "tests/core/test_util.h"
 
 namespace gangsched::server {
 namespace {
+
+using gangsched::testing::GpuNode;
+using gangsched::testing::Group;
+using gangsched::testing::Queue;
+using gangsched::testing::Workload;
 
 // A store whose writes wait until the test opens the gate.
 class GatedStore : public Store {
@@ -60,9 +66,7 @@ TEST(CoreLoopTest, ReadsOffTheCoreThreadSeeOnlyCommittedState) {
   std::promise<void> answered;
   ASSERT_TRUE(core.Post(
       [&](CoreLoop::Context& c) {
-        QueueSpec q;
-        q.name = "q";
-        ASSERT_TRUE(c.scheduler.UpsertQueue(q).ok());
+        ASSERT_TRUE(c.scheduler.UpsertQueue(Queue("q")).ok());
         applied.set_value();
       },
       [&](CoreLoop::Context& c) { c.Defer([&] { answered.set_value(); }); }));
@@ -101,16 +105,11 @@ TEST(CoreLoopTest, OffThreadReadsSeeWholeBatches) {
   std::promise<void> ready;
   ASSERT_TRUE(core.Post(
       [&](CoreLoop::Context& c) {
-        QueueSpec q;
-        q.name = "q";
-        ASSERT_TRUE(c.scheduler.UpsertQueue(q).ok());
+        ASSERT_TRUE(c.scheduler.UpsertQueue(Queue("q")).ok());
         std::vector<NodeSpec> nodes;
         for (int i = 0; i < 8; ++i) {
-          NodeSpec n;
-          n.name = "n" + std::to_string(i);
-          n.allocatable = {{"cpu", 8000}, {"nvidia.com/gpu", 8000}};
-          n.labels = {{"zone", i % 2 ? "a" : "b"}};
-          nodes.push_back(n);
+          nodes.push_back(GpuNode("n" + std::to_string(i), 8,
+                                  {{"zone", i % 2 ? "a" : "b"}}, 8));
         }
         c.scheduler.UpsertNodes(nodes, c.now);
         ready.set_value();
@@ -126,14 +125,7 @@ TEST(CoreLoopTest, OffThreadReadsSeeWholeBatches) {
     while (!stop.load()) {
       bool here = core.TryRead([&](const Scheduler& s) {
         if (!s.CheckConsistency().ok()) ++inconsistent;
-        WorkloadSpec probe;
-        probe.id = "probe";
-        probe.queue = "q";
-        GroupSpec g;
-        g.name = "w";
-        g.resources = {{"nvidia.com/gpu", 2000}};
-        g.min_count = g.desired_count = g.max_count = 2;
-        probe.groups = {g};
+        WorkloadSpec probe = Workload("probe", {Group("w", 2, 2, 2)}, "q");
         probe.placement.topology_key = "zone";
         if (!s.DryRun(probe).ok()) ++inconsistent;
         return true;
@@ -148,15 +140,13 @@ TEST(CoreLoopTest, OffThreadReadsSeeWholeBatches) {
     std::promise<void> done;
     ASSERT_TRUE(core.Post(
         [&, id, i](CoreLoop::Context& c) {
-          WorkloadSpec w;
-          w.id = id;
-          w.queue = "q";
-          GroupSpec g;
-          g.name = "w";
-          g.resources = {{"cpu", 1000}, {"nvidia.com/gpu", 1000 * (1 + i % 3)}};
-          g.min_count = g.desired_count = g.max_count = 1 + i % 4;
-          w.groups = {g};
-          ASSERT_TRUE(c.scheduler.Submit(w, c.now).ok());
+          int pods = 1 + i % 4;
+          ASSERT_TRUE(
+              c.scheduler
+                  .Submit(
+                      Workload(id, {Group("w", 1 + i % 3, pods, pods)}, "q"),
+                      c.now)
+                  .ok());
           if (i >= 10) {
             ASSERT_TRUE(
                 c.scheduler
