@@ -40,16 +40,21 @@ WorkloadSpec MakeGang(const std::string& id, int pods, int gpus) {
   return w;
 }
 
+// Adds `count` nodes of MakeNode.
+void AddNodes(Scheduler& s, int count, absl::Time now) {
+  std::vector<NodeSpec> specs;
+  for (int i = 0; i < count; ++i) specs.push_back(MakeNode(i));
+  s.UpsertNodes(specs, now);
+}
+
 // A cluster of `nodes` nodes, about half of the GPUs taken by 2-GPU pods.
 std::unique_ptr<Scheduler> HalfFullCluster(int nodes) {
   auto s = std::make_unique<Scheduler>();
   QueueSpec queue;
   queue.name = "default";
   s->UpsertQueue(queue).IgnoreError();
-  std::vector<NodeSpec> specs;
-  for (int i = 0; i < nodes; ++i) specs.push_back(MakeNode(i));
   absl::Time now = absl::UnixEpoch();
-  s->UpsertNodes(specs, now);
+  AddNodes(*s, nodes, now);
   for (int i = 0; i < nodes / 4; ++i) {
     s->Submit(MakeGang("fill-" + std::to_string(i), 8, 2), now).IgnoreError();
   }
@@ -226,10 +231,8 @@ void BM_FullCycle(benchmark::State& state) {
     state.PauseTiming();
     auto s = std::make_unique<Scheduler>();
     AddTwoLevelQueues(*s, 4000 * 1000, 40 * 1000);
-    std::vector<NodeSpec> nodes;
-    for (int i = 0; i < node_count; ++i) nodes.push_back(MakeNode(i));
     absl::Time now = absl::UnixEpoch();
-    s->UpsertNodes(nodes, now);
+    AddNodes(*s, node_count, now);
     for (int i = 0; i < 12500; ++i) {  // 100,000 running slots
       s->Submit(CpuWorkload("run-" + std::to_string(i), Team(i), 500, 8, 8),
                 now)
@@ -276,10 +279,8 @@ void BM_ElasticCycleFullCluster(benchmark::State& state) {
     state.PauseTiming();
     auto s = std::make_unique<Scheduler>();
     AddTwoLevelQueues(*s);
-    std::vector<NodeSpec> nodes;
-    for (int i = 0; i < 1000; ++i) nodes.push_back(MakeNode(i));
     absl::Time now = absl::UnixEpoch();
-    s->UpsertNodes(nodes, now);
+    AddNodes(*s, 1000, now);
     for (int i = 0; i < 12500; ++i) {
       s->Submit(
            CpuWorkload("elastic-" + std::to_string(i), Team(i), 1000, 4, 8),
@@ -314,10 +315,8 @@ void BM_PreemptionSearch10kCandidates(benchmark::State& state) {
     QueueSpec queue;
     queue.name = "default";
     s->UpsertQueue(queue).IgnoreError();
-    std::vector<NodeSpec> nodes;
-    for (int i = 0; i < 1250; ++i) nodes.push_back(MakeNode(i));
     absl::Time now = absl::UnixEpoch();
-    s->UpsertNodes(nodes, now);
+    AddNodes(*s, 1250, now);
     for (int i = 0; i < 10000; ++i) {
       WorkloadSpec w;
       w.id = "train-" + std::to_string(i);
