@@ -72,38 +72,48 @@ struct Cluster {
   }
 };
 
+// Each iteration: the request parsed from `bytes` and the reply built by
+// `answer(request, reply)` on one arena, as the server's calls are, then
+// the reply serialized. `answer` returns an error to stop the benchmark.
+template <typename Request, typename Reply, typename Answer>
+void Serve(benchmark::State& state, const std::string& bytes, Answer answer) {
+  std::string serialized;
+  for (auto _ : state) {
+    google::protobuf::Arena arena;
+    auto* in = google::protobuf::Arena::CreateMessage<Request>(&arena);
+    auto* out = google::protobuf::Arena::CreateMessage<Reply>(&arena);
+    absl::Status s = in->ParseFromString(bytes)
+                         ? answer(*in, out)
+                         : absl::InvalidArgumentError("request does not parse");
+    if (!s.ok()) {
+      state.SkipWithError(std::string(s.message()).c_str());
+      break;
+    }
+    serialized.clear();
+    out->SerializeToString(&serialized);
+    benchmark::DoNotOptimize(serialized.data());
+  }
+  state.counters["reply_bytes"] = static_cast<double>(serialized.size());
+}
+
 // Allocate with dry_run, as AllocateRequest bytes off the wire.
 void BM_DryRunAllocate(benchmark::State& state) {
   Cluster cluster;
   v1::AllocateRequest request;
   *request.mutable_workload() = RayCluster("bench/dry-run");
   request.set_dry_run(true);
-  const std::string bytes = request.SerializeAsString();
-  std::string reply;
-  for (auto _ : state) {
-    google::protobuf::Arena arena;
-    auto* in =
-        google::protobuf::Arena::CreateMessage<v1::AllocateRequest>(&arena);
-    auto* out =
-        google::protobuf::Arena::CreateMessage<v1::AllocateResponse>(&arena);
-    auto spec = in->ParseFromString(bytes)
-                    ? ParseWorkloadSpec(in->workload())
-                    : absl::InvalidArgumentError("request bytes do not parse");
-    if (!spec.ok()) {
-      state.SkipWithError(std::string(spec.status().message()).c_str());
-      break;
-    }
-    auto answer = cluster.scheduler.DryRun(*std::move(spec));
-    if (!answer.ok() || answer->bindings.size() != 9) {
-      state.SkipWithError("the dry run did not place 9 pods");
-      break;
-    }
-    ToProto(*answer, out);
-    reply.clear();
-    out->SerializeToString(&reply);
-    benchmark::DoNotOptimize(reply.data());
-  }
-  state.counters["reply_bytes"] = static_cast<double>(reply.size());
+  Serve<v1::AllocateRequest, v1::AllocateResponse>(
+      state, request.SerializeAsString(),
+      [&](const v1::AllocateRequest& in, v1::AllocateResponse* out) {
+        auto spec = ParseWorkloadSpec(in.workload());
+        if (!spec.ok()) return spec.status();
+        auto answer = cluster.scheduler.DryRun(*std::move(spec));
+        if (!answer.ok()) return answer.status();
+        if (answer->bindings.size() != 9)
+          return absl::InternalError("the dry run did not place 9 pods");
+        ToProto(*answer, out);
+        return absl::OkStatus();
+      });
 }
 BENCHMARK(BM_DryRunAllocate);
 
@@ -112,27 +122,14 @@ void BM_GetWorkload(benchmark::State& state) {
   Cluster cluster;
   v1::GetWorkloadRequest request;
   request.set_workload_id("bench/target");
-  const std::string bytes = request.SerializeAsString();
-  std::string reply;
-  for (auto _ : state) {
-    google::protobuf::Arena arena;
-    auto* in =
-        google::protobuf::Arena::CreateMessage<v1::GetWorkloadRequest>(&arena);
-    auto* out =
-        google::protobuf::Arena::CreateMessage<v1::WorkloadStatus>(&arena);
-    const Workload* w = in->ParseFromString(bytes)
-                            ? cluster.scheduler.FindWorkload(in->workload_id())
-                            : nullptr;
-    if (w == nullptr) {
-      state.SkipWithError("the request does not parse or names no workload");
-      break;
-    }
-    WorkloadToProto(cluster.scheduler, *w, out);
-    reply.clear();
-    out->SerializeToString(&reply);
-    benchmark::DoNotOptimize(reply.data());
-  }
-  state.counters["reply_bytes"] = static_cast<double>(reply.size());
+  Serve<v1::GetWorkloadRequest, v1::WorkloadStatus>(
+      state, request.SerializeAsString(),
+      [&](const v1::GetWorkloadRequest& in, v1::WorkloadStatus* out) {
+        const Workload* w = cluster.scheduler.FindWorkload(in.workload_id());
+        if (w == nullptr) return absl::NotFoundError("no target workload");
+        WorkloadToProto(cluster.scheduler, *w, out);
+        return absl::OkStatus();
+      });
 }
 BENCHMARK(BM_GetWorkload);
 
