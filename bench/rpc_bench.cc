@@ -11,6 +11,7 @@
 #include "core/scheduler.h"
 #include "google/protobuf/arena.h"
 #include "server/convert.h"
+#include "server/spec_cache.h"
 
 namespace gangsched::server {
 namespace {
@@ -120,6 +121,7 @@ BENCHMARK(BM_DryRunAllocate);
 // GetWorkload of the running target (9 bindings).
 void BM_GetWorkload(benchmark::State& state) {
   Cluster cluster;
+  SpecCache specs;
   v1::GetWorkloadRequest request;
   request.set_workload_id("bench/target");
   Serve<v1::GetWorkloadRequest, v1::WorkloadStatus>(
@@ -127,7 +129,7 @@ void BM_GetWorkload(benchmark::State& state) {
       [&](const v1::GetWorkloadRequest& in, v1::WorkloadStatus* out) {
         const Workload* w = cluster.scheduler.FindWorkload(in.workload_id());
         if (w == nullptr) return absl::NotFoundError("no target workload");
-        WorkloadToProto(cluster.scheduler, *w, out);
+        WorkloadToProto(cluster.scheduler, *w, specs, out);
         return absl::OkStatus();
       });
 }

@@ -351,8 +351,10 @@ class Scheduler {
     }
   };
   LeafOrder NewLeafOrder(uint32_t leaf) const {
-    return {.leaf = leaf,
-            .keys = std::vector<LeafOrder::Cached>(queue_paths_[leaf].size())};
+    LeafOrder order;
+    order.leaf = leaf;
+    order.keys.resize(queue_paths_[leaf].size());
+    return order;
   }
   // True when leaf `a` goes before leaf `b` (distinct leaves).
   bool LeafBefore(LeafOrder& a, LeafOrder& b) const;

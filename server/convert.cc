@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/quantity.h"
+#include "server/spec_cache.h"
 
 namespace gangsched::server {
 namespace {
@@ -533,8 +534,8 @@ void ResourcesToProto(const ResourceTable& table, const ResourceVector& in,
 }
 
 void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
-                     v1::WorkloadStatus* out) {
-  ToProto(in.spec, out->mutable_spec());
+                     SpecCache& specs, v1::WorkloadStatus* out) {
+  specs.SetSpec(in.spec, out);
   out->set_state(ToProto(in.state));
   scheduler.ForEachBinding(in, [out](const std::string& group, int32_t index,
                                      const std::string& node) {

@@ -22,6 +22,8 @@ namespace gangsched::server {
 
 namespace v1 = ::gangsched::v1;
 
+class SpecCache;
+
 // Bounds that keep one request from asking for unbounded memory.
 inline constexpr int32_t kMaxPodsPerGroup = 100000;
 inline constexpr int kMaxGroups = 256;
@@ -57,8 +59,10 @@ void ToProto(const Eviction& in, v1::Eviction* out);
 void ToProto(absl::Time time, google::protobuf::Timestamp* out);
 void ResourcesToProto(const ResourceTable& table, const ResourceVector& in,
                       google::protobuf::Map<std::string, std::string>* out);
+// The spec comes from `specs` (see SpecCache::SetSpec): `out` is then for
+// serializing only.
 void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
-                     v1::WorkloadStatus* out);
+                     SpecCache& specs, v1::WorkloadStatus* out);
 void QueueToProto(const Scheduler& scheduler, const Queue& in,
                   v1::QueueStatus* out);
 void NodeToProto(const Scheduler& scheduler, const Node& in,

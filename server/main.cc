@@ -310,8 +310,9 @@ int Run(int argc, char** argv) {
     }
   }
 
-  SchedulerService scheduler_service(&core, &events, &metrics);
-  AdminService admin_service(&core, &metrics);
+  SpecCache specs;
+  SchedulerService scheduler_service(&core, &events, &metrics, &specs);
+  AdminService admin_service(&core, &metrics, &specs);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

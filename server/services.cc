@@ -293,8 +293,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
 // Scheduler service
 
 SchedulerService::SchedulerService(CoreLoop* core, EventLog* events,
-                                   Metrics* metrics)
-    : core_(core), events_(events), metrics_(metrics) {
+                                   Metrics* metrics, SpecCache* specs)
+    : core_(core), events_(events), metrics_(metrics), specs_(specs) {
   GANGSCHED_ARENA(Allocate, AllocateRequest, AllocateResponse);
   GANGSCHED_ARENA(Release, ReleaseRequest, ReleaseResponse);
   GANGSCHED_ARENA(Preempt, PreemptRequest, PreemptResponse);
@@ -496,14 +496,14 @@ grpc::ServerUnaryReactor* SchedulerService::GetWorkload(
   std::string id = request->workload_id();
   return DispatchRead(
       core_, metrics_, ctx, "GetWorkload", response,
-      [id, response](const Scheduler& s) {
+      [id, response, specs = specs_](const Scheduler& s) {
         const Workload* w = s.FindWorkload(id);
         if (w == nullptr) {
           return grpc::Status(
               grpc::StatusCode::NOT_FOUND,
               absl::StrCat("workload_id: workload \"", id, "\" not found"));
         }
-        WorkloadToProto(s, *w, response);
+        WorkloadToProto(s, *w, *specs, response);
         return grpc::Status::OK;
       });
 }
@@ -520,7 +520,8 @@ grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
   std::string queue = request->queue();
   std::string after = request->page_token();
   return DispatchRead(
-      core_, metrics_, ctx, "ListWorkloads", response, [=](const Scheduler& s) {
+      core_, metrics_, ctx, "ListWorkloads", response,
+      [=, specs = specs_](const Scheduler& s) {
         std::vector<const Workload*> matching;
         for (const auto& w : s.workloads()) {
           if (!w) continue;
@@ -534,7 +535,7 @@ grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
                     return a->spec.id < b->spec.id;
                   });
         for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
-          WorkloadToProto(s, *matching[i], response->add_workloads());
+          WorkloadToProto(s, *matching[i], *specs, response->add_workloads());
         }
         if (matching.size() > page_size) {
           response->set_next_page_token(matching[page_size - 1]->spec.id);
@@ -594,8 +595,8 @@ grpc::ServerUnaryReactor* SchedulerService::Explain(
 // ---------------------------------------------------------------------------
 // Admin service
 
-AdminService::AdminService(CoreLoop* core, Metrics* metrics)
-    : core_(core), metrics_(metrics) {
+AdminService::AdminService(CoreLoop* core, Metrics* metrics, SpecCache* specs)
+    : core_(core), metrics_(metrics), specs_(specs) {
   GANGSCHED_ARENA(UpsertQueue, UpsertQueueRequest, UpsertQueueResponse);
   GANGSCHED_ARENA(DeleteQueue, DeleteQueueRequest, DeleteQueueResponse);
   GANGSCHED_ARENA(ListQueues, ListQueuesRequest, ListQueuesResponse);
@@ -683,7 +684,7 @@ grpc::ServerUnaryReactor* AdminService::GetClusterSnapshot(
     v1::ClusterSnapshot* response) {
   return DispatchRead(
       core_, metrics_, ctx, "GetClusterSnapshot", response,
-      [response](const Scheduler& s) {
+      [response, specs = specs_](const Scheduler& s) {
         for (const Node* n : LiveByName(
                  s.nodes(),
                  [](const Node& n) -> const std::string& { return n.name; })) {
@@ -693,7 +694,7 @@ grpc::ServerUnaryReactor* AdminService::GetClusterSnapshot(
           if (q.live) QueueToProto(s, q, response->add_queues());
         }
         for (const auto& w : s.workloads()) {
-          if (w) WorkloadToProto(s, *w, response->add_workloads());
+          if (w) WorkloadToProto(s, *w, *specs, response->add_workloads());
         }
         response->set_revision(s.revision());
         return grpc::Status::OK;

@@ -14,6 +14,7 @@
 #include "server/core_loop.h"
 #include "server/event_log.h"
 #include "server/metrics.h"
+#include "server/spec_cache.h"
 
 namespace gangsched::server {
 
@@ -21,7 +22,9 @@ namespace v1 = ::gangsched::v1;
 
 class SchedulerService final : public v1::Scheduler::CallbackService {
  public:
-  SchedulerService(CoreLoop* core, EventLog* events, Metrics* metrics);
+  // `specs` encodes the specs in WorkloadStatus answers.
+  SchedulerService(CoreLoop* core, EventLog* events, Metrics* metrics,
+                   SpecCache* specs);
 
   grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* ctx,
                                      const v1::AllocateRequest* request,
@@ -58,11 +61,12 @@ class SchedulerService final : public v1::Scheduler::CallbackService {
   CoreLoop* core_;
   EventLog* events_;
   Metrics* metrics_;
+  SpecCache* specs_;
 };
 
 class AdminService final : public v1::Admin::CallbackService {
  public:
-  AdminService(CoreLoop* core, Metrics* metrics);
+  AdminService(CoreLoop* core, Metrics* metrics, SpecCache* specs);
 
   grpc::ServerUnaryReactor* UpsertQueue(
       grpc::CallbackServerContext* ctx, const v1::UpsertQueueRequest* request,
@@ -85,6 +89,7 @@ class AdminService final : public v1::Admin::CallbackService {
  private:
   CoreLoop* core_;
   Metrics* metrics_;
+  SpecCache* specs_;
 };
 
 }  // namespace gangsched::server

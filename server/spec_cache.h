@@ -1,0 +1,61 @@
+// Each workload's spec in wire form, reused while the spec is unchanged.
+//
+// A WorkloadStatus carries the workload's spec. Its strings and maps are
+// most of what building and serializing a status costs, yet a spec changes
+// only when the workload is submitted again or shrinks. SpecCache keeps, per
+// workload id, a copy of the spec and its serialized v1::WorkloadSpec; a
+// reader whose live spec equals the copy reuses the bytes. Equality, not a
+// version stamp, decides, so a spec changed by any path is never served
+// stale.
+//
+// Thread-safe: reads run on several gRPC threads at once.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "core/spec.h"
+#include "gangsched/v1/types.pb.h"
+
+namespace gangsched::server {
+
+class SpecCache {
+ public:
+  // About 1.5 KiB per entry for a typical Ray cluster spec.
+  static constexpr size_t kDefaultCapacity = 16384;
+
+  explicit SpecCache(size_t capacity = kDefaultCapacity);
+
+  // The serialized v1::WorkloadSpec of `spec` (ToProto, then serialized).
+  std::shared_ptr<const std::string> Encoded(const WorkloadSpec& spec);
+
+  // Sets `out->spec` to `spec`, from the cache: the bytes go into the
+  // message as the spec field's wire form (an unknown field to this
+  // process, the spec itself on the wire), so `out->spec()` stays unset
+  // here. Only for messages that are serialized, not read, afterwards.
+  void SetSpec(const WorkloadSpec& spec, v1::WorkloadStatus* out);
+
+  size_t size() const;
+  int64_t hits() const;
+  int64_t misses() const;
+
+ private:
+  struct Entry {
+    WorkloadSpec spec;
+    std::shared_ptr<const std::string> bytes;
+  };
+
+  const size_t capacity_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const Entry>> entries_
+      ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> hits_{0};
+  std::atomic<int64_t> misses_{0};
+};
+
+}  // namespace gangsched::server
