@@ -16,9 +16,14 @@
 # gangsched_grpc_requests_total{code="OK"} increase is checked against the
 # requests sent (Health is not counted there; its reply bytes are checked).
 #
-# Environment: REQUESTS (50000), CLIENTS (16), STREAMS (16 per client),
-# THREADS (1), CTL (gangschedctl path), H2LOAD_TIMEOUT (60 s per endpoint),
-# KEEP_TMP=1 keeps the temp dir (logs, bodies, scrapes).
+# With ROUNDS > 1 the three endpoints take turns, round after round, and the
+# report gives each round's ratios and their median: this machine's speed
+# drifts between seconds, and taking turns spreads a drift over all three.
+#
+# Environment: REQUESTS (50000 per endpoint and round), ROUNDS (1),
+# CLIENTS (16), STREAMS (16 per client), THREADS (1), CTL (gangschedctl
+# path), H2LOAD_TIMEOUT (60 s per endpoint), KEEP_TMP=1 keeps the temp dir
+# (logs, bodies, scrapes).
 # Exit status: 0 when every check passed, 1 on a FAIL, 2 on a setup error.
 set -euo pipefail
 
@@ -29,6 +34,7 @@ CTL="${CTL:-build/clients/gangschedctl/gangschedctl}"
 PY=/usr/bin/python3
 HELPER="$REPO/bench/load/h2load_helper.py"
 REQUESTS="${REQUESTS:-50000}"
+ROUNDS="${ROUNDS:-1}"
 CLIENTS="${CLIENTS:-16}"
 STREAMS="${STREAMS:-16}"
 THREADS="${THREADS:-1}"
@@ -103,38 +109,37 @@ echo
 # The server's CPU time (user + system) in clock ticks.
 server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 TICK_HZ=$(getconf CLK_TCK)
-CPU_LINES=()
-run_h2load() {  # NAME PATH BODY
-  local name=$1 path=$2 body=$3
+run_h2load() {  # NAME PATH BODY ROUND
+  local name=$1 path=$2 body=$3 round=$4
   local ticks_before
   ticks_before=$(server_ticks)
   if ! timeout "$H2LOAD_TIMEOUT" h2load -n "$REQUESTS" -c "$CLIENTS" -m "$STREAMS" -t "$THREADS" \
       -N 10s -d "$TMP/bodies/$body.bin" \
       -H 'content-type: application/grpc' -H 'te: trailers' -H ':method: POST' \
-      --log-file "$TMP/$name.log" "http://$ADDR/$path" >"$TMP/$name.out" 2>&1; then
-    cat "$TMP/$name.out" >&2
+      --log-file "$TMP/$name.$round.log" "http://$ADDR/$path" >"$TMP/$name.$round.out" 2>&1; then
+    cat "$TMP/$name.$round.out" >&2
     echo "FAIL: h2load $path did not finish within ${H2LOAD_TIMEOUT}s or failed" >&2
     exit 1
   fi
-  CPU_LINES+=("$(awk -v n="$name" -v t="$(( $(server_ticks) - ticks_before ))" -v hz="$TICK_HZ" \
-    -v r="$REQUESTS" 'BEGIN { printf "%-14s %6.1f us", n, t / hz * 1e6 / r }')")
+  # Steadier than rps on a shared machine: what one request cost the server.
+  echo "$(( $(server_ticks) - ticks_before ))" >"$TMP/$name.$round.ticks"
 }
 
-echo "h2load: -n $REQUESTS -c $CLIENTS -m $STREAMS -t $THREADS per endpoint"
+echo "h2load: -n $REQUESTS -c $CLIENTS -m $STREAMS -t $THREADS per endpoint, $ROUNDS round(s)"
 $PY "$HELPER" scrape "$METRICS" "$TMP/before.prom"
-run_h2load health grpc.health.v1.Health/Check health
-run_h2load get-workload gangsched.v1.Scheduler/GetWorkload get-workload
-run_h2load allocate gangsched.v1.Scheduler/Allocate allocate-dry-run
+for round in $(seq "$ROUNDS"); do
+  run_h2load health grpc.health.v1.Health/Check health "$round"
+  run_h2load get-workload gangsched.v1.Scheduler/GetWorkload get-workload "$round"
+  run_h2load allocate gangsched.v1.Scheduler/Allocate allocate-dry-run "$round"
+done
 $PY "$HELPER" scrape "$METRICS" "$TMP/after.prom"
 kill -0 "$SERVER_PID" 2>/dev/null || die "the server died during the run"
 echo
 
 # Health replies are 7 bytes: the 5-byte frame header + SERVING (08 01).
-$PY "$HELPER" report --requests "$REQUESTS" --before "$TMP/before.prom" --after "$TMP/after.prom" \
-  --endpoint "Health/Check:-:7:$TMP/health.log:$TMP/health.out" \
-  --endpoint "GetWorkload:GetWorkload:0:$TMP/get-workload.log:$TMP/get-workload.out" \
-  --endpoint "Allocate(dry_run):Allocate:0:$TMP/allocate.log:$TMP/allocate.out"
-echo
-# Steadier than rps on a shared machine: what one request costs the server.
-echo "server CPU per request (user + system, ${TICK_HZ} Hz ticks):"
-printf '  %s\n' "${CPU_LINES[@]}"
+# Each endpoint's files are $TMP/NAME.ROUND.{log,out,ticks}.
+$PY "$HELPER" report --requests "$REQUESTS" --rounds "$ROUNDS" --tick-hz "$TICK_HZ" \
+  --before "$TMP/before.prom" --after "$TMP/after.prom" \
+  --endpoint "Health/Check:-:7:$TMP/health" \
+  --endpoint "GetWorkload:GetWorkload:0:$TMP/get-workload" \
+  --endpoint "Allocate(dry_run):Allocate:0:$TMP/allocate"

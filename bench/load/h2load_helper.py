@@ -258,63 +258,111 @@ def log_stats(path):
             percentile(lat, 50) / 1000.0, percentile(lat, 99) / 1000.0, bad)
 
 
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    if n == 0:
+        return float("nan")
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2.0
+
+
+def log_latencies(path):
+    """Per-request latencies in microseconds from an h2load --log-file."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            cols = line.split("\t")
+            if len(cols) >= 3:
+                out.append(int(cols[2]))
+    return out
+
+
 def cmd_report(args):
+    """Per endpoint: every round's rps, the median, pooled p50/p99, the OK
+    check; then each round's ratio to Health/Check and the median ratio."""
     before = request_counts(args.before)
     after = request_counts(args.after)
     rows, failures = [], []
-    rps = {}
+    round_rps = {}   # name -> [rps per round]
+    cpu_us = {}      # name -> [server CPU us per request, per round]
+    total = args.requests * args.rounds
     for spec in args.endpoint:
-        # name:method:expected_reply_bytes_per_request:log:stdout
-        name, method, reply_bytes, log, stdout = spec.split(":", 4)
-        n, r, p50, p99, bad = log_stats(log)
-        h2 = parse_h2load_stdout(stdout)
-        rps[name] = r
+        # name:method:expected_reply_bytes_per_request:file prefix
+        name, method, reply_bytes, prefix = spec.split(":", 3)
+        round_rps[name], cpu_us[name] = [], []
+        answered, non_200, succeeded, data_bytes = 0, 0, 0, 0
+        latencies = []
+        for r in range(1, args.rounds + 1):
+            n, rps, _, _, bad = log_stats("%s.%d.log" % (prefix, r))
+            h2 = parse_h2load_stdout("%s.%d.out" % (prefix, r))
+            round_rps[name].append(rps)
+            answered += n
+            non_200 += bad
+            succeeded += h2.get("succeeded", 0)
+            data_bytes += h2.get("data_bytes", 0)
+            latencies += log_latencies("%s.%d.log" % (prefix, r))
+            ticks_path = "%s.%d.ticks" % (prefix, r)
+            if os.path.exists(ticks_path):
+                ticks = int(open(ticks_path).read().strip())
+                cpu_us[name].append(ticks / args.tick_hz * 1e6 / args.requests)
+        latencies.sort()
         checks = []
-        ok = True
-        if h2.get("succeeded") != args.requests or n != args.requests or bad:
-            ok = False
-            failures.append("%s: h2load sent %d, succeeded %s, log rows %d, non-200 rows %d"
-                            % (name, args.requests, h2.get("succeeded"), n, bad))
+        if succeeded != total or answered != total or non_200:
+            failures.append("%s: h2load sent %d, succeeded %d, log rows %d, non-200 rows %d"
+                            % (name, total, succeeded, answered, non_200))
         if method != "-":
             ok_delta = int(after.get((method, "OK"), 0) - before.get((method, "OK"), 0))
             other = {code: int(after[(m, code)] - before.get((m, code), 0))
                      for (m, code) in after if m == method and code != "OK"
                      and after[(m, code)] - before.get((m, code), 0) > 0}
-            if ok_delta == args.requests and not other:
-                checks.append("OK %d/%d" % (ok_delta, args.requests))
+            if ok_delta == total and not other:
+                checks.append("OK %d/%d" % (ok_delta, total))
             else:
-                ok = False
-                checks.append("FAIL OK %d/%d%s" % (ok_delta, args.requests,
+                checks.append("FAIL OK %d/%d%s" % (ok_delta, total,
                                                    " other %s" % other if other else ""))
                 failures.append("%s: gangsched_grpc_requests_total{method=\"%s\",code=\"OK\"} "
                                 "rose by %d, expected %d; non-OK increases: %s"
-                                % (name, method, ok_delta, args.requests, other or "none"))
+                                % (name, method, ok_delta, total, other or "none"))
         else:
             # Not counted in gangsched_grpc_requests_total: check the reply
             # bytes instead (an error reply has no message, only trailers).
-            expected = int(reply_bytes) * args.requests
-            got = h2.get("data_bytes")
-            if got == expected:
-                checks.append("n/a; bytes %d/%d" % (got, expected))
+            expected = int(reply_bytes) * total
+            if data_bytes == expected:
+                checks.append("n/a; bytes %d/%d" % (data_bytes, expected))
             else:
-                ok = False
-                checks.append("FAIL bytes %s/%d" % (got, expected))
-                failures.append("%s: reply data %s bytes, expected %d (%s x %d)"
-                                % (name, got, expected, reply_bytes, args.requests))
-        rows.append((name, n, r, p50, p99, "; ".join(checks)))
+                checks.append("FAIL bytes %d/%d" % (data_bytes, expected))
+                failures.append("%s: reply data %d bytes, expected %d (%s x %d)"
+                                % (name, data_bytes, expected, reply_bytes, total))
+        rows.append((name, answered, median(round_rps[name]),
+                     percentile(latencies, 50) / 1000.0, percentile(latencies, 99) / 1000.0,
+                     "; ".join(checks)))
 
     header = ("endpoint", "requests", "rps", "p50 ms", "p99 ms", "OK-count-check")
-    fmt = "%-28s %9s %10s %8s %8s  %s"
+    fmt = "%-20s %9s %10s %8s %8s  %s"
     print(fmt % header)
     for name, n, r, p50, p99, check in rows:
         print(fmt % (name, n, "%.0f" % r, "%.2f" % p50, "%.2f" % p99, check))
-    base = rps.get("Health/Check")
+    if args.rounds > 1:
+        print("(rps: the median of %d rounds; p50/p99 over all of them)" % args.rounds)
+    base = round_rps.get("Health/Check")
     if base:
         print()
-        if "Allocate(dry_run)" in rps:
-            print("ratio Allocate-dry-run/Health rps: %.3f" % (rps["Allocate(dry_run)"] / base))
-        if "GetWorkload" in rps:
-            print("ratio GetWorkload/Health rps:      %.3f" % (rps["GetWorkload"] / base))
+        for name, label in (("Allocate(dry_run)", "Allocate-dry-run"),
+                            ("GetWorkload", "GetWorkload")):
+            if name not in round_rps:
+                continue
+            ratios = [x / b for x, b in zip(round_rps[name], base) if b > 0]
+            line = "ratio %-28s %.3f" % (label + "/Health rps:", median(ratios))
+            if args.rounds > 1:
+                line += "   (median; rounds: %s)" % " ".join("%.2f" % x for x in ratios)
+            print(line)
+    if any(cpu_us.values()):
+        print()
+        print("server CPU per request (user + system, %d Hz ticks; median of rounds):"
+              % args.tick_hz)
+        for name, values in cpu_us.items():
+            if values:
+                print("  %-20s %6.1f us" % (name, median(values)))
     print()
     if failures:
         for f in failures:
@@ -348,11 +396,15 @@ def main():
     s.add_argument("out")
     s.set_defaults(fn=cmd_scrape)
     s = sub.add_parser("report")
-    s.add_argument("--requests", type=int, required=True)
+    s.add_argument("--requests", type=int, required=True, help="per endpoint and round")
+    s.add_argument("--rounds", type=int, default=1)
+    s.add_argument("--tick-hz", type=int, default=100)
     s.add_argument("--before", required=True)
     s.add_argument("--after", required=True)
     s.add_argument("--endpoint", action="append", required=True,
-                   help="NAME:METRIC_METHOD|-:REPLY_BYTES:LOG_FILE:H2LOAD_STDOUT")
+                   help="NAME:METRIC_METHOD|-:REPLY_BYTES:PREFIX, with the files "
+                        "PREFIX.ROUND.log (h2load --log-file), PREFIX.ROUND.out "
+                        "(its stdout) and PREFIX.ROUND.ticks (server CPU ticks)")
     s.set_defaults(fn=cmd_report)
     args = p.parse_args()
     sys.exit(args.fn(args) or 0)
