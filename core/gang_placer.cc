@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -62,18 +63,17 @@ struct Rejection {
 constexpr const char* kInsufficient = "insufficient ";
 
 // Domain values by free amount: least first (bin-packing), most first
-// (spreading), then by name.
+// (spreading), then by name. `free` holds each value once.
 std::vector<std::string> OrderDomains(
-    const std::map<std::string, int64_t>& free, bool spread) {
-  std::vector<std::pair<int64_t, std::string>> order;
-  for (const auto& [domain, amount] : free) order.emplace_back(amount, domain);
-  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    std::vector<std::pair<int64_t, absl::string_view>> free, bool spread) {
+  std::sort(free.begin(), free.end(), [&](const auto& a, const auto& b) {
     if (a.first != b.first)
       return spread ? a.first > b.first : a.first < b.first;
     return a.second < b.second;
   });
   std::vector<std::string> out;
-  for (auto& [amount, domain] : order) out.push_back(std::move(domain));
+  out.reserve(free.size());
+  for (const auto& [amount, domain] : free) out.emplace_back(domain);
   return out;
 }
 
@@ -94,8 +94,9 @@ std::vector<std::string> DomainsByFree(
     if (less_reserved) amount -= n.reserved.Get(resource);
     return amount;
   };
-  std::map<std::string, int64_t> free;
+  std::vector<std::pair<int64_t, absl::string_view>> free;
   if (options.topology == nullptr) {
+    absl::flat_hash_map<absl::string_view, size_t> index;  // value -> free[i]
     for (uint32_t id = 0; id < nodes.size(); ++id) {
       const Node& node = nodes[id];
       if (!node.live) continue;
@@ -104,23 +105,26 @@ std::vector<std::string> DomainsByFree(
       int64_t amount = free_of(node);
       if (auto it = booked.find(id); it != booked.end())
         amount -= it->second.Get(resource);
-      free[std::string(value)] += amount;
+      auto [it, added] = index.try_emplace(value, free.size());
+      if (added) free.emplace_back(0, value);
+      free[it->second].first += amount;
     }
-    return OrderDomains(free, spread);
+    return OrderDomains(std::move(free), spread);
   }
   std::optional<uint32_t> key_id = options.topology->FindKey(key);
   if (!key_id) return {};
   const auto& domains = options.topology->Domains(*key_id);
-  std::vector<int64_t> held(domains.size(), 0);
+  absl::InlinedVector<int64_t, 16> held(domains.size(), 0);
   for (const auto& [id, amount] : booked) {
     uint32_t d = options.topology->DomainOf(*key_id, id);
     if (d != TopologyIndex::kNoDomain) held[d] += amount.Get(resource);
   }
+  free.reserve(domains.size());
   for (uint32_t d = 0; d < domains.size(); ++d) {
     if (domains[d].nodes == 0) continue;
-    free[domains[d].value] = free_of(domains[d]) - held[d];
+    free.emplace_back(free_of(domains[d]) - held[d], domains[d].value);
   }
-  return OrderDomains(free, spread);
+  return OrderDomains(std::move(free), spread);
 }
 
 // One attempt of a whole request inside an optional topology domain.
@@ -151,6 +155,7 @@ class Attempt {
     for (int64_t n : left_) total_pods_ += n;
     placed_pods_ = 0;
     out->nodes.clear();
+    out->nodes.reserve(request_.replicas.size());
     // Replicas of one group are contiguous in a request; a group with a
     // topology key places its run inside one domain at a time.
     for (size_t begin = 0; begin < request_.replicas.size();) {
@@ -233,6 +238,7 @@ class Attempt {
       const PlacementReplica& replica = request_.replicas[r];
       const PlacementGroup& group = request_.groups[replica.group];
       std::vector<NodeId> placed;
+      placed.reserve(static_cast<size_t>(replica.pods));
       for (int32_t p = 0; p < replica.pods; ++p) {
         // BINPACK: booking a pod only makes its node fuller, so while the
         // node picked for the group's previous pod still takes the next

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
 namespace gangsched {
@@ -869,6 +870,7 @@ void Scheduler::RecomputeQueueCounters() {
 GangRequest Scheduler::BaseRequest(const Workload& w) const {
   GangRequest request;
   request.gang = w.spec.placement;
+  request.groups.reserve(w.groups.size());
   for (uint32_t g = 0; g < w.groups.size(); ++g) {
     const GroupSpec& gs = w.spec.groups[g];
     PlacementGroup pg;
@@ -896,23 +898,35 @@ GangRequest Scheduler::BaseRequest(const Workload& w) const {
 Scheduler::PlannedRequest Scheduler::PlanGangMinimum(const Workload& w) const {
   PlannedRequest plan;
   plan.request = BaseRequest(w);
+  absl::InlinedVector<int32_t, 8> needs(w.groups.size());
+  size_t replicas = 0;
+  for (uint32_t g = 0; g < w.groups.size(); ++g) {
+    needs[g] =
+        std::max(0, w.groups[g].min_replicas - w.groups[g].BoundReplicas());
+    replicas += static_cast<size_t>(needs[g]);
+  }
+  plan.request.replicas.reserve(replicas);
+  plan.slots.reserve(replicas);
   for (uint32_t g : w.group_order) {
     const GroupState& state = w.groups[g];
     int32_t h = state.pods_per_replica;
-    int32_t bound = state.BoundReplicas();
-    int32_t need = state.min_replicas - bound;
+    int32_t need = needs[g];
     // Complete partly bound replicas first, then whole new ones.
     for (int pass = 0; pass < 2 && need > 0; ++pass) {
       for (int32_t r = 0;
            r < static_cast<int32_t>(state.replica_live.size()) && need > 0;
            ++r) {
         if (!state.replica_live[r] || state.ReplicaBound(r)) continue;
+        int32_t unbound = 0;
+        for (int32_t p = 0; p < h; ++p) {
+          if (!state.slot_node[r * h + p].valid()) ++unbound;
+        }
+        if ((pass == 0) != (unbound < h)) continue;
         std::vector<int32_t> missing;
+        missing.reserve(static_cast<size_t>(unbound));
         for (int32_t p = 0; p < h; ++p) {
           if (!state.slot_node[r * h + p].valid()) missing.push_back(r * h + p);
         }
-        bool partial = static_cast<int32_t>(missing.size()) < h;
-        if ((pass == 0) != partial) continue;
         plan.request.replicas.push_back(
             {g, static_cast<int32_t>(missing.size())});
         plan.slots.emplace_back(g, std::move(missing));
@@ -1137,6 +1151,7 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(WorkloadSpec spec) const {
   const PriorityClass* cls = FindClass(w.spec.priority_class);
   w.priority = cls->value;
   w.preemptible = cls->preemptible;
+  w.groups.reserve(w.spec.groups.size());
   for (uint32_t g = 0; g < w.spec.groups.size(); ++g) {
     const GroupSpec& gs = w.spec.groups[g];
     w.groups.push_back(NewGroupState(
@@ -1148,6 +1163,7 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(WorkloadSpec spec) const {
   AllocateAnswer answer;
   answer.workload_id = w.spec.id;
   answer.revision = revision_;
+  answer.scale_hints.reserve(w.spec.groups.size());
   for (const auto& gs : w.spec.groups)
     answer.scale_hints.push_back({gs.name, 0});
   PlannedRequest plan = PlanGangMinimum(w);
@@ -1167,6 +1183,7 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(WorkloadSpec spec) const {
     return answer;
   }
   answer.state = WorkloadState::kRunning;
+  answer.bindings.reserve(static_cast<size_t>(PodsOf(plan.request)));
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const auto& [g, slots] = plan.slots[i];
     for (size_t p = 0; p < slots.size(); ++p) {
