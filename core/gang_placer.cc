@@ -155,7 +155,8 @@ class Attempt {
     for (int64_t n : left_) total_pods_ += n;
     placed_pods_ = 0;
     out->nodes.clear();
-    out->nodes.reserve(request_.replicas.size());
+    out->nodes.reserve(static_cast<size_t>(total_pods_));
+    out->replicas = 0;
     // Replicas of one group are contiguous in a request; a group with a
     // topology key places its run inside one domain at a time.
     for (size_t begin = 0; begin < request_.replicas.size();) {
@@ -180,13 +181,15 @@ class Attempt {
     auto group_nodes = group_nodes_[g];
     auto left = left_;
     int64_t placed = placed_pods_;
-    size_t replicas = out->nodes.size();
+    size_t pods = out->nodes.size();
+    int32_t replicas = out->replicas;
     auto restore = [&] {
       extra_ = extra;
       group_nodes_[g] = group_nodes;
       left_ = left;
       placed_pods_ = placed;
-      out->nodes.resize(replicas);
+      out->nodes.resize(pods);
+      out->replicas = replicas;
     };
     std::string first_failure;
     for (const std::string& domain : GroupDomains(g)) {
@@ -237,8 +240,7 @@ class Attempt {
     for (size_t r = begin; r < end; ++r) {
       const PlacementReplica& replica = request_.replicas[r];
       const PlacementGroup& group = request_.groups[replica.group];
-      std::vector<NodeId> placed;
-      placed.reserve(static_cast<size_t>(replica.pods));
+      const size_t replica_begin = out->nodes.size();
       for (int32_t p = 0; p < replica.pods; ++p) {
         // BINPACK: booking a pod only makes its node fuller, so while the
         // node picked for the group's previous pod still takes the next
@@ -257,16 +259,17 @@ class Attempt {
                            " pods, then no node fits the next pod of group ",
                            group.name, " (", DescribeRejections(), ")");
           out->rejections = RejectionCounts();
+          out->nodes.resize(replica_begin);  // all of a replica or none
           return false;
         }
         extra_[node->value()] += group.pod;
         ++group_nodes_[replica.group][node->value()];
         --left_[replica.group];
         ++placed_pods_;
-        placed.push_back(*node);
+        out->nodes.push_back(*node);
         last = node;
       }
-      out->nodes.push_back(std::move(placed));
+      ++out->replicas;
     }
     return true;
   }
@@ -565,9 +568,11 @@ GangPlacement PlaceGang(const std::vector<Node>& nodes,
   if (ever.result != PlaceResult::kPlaced) {
     ever.result = PlaceResult::kNeverFits;
     ever.nodes.clear();
+    ever.replicas = 0;
     return ever;
   }
   now.nodes.clear();
+  now.replicas = 0;
   return now;
 }
 

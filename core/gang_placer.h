@@ -46,8 +46,11 @@ enum class PlaceResult { kPlaced, kRetryLater, kNeverFits };
 
 struct GangPlacement {
   PlaceResult result = PlaceResult::kRetryLater;
-  // Per replica of the request, one node per pod.
-  std::vector<std::vector<NodeId>> nodes;
+  // One node per pod, in request order: replica after replica, each
+  // replica's pods together. When not placed, the replicas placed before
+  // the failure (their count is `replicas`).
+  std::vector<NodeId> nodes;
+  int32_t replicas = 0;
   // Why not, for people ("... no node fits the next pod of group worker (3
   // insufficient nvidia.com/gpu, 1 cordoned)").
   std::string message;

@@ -899,14 +899,15 @@ Scheduler::PlannedRequest Scheduler::PlanGangMinimum(const Workload& w) const {
   PlannedRequest plan;
   plan.request = BaseRequest(w);
   absl::InlinedVector<int32_t, 8> needs(w.groups.size());
-  size_t replicas = 0;
+  size_t replicas = 0, pods = 0;
   for (uint32_t g = 0; g < w.groups.size(); ++g) {
     needs[g] =
         std::max(0, w.groups[g].min_replicas - w.groups[g].BoundReplicas());
     replicas += static_cast<size_t>(needs[g]);
+    pods += static_cast<size_t>(needs[g] * w.groups[g].pods_per_replica);
   }
   plan.request.replicas.reserve(replicas);
-  plan.slots.reserve(replicas);
+  plan.slots.reserve(pods);  // at most: partly bound replicas need fewer
   for (uint32_t g : w.group_order) {
     const GroupState& state = w.groups[g];
     int32_t h = state.pods_per_replica;
@@ -922,14 +923,11 @@ Scheduler::PlannedRequest Scheduler::PlanGangMinimum(const Workload& w) const {
           if (!state.slot_node[r * h + p].valid()) ++unbound;
         }
         if ((pass == 0) != (unbound < h)) continue;
-        std::vector<int32_t> missing;
-        missing.reserve(static_cast<size_t>(unbound));
         for (int32_t p = 0; p < h; ++p) {
-          if (!state.slot_node[r * h + p].valid()) missing.push_back(r * h + p);
+          if (!state.slot_node[r * h + p].valid())
+            plan.slots.push_back(r * h + p);
         }
-        plan.request.replicas.push_back(
-            {g, static_cast<int32_t>(missing.size())});
-        plan.slots.emplace_back(g, std::move(missing));
+        plan.request.replicas.push_back({g, unbound});
         --need;
       }
     }
@@ -946,14 +944,13 @@ Scheduler::PlannedRequest Scheduler::PlanElasticReplica(
     for (int32_t r = 0; r < static_cast<int32_t>(state.replica_live.size());
          ++r) {
       if (!state.replica_live[r] || state.ReplicaBound(r)) continue;
-      std::vector<int32_t> missing;
       for (int32_t p = 0; p < h; ++p) {
-        if (!state.slot_node[r * h + p].valid()) missing.push_back(r * h + p);
+        if (!state.slot_node[r * h + p].valid())
+          plan.slots.push_back(r * h + p);
       }
       plan.request = BaseRequest(w);
       plan.request.replicas.push_back(
-          {g, static_cast<int32_t>(missing.size())});
-      plan.slots.emplace_back(g, std::move(missing));
+          {g, static_cast<int32_t>(plan.slots.size())});
       return plan;
     }
   }
@@ -1013,15 +1010,11 @@ void Scheduler::AddReservedToQueuePath(QueueId leaf,
 void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
                        const GangPlacement& placement, absl::Time now) {
   std::vector<Binding> bound;
-  for (size_t i = 0; i < plan.slots.size(); ++i) {
-    const auto& [g, slots] = plan.slots[i];
-    for (size_t p = 0; p < slots.size(); ++p) {
-      NodeId node = placement.nodes[i][p];
-      Bind(w, g, slots[p], node);
-      bound.push_back(
-          {w.spec.groups[g].name, slots[p], nodes_[node.value()].name});
-    }
-  }
+  bound.reserve(plan.slots.size());
+  ForEachPlacedPod(plan, placement, [&](uint32_t g, int32_t slot, NodeId node) {
+    Bind(w, g, slot, node);
+    bound.push_back({w.spec.groups[g].name, slot, nodes_[node.value()].name});
+  });
   bool became_running = false;
   if ((w.state == WorkloadState::kPending ||
        w.state == WorkloadState::kPipelined) &&
@@ -1098,8 +1091,7 @@ std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
     for (int32_t k = 0; k < room; ++k) request.replicas.push_back({g, h});
     GangPlacement placement =
         TryPlaceGang(nodes_, resources_, request, Indexed());
-    int32_t placed =
-        static_cast<int32_t>(placement.nodes.size()) - unbound_replicas;
+    int32_t placed = placement.replicas - unbound_replicas;
     hint.grantable = std::max(0, placed) * h;
     hints.push_back(hint);
   }
@@ -1183,14 +1175,11 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(WorkloadSpec spec) const {
     return answer;
   }
   answer.state = WorkloadState::kRunning;
-  answer.bindings.reserve(static_cast<size_t>(PodsOf(plan.request)));
-  for (size_t i = 0; i < plan.slots.size(); ++i) {
-    const auto& [g, slots] = plan.slots[i];
-    for (size_t p = 0; p < slots.size(); ++p) {
-      answer.bindings.push_back({w.spec.groups[g].name, slots[p],
-                                 nodes_[placement.nodes[i][p].value()].name});
-    }
-  }
+  answer.bindings.reserve(plan.slots.size());
+  ForEachPlacedPod(plan, placement, [&](uint32_t g, int32_t slot, NodeId node) {
+    answer.bindings.push_back(
+        {w.spec.groups[g].name, slot, nodes_[node.value()].name});
+  });
   return answer;
 }
 

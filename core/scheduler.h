@@ -253,9 +253,22 @@ class Scheduler {
  private:
   struct PlannedRequest {
     GangRequest request;
-    // Per request replica: (group, slot indices of the pods to place).
-    std::vector<std::pair<uint32_t, std::vector<int32_t>>> slots;
+    // The slot index of each pod of the request, in request order (as
+    // GangPlacement::nodes): replica after replica.
+    std::vector<int32_t> slots;
   };
+  // f(group, slot, node) for every pod of `plan`, with the node `placement`
+  // (of plan.request) gives it.
+  template <typename F>
+  static void ForEachPlacedPod(const PlannedRequest& plan,
+                               const GangPlacement& placement, F&& f) {
+    size_t pod = 0;
+    for (const PlacementReplica& replica : plan.request.replicas) {
+      for (int32_t p = 0; p < replica.pods; ++p, ++pod) {
+        f(replica.group, plan.slots[pod], placement.nodes[pod]);
+      }
+    }
+  }
   // One unit a preemptor may take: an elastic replica, or the whole
   // remaining gang of a workload at its minimum.
   struct VictimUnit {

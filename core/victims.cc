@@ -373,17 +373,14 @@ void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
                      });
     EvictSlots(*victim, slots, reasons[victim], preemptor.spec.id, whole, now);
   }
-  for (size_t i = 0; i < plan.slots.size(); ++i) {
-    const auto& [g, slots] = plan.slots[i];
-    for (size_t p = 0; p < slots.size(); ++p) {
-      NodeId node = victims.placement.nodes[i][p];
-      preemptor.groups[g].slot_nominated[slots[p]] = node;
-      nodes_[node.value()].reserved += preemptor.groups[g].pod;
-      TouchNode(node);
-      AddReservedToQueuePath(preemptor.queue, preemptor.groups[g].pod,
-                             !preemptor.preemptible);
-    }
-  }
+  ForEachPlacedPod(
+      plan, victims.placement, [&](uint32_t g, int32_t slot, NodeId node) {
+        preemptor.groups[g].slot_nominated[slot] = node;
+        nodes_[node.value()].reserved += preemptor.groups[g].pod;
+        TouchNode(node);
+        AddReservedToQueuePath(preemptor.queue, preemptor.groups[g].pod,
+                               !preemptor.preemptible);
+      });
   SetState(preemptor, WorkloadState::kPipelined, now);
   preemptor.pending = {
       PendingCode::kWaitingForEvictions,

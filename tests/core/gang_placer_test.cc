@@ -46,9 +46,7 @@ class GangPlacerTest : public ::testing::Test {
 
   std::set<std::string> NodesUsed(const GangPlacement& p) {
     std::set<std::string> names;
-    for (const auto& replica : p.nodes) {
-      for (NodeId n : replica) names.insert(nodes_[n.value()].name);
-    }
+    for (NodeId n : p.nodes) names.insert(nodes_[n.value()].name);
     return names;
   }
 
@@ -304,7 +302,7 @@ TEST_F(GangPlacerTest, BinpackPodsMatchOneByOnePlacement) {
     for (int p = 0; p < pods; ++p) {
       GangPlacement one = TryPlaceGang(booked, table_, Request(group, 1), {});
       if (one.result != PlaceResult::kPlaced) break;
-      NodeId n = one.nodes[0][0];
+      NodeId n = one.nodes[0];
       booked[n.value()].used += group.pod;
       one_by_one.push_back(n);
     }
@@ -313,7 +311,7 @@ TEST_F(GangPlacerTest, BinpackPodsMatchOneByOnePlacement) {
       continue;
     }
     ASSERT_EQ(whole.result, PlaceResult::kPlaced) << whole.message;
-    EXPECT_EQ(whole.nodes[0], one_by_one) << "trial " << trial;
+    EXPECT_EQ(whole.nodes, one_by_one) << "trial " << trial;
   }
 }
 
