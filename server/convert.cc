@@ -29,6 +29,7 @@ absl::StatusOr<Labels> ParseLabels(
     const google::protobuf::Map<std::string, std::string>& in,
     absl::string_view field) {
   Labels out;
+  out.reserve(in.size());
   for (const auto& [key, value] : in) {
     if (!IsResourceName(key)) {
       return Invalid(absl::StrCat(field, "[\"", key, "\"]"),
@@ -146,6 +147,7 @@ absl::StatusOr<NamedResources> ParseResources(
     const google::protobuf::Map<std::string, std::string>& in,
     absl::string_view field) {
   NamedResources out;
+  out.reserve(in.size());
   for (const auto& [name, text] : in) {
     auto where = [&] { return absl::StrCat(field, "[\"", name, "\"]"); };
     if (!IsResourceName(name)) {
@@ -187,6 +189,7 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
                    absl::StrCat("at most ", kMaxGroups, " groups"));
   }
   int64_t gang_minimum = 0;
+  out.groups.reserve(static_cast<size_t>(in.groups_size()));
   for (int i = 0; i < in.groups_size(); ++i) {
     const v1::GroupSpec& g = in.groups(i);
     // Field paths are spelled out only for an error.
