@@ -283,6 +283,7 @@ int Run(int argc, char** argv) {
     return ExplainText(core, id);
   });
   absl::Time last_status = absl::InfinitePast();
+  SpecCache specs;  // shared by the services' answers
   core.SetCycleObserver([&](const CycleStats& stats, const Scheduler& scheduler,
                             const std::vector<Event>& cycle_events) {
     metrics.RecordCycle(stats, scheduler, cycle_events);
@@ -293,6 +294,7 @@ int Run(int argc, char** argv) {
     if (now - last_status >= absl::Milliseconds(250)) {
       last_status = now;
       metrics.RefreshGauges(scheduler);
+      metrics.RefreshSpecCache(specs);
       http.Publish(std::make_shared<StatusSnapshot>(
           BuildStatus(scheduler, now, stats.cycle)));
     }
@@ -310,7 +312,6 @@ int Run(int argc, char** argv) {
     }
   }
 
-  SpecCache specs;
   SchedulerService scheduler_service(&core, &events, &metrics, &specs);
   AdminService admin_service(&core, &metrics, &specs);
   grpc::EnableDefaultHealthCheckService(true);

@@ -147,7 +147,21 @@ Metrics::Metrics(const std::string& role)
               .Name("gangsched_allocate_to_bound_seconds")
               .Help("Time from submitting a workload (or requeueing it) to its "
                     "gang minimum being bound, by priority class.")
-              .Register(*registry_)) {
+              .Register(*registry_)),
+      spec_cache_lookups_(
+          prometheus::BuildCounter()
+              .Name("gangsched_spec_cache_lookups_total")
+              .Help("Workload specs wanted in wire form for an answer, by "
+                    "result: hit (encoded bytes reused) or miss (encoded).")
+              .Register(*registry_)),
+      spec_cache_entries_(
+          prometheus::BuildGauge()
+              .Name("gangsched_spec_cache_entries")
+              .Help("Workload specs held in wire form by the spec cache.")
+              .Register(*registry_)
+              .Add({})) {
+  spec_cache_hits_ = &spec_cache_lookups_.Add({{"result", "hit"}});
+  spec_cache_misses_ = &spec_cache_lookups_.Add({{"result", "miss"}});
   // A process that schedules (all, core) leads its own state; a frontend
   // never does.
   prometheus::BuildGauge()
@@ -197,6 +211,16 @@ void Metrics::RecordRequest(absl::string_view method, grpc::StatusCode code,
   }
   counter->Increment();
   m.latency->Observe(absl::ToDoubleSeconds(latency));
+}
+
+void Metrics::RefreshSpecCache(const SpecCache& specs) {
+  int64_t hits = specs.hits(), misses = specs.misses();
+  spec_cache_hits_->Increment(static_cast<double>(hits - spec_hits_seen_));
+  spec_cache_misses_->Increment(
+      static_cast<double>(misses - spec_misses_seen_));
+  spec_hits_seen_ = hits;
+  spec_misses_seen_ = misses;
+  spec_cache_entries_.Set(static_cast<double>(specs.size()));
 }
 
 void Metrics::RecordCycle(const CycleStats& stats, const Scheduler& scheduler,

@@ -23,6 +23,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "server/core_loop.h"
+#include "server/spec_cache.h"
 
 namespace gangsched::server {
 
@@ -43,6 +44,9 @@ class Metrics {
   // the core keeps (a walk over queues, workloads and nodes, so the caller
   // throttles it).
   void RefreshGauges(const Scheduler& scheduler);
+  // The SpecCache's size and its hits and misses since the last call
+  // (any one thread at a time; the core thread calls it with the gauges).
+  void RefreshSpecCache(const SpecCache& specs);
 
   std::shared_ptr<prometheus::Registry> registry() { return registry_; }
 
@@ -69,6 +73,12 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& evictions_;
   prometheus::Gauge& evictions_unconfirmed_;
   prometheus::Family<prometheus::Histogram>& allocate_to_bound_;
+  prometheus::Family<prometheus::Counter>& spec_cache_lookups_;
+  prometheus::Counter* spec_cache_hits_ = nullptr;
+  prometheus::Counter* spec_cache_misses_ = nullptr;
+  prometheus::Gauge& spec_cache_entries_;
+  int64_t spec_hits_seen_ = 0;
+  int64_t spec_misses_seen_ = 0;
 
   // Label sets currently exported per gauge family (core thread only).
   using LiveGauges =

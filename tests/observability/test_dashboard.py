@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -290,6 +291,38 @@ class DashboardAgainstServerTest(unittest.TestCase):
     def test_preemption_counted(self):
         self.assertGreaterEqual(self.value("gangsched_evictions_total", reason="preempt"), 1)
         self.assertEqual(self.value("gangsched_evictions_unconfirmed"), 0)
+
+    def spec_cache_counts(self):
+        _, samples = harness.parse_metrics(self.server.scrape())
+        counts = {l.get("result"): v for n, l, v in samples
+                  if n == "gangsched_spec_cache_lookups_total"}
+        entries = [v for n, _, v in samples if n == "gangsched_spec_cache_entries"]
+        return counts.get("hit", 0), counts.get("miss", 0), entries[0] if entries else 0
+
+    def test_spec_cache_reuses_a_workloads_encoded_spec(self):
+        """GetWorkload answers carry the spec; once encoded it is reused, and
+        the scrape counts it (refreshed at most 4 times a second, and by the
+        1 s tick when idle)."""
+        self.scenario.get("ns/batch-cpu")  # encoded here, unless before
+        deadline = time.monotonic() + harness.WAIT_DEADLINE_S
+        before = self.spec_cache_counts()
+        while True:  # wait until the first call is counted
+            time.sleep(1.2)  # past one tick
+            now = self.spec_cache_counts()
+            if now == before or time.monotonic() > deadline:
+                break
+            before = now
+        for _ in range(3):
+            w = self.scenario.get("ns/batch-cpu")
+            self.assertEqual(w.spec.id, "ns/batch-cpu")
+            self.assertEqual(w.spec.groups[0].resources["cpu"], "2")
+        while True:
+            hits, misses, entries = self.spec_cache_counts()
+            if hits >= before[0] + 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)  # polling interval, bounded by the deadline
+        self.assertEqual((hits - before[0], misses - before[1]), (3, 0))
+        self.assertGreaterEqual(entries, 1)
 
     def test_pending_gang_reason(self):
         t = self.stubs.types
