@@ -92,7 +92,7 @@ bool CoreLoop::Post(Work apply, Work reply) {
   return true;
 }
 
-bool CoreLoop::TryRead(const std::function<bool(const Scheduler&)>& read) {
+bool CoreLoop::TryRead(absl::FunctionRef<bool(const Scheduler&)> read) {
   if (!state_lock_.TryLockShared()) return false;
   bool done = computed_ == released_.load(std::memory_order_acquire) &&
               read(*scheduler_);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "core/scheduler.h"
 #include "grpcpp/support/status.h"
@@ -119,7 +120,7 @@ class CoreLoop {
   // committed and at least as new as any reply already sent. Returns what
   // `read` returned (false: it declined), or false without calling it; the
   // caller then posts the read to the core.
-  bool TryRead(const std::function<bool(const Scheduler&)>& read);
+  bool TryRead(absl::FunctionRef<bool(const Scheduler&)> read);
   // Called on the core thread after every cycle (metrics, logs, status).
   void SetCycleObserver(CycleObserver observer) {
     observer_ = std::move(observer);

@@ -1,8 +1,10 @@
 #include "server/services.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <deque>
 #include <mutex>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "server/arena_allocator.h"
@@ -109,27 +111,25 @@ std::vector<const T*> LiveByName(const std::vector<T>& items, Name name) {
   return out;
 }
 
-using ReadFn = std::function<grpc::Status(const Scheduler&)>;
-
-// What a read needs from the core before it can run: `ready` says whether
-// the state already has it, `prepare` (core thread) provides it.
-struct ReadNeeds {
-  std::function<bool(const Scheduler&)> ready;
-  std::function<void(Scheduler&)> prepare;
-};
-
 // A read: answered on this gRPC thread when the core allows it without
 // waiting (CoreLoop::TryRead), else queued on the core like any request.
-template <typename Response>
+// `ready` (optional) says whether the state already has what the read needs,
+// `prepare` (optional, core thread) provides it. The callables become
+// std::functions (a heap allocation each) only when the read is queued.
+template <typename Response, typename Read, typename Ready = std::nullptr_t,
+          typename Prepare = std::nullptr_t>
 grpc::ServerUnaryReactor* DispatchRead(CoreLoop* core, Metrics* metrics,
                                        grpc::CallbackServerContext* ctx,
                                        absl::string_view method,
-                                       Response* response, ReadFn read,
-                                       ReadNeeds needs = {}) {
+                                       Response* response, Read read,
+                                       Ready ready = nullptr,
+                                       Prepare prepare = nullptr) {
   absl::Time start = absl::Now();
   grpc::Status status;
   if (core->TryRead([&](const Scheduler& s) {
-        if (needs.ready && !needs.ready(s)) return false;
+        if constexpr (!std::is_null_pointer_v<Ready>) {
+          if (!ready(s)) return false;
+        }
         status = read(s);
         return true;
       })) {
@@ -138,8 +138,10 @@ grpc::ServerUnaryReactor* DispatchRead(CoreLoop* core, Metrics* metrics,
   }
   return Dispatch(
       core, metrics, ctx, method, "", response, nullptr,
-      [read = std::move(read), prepare = std::move(needs.prepare)](Ctx& c) {
-        if (prepare) prepare(c.scheduler);
+      [read = std::move(read), prepare = std::move(prepare)](Ctx& c) mutable {
+        if constexpr (!std::is_null_pointer_v<Prepare>) {
+          prepare(c.scheduler);
+        }
         return read(c.scheduler);
       });
 }
@@ -325,8 +327,8 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
           ToProto(*answer, response);
           return grpc::Status::OK;
         },
-        {[shared](const Scheduler& s) { return s.KnowsResources(*shared); },
-         [shared](Scheduler& s) { s.InternResources(*shared); }});
+        [shared](const Scheduler& s) { return s.KnowsResources(*shared); },
+        [shared](Scheduler& s) { s.InternResources(*shared); });
   }
   auto applied = std::make_shared<absl::Status>();
   return Dispatch(
