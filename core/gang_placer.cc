@@ -155,7 +155,9 @@ class Attempt {
     for (int64_t n : left_) total_pods_ += n;
     placed_pods_ = 0;
     out->nodes.clear();
-    out->nodes.reserve(static_cast<size_t>(total_pods_));
+    // Scale hints ask for up to max_count replicas, most of which may not
+    // fit: reserve what a gang usually needs, not all of that.
+    out->nodes.reserve(static_cast<size_t>(std::min<int64_t>(total_pods_, 64)));
     out->replicas = 0;
     // Replicas of one group are contiguous in a request; a group with a
     // topology key places its run inside one domain at a time.

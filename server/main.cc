@@ -7,6 +7,7 @@
 #include <future>
 #include <memory>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -245,6 +246,7 @@ int Run(int argc, char** argv) {
   }
   Metrics metrics(flags->role);
   EventLog events(flags->event_window);
+  SpecCache specs;  // shared by the services' answers
   CoreLoop core(
       {.inbox_capacity = flags->inbox_capacity,
        .tick = absl::Seconds(flags->tick_seconds)},
@@ -283,7 +285,6 @@ int Run(int argc, char** argv) {
     return ExplainText(core, id);
   });
   absl::Time last_status = absl::InfinitePast();
-  SpecCache specs;  // shared by the services' answers
   core.SetCycleObserver([&](const CycleStats& stats, const Scheduler& scheduler,
                             const std::vector<Event>& cycle_events) {
     metrics.RecordCycle(stats, scheduler, cycle_events);
@@ -300,6 +301,9 @@ int Run(int argc, char** argv) {
     }
   });
   core.Start();
+  // The core thread uses `http` and `last_status` (declared after `core`)
+  // until it stops: on every return, stop it before they go.
+  absl::Cleanup stop_core = [&core] { core.Stop(); };
   if (absl::Status s = ApplyConfig(core, config); !s.ok()) {
     LogLine(spdlog::level::err, "config not applied").Add("error", s.message());
     return 1;

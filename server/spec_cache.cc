@@ -1,5 +1,7 @@
 #include "server/spec_cache.h"
 
+#include <cassert>
+
 #include "google/protobuf/unknown_field_set.h"
 #include "server/convert.h"
 
@@ -40,6 +42,9 @@ std::shared_ptr<const std::string> SpecCache::Encoded(
 }
 
 void SpecCache::SetSpec(const WorkloadSpec& spec, v1::WorkloadStatus* out) {
+  // A set spec field as well would put field 1 on the wire twice, and
+  // parsers merge the two (groups and map entries twice).
+  assert(!out->has_spec());
   std::shared_ptr<const std::string> bytes = Encoded(spec);
   out->GetReflection()->MutableUnknownFields(out)->AddLengthDelimited(
       v1::WorkloadStatus::kSpecFieldNumber, *bytes);

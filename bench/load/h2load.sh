@@ -41,6 +41,9 @@ THREADS="${THREADS:-1}"
 H2LOAD_TIMEOUT="${H2LOAD_TIMEOUT:-60}"
 
 die() { echo "h2load.sh: $*" >&2; exit 2; }
+for var in REQUESTS ROUNDS CLIENTS STREAMS THREADS; do
+  [[ "${!var}" =~ ^[1-9][0-9]*$ ]] || die "$var must be a whole number >= 1, not '${!var}'"
+done
 [[ -x "$SERVER_BIN" ]] || die "server binary $SERVER_BIN is missing (build it first)"
 [[ -x "$CTL" ]] || die "gangschedctl $CTL is missing (build it first)"
 command -v h2load >/dev/null || die "h2load is missing (apt-get install nghttp2-client)"

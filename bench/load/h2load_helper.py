@@ -280,6 +280,9 @@ def log_latencies(path):
 def cmd_report(args):
     """Per endpoint: every round's rps, the median, pooled p50/p99, the OK
     check; then each round's ratio to Health/Check and the median ratio."""
+    if args.requests < 1 or args.rounds < 1:
+        print("FAIL: --requests and --rounds must be >= 1 (nothing was measured)")
+        return 1
     before = request_counts(args.before)
     after = request_counts(args.after)
     rows, failures = [], []
