@@ -73,6 +73,22 @@ TEST_F(GangPlacerTest, SpreadPicksTheEmptiestAndDistinctNodes) {
   EXPECT_EQ(NodesUsed(p), (std::set<std::string>{"a", "c"}));
 }
 
+// TryPlaceGang (not PlaceGang) keeps what fitted before a failure: whole
+// replicas only (scale hints count them), their pods in request order.
+TEST_F(GangPlacerTest, AFailedAttemptKeepsOnlyItsWholeReplicas) {
+  AddNode(GpuNode("a", 8), 4);
+  AddNode(GpuNode("b", 8), 6);
+  // 6 GPUs free take 3 pods of 2 GPUs: the second replica of two pods
+  // gets one of them and is dropped.
+  GangPlacement p =
+      TryPlaceGang(nodes_, table_, Request(GpuGroup(2), 3, 2), {});
+  EXPECT_EQ(p.result, PlaceResult::kRetryLater);
+  EXPECT_EQ(p.replicas, 1);
+  ASSERT_EQ(p.nodes.size(), 2u);
+  EXPECT_EQ(nodes_[p.nodes[0].value()].name, "b");  // the fuller node first
+  EXPECT_EQ(nodes_[p.nodes[1].value()].name, "a");
+}
+
 TEST_F(GangPlacerTest, CpuOnlyPodsKeepOffGpuNodes) {
   AddNode(GpuNode("gpu", 8));
   AddNode(GpuNode("cpu-only", 0));
