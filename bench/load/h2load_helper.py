@@ -17,6 +17,7 @@ import json
 import os
 import re
 import socket
+import statistics
 import struct
 import sys
 import urllib.request
@@ -237,7 +238,7 @@ def parse_h2load_stdout(path):
 
 
 def log_stats(path):
-    """(rows, rps, p50 ms, p99 ms, non-200 rows) from an h2load --log-file."""
+    """(rps, latencies in µs, non-200 rows) from an h2load --log-file."""
     starts, ends, lat, bad = [], [], [], 0
     with open(path) as f:
         for line in f:
@@ -251,30 +252,13 @@ def log_stats(path):
             ends.append(start + dur)
             lat.append(dur)
     if not lat:
-        return 0, 0.0, float("nan"), float("nan"), 0
-    lat.sort()
+        return 0.0, [], 0
     span_s = (max(ends) - min(starts)) / 1e6
-    return (len(lat), len(lat) / span_s if span_s > 0 else float("inf"),
-            percentile(lat, 50) / 1000.0, percentile(lat, 99) / 1000.0, bad)
+    return len(lat) / span_s if span_s > 0 else float("inf"), lat, bad
 
 
 def median(values):
-    v = sorted(values)
-    n = len(v)
-    if n == 0:
-        return float("nan")
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2.0
-
-
-def log_latencies(path):
-    """Per-request latencies in microseconds from an h2load --log-file."""
-    out = []
-    with open(path) as f:
-        for line in f:
-            cols = line.split("\t")
-            if len(cols) >= 3:
-                out.append(int(cols[2]))
-    return out
+    return statistics.median(values) if values else float("nan")
 
 
 def cmd_report(args):
@@ -296,14 +280,14 @@ def cmd_report(args):
         answered, non_200, succeeded, data_bytes = 0, 0, 0, 0
         latencies = []
         for r in range(1, args.rounds + 1):
-            n, rps, _, _, bad = log_stats("%s.%d.log" % (prefix, r))
+            rps, lat, bad = log_stats("%s.%d.log" % (prefix, r))
             h2 = parse_h2load_stdout("%s.%d.out" % (prefix, r))
             round_rps[name].append(rps)
-            answered += n
+            answered += len(lat)
             non_200 += bad
             succeeded += h2.get("succeeded", 0)
             data_bytes += h2.get("data_bytes", 0)
-            latencies += log_latencies("%s.%d.log" % (prefix, r))
+            latencies += lat
             ticks_path = "%s.%d.ticks" % (prefix, r)
             if os.path.exists(ticks_path):
                 ticks = int(open(ticks_path).read().strip())
