@@ -17,24 +17,15 @@ using gangsched::testing::Queue;
 using gangsched::testing::Workload;
 using google::protobuf::util::MessageDifferencer;
 
+// A head and `workers` one-GPU workers, with every kind of field ToProto
+// writes (labels, placement, a node selector) set.
 WorkloadSpec RaySpec(const std::string& id, int32_t workers) {
-  WorkloadSpec spec;
-  spec.id = id;
-  spec.queue = "team";
-  spec.priority_class = "train";
+  GroupSpec gpu = Group("gpu-workers", 1, 1, workers, 0, 1, 8000);
+  gpu.node_selector = {{"pool", "a100"}};
+  WorkloadSpec spec =
+      Workload(id, {Group("head", 0, 1, 1, 0, 1, 4000), gpu}, "team", "train");
   spec.labels = {{"ray.io/cluster", "demo"}};
   spec.placement.topology_key = "zone";
-  GroupSpec head;
-  head.name = "head";
-  head.resources = {{"cpu", 4000}};
-  head.min_count = head.desired_count = head.max_count = 1;
-  GroupSpec gpu;
-  gpu.name = "gpu-workers";
-  gpu.resources = {{"cpu", 8000}, {"nvidia.com/gpu", 1}};
-  gpu.min_count = 1;
-  gpu.desired_count = gpu.max_count = workers;
-  gpu.node_selector = {{"pool", "a100"}};
-  spec.groups = {head, gpu};
   return spec;
 }
 
