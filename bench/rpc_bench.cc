@@ -18,7 +18,8 @@
 
 // Heap allocations of the process, for the allocs_per_call counter: each
 // costs a malloc and a free, and on a cold cache more than the work around
-// it. (Protobuf arena blocks count; what is placed in them does not.)
+// it. (Protobuf arena blocks count; what is placed in them does not, nor
+// do over-aligned allocations, which take another operator new.)
 std::atomic<int64_t> g_allocations{0};
 
 #pragma GCC diagnostic push
