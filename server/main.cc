@@ -359,8 +359,7 @@ int Run(int argc, char** argv) {
   // deadline while any client connection is open, so it is kept short.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   http.Stop();
-  core.Stop();
-  return 0;
+  return 0;  // stop_core stops the core
 }
 
 }  // namespace
