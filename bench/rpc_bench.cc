@@ -184,6 +184,48 @@ void BM_GetWorkload(benchmark::State& state) {
 }
 BENCHMARK(BM_GetWorkload)->ArgName("cold")->Arg(0)->Arg(1);
 
+// The spec cache when the server holds more workloads than it has room
+// for: each iteration is one GetClusterSnapshot's walk over every
+// workload's spec, with the spec of one workload a client polls (as the
+// shim polls GetWorkload) looked up after every 100. Counters: the share of
+// the walk's lookups and of the polled ones that reused cached bytes.
+void BM_SpecsOfEveryWorkload(benchmark::State& state) {
+  const int count = static_cast<int>(state.range(0));
+  std::vector<WorkloadSpec> specs;
+  specs.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    specs.push_back(*ParseWorkloadSpec(RayCluster("ns/w" + std::to_string(i))));
+  }
+  const WorkloadSpec polled = *ParseWorkloadSpec(RayCluster("ns/polled"));
+  SpecCache cache;
+  int64_t walk_hits = 0, walk_lookups = 0, polled_hits = 0, polled_lookups = 0;
+  auto hit = [&](const WorkloadSpec& spec, SpecCache::Keep keep) {
+    int64_t before = cache.hits();
+    benchmark::DoNotOptimize(cache.Encoded(spec, keep));
+    return cache.hits() - before;
+  };
+  for (auto _ : state) {
+    for (int i = 0; i < count; ++i) {
+      walk_hits += hit(specs[i], SpecCache::Keep::kIfRoom);
+      ++walk_lookups;
+      if (i % 100 == 0) {
+        polled_hits += hit(polled, SpecCache::Keep::kEvicting);
+        ++polled_lookups;
+      }
+    }
+  }
+  state.counters["walk_hit_ratio"] =
+      static_cast<double>(walk_hits) / static_cast<double>(walk_lookups);
+  state.counters["polled_hit_ratio"] =
+      static_cast<double>(polled_hits) / static_cast<double>(polled_lookups);
+  state.SetItemsProcessed(walk_lookups);
+}
+BENCHMARK(BM_SpecsOfEveryWorkload)
+    ->ArgName("workloads")
+    ->Arg(10000)
+    ->Arg(20000)
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace gangsched::server
 

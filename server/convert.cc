@@ -537,8 +537,9 @@ void ResourcesToProto(const ResourceTable& table, const ResourceVector& in,
 }
 
 void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
-                     SpecCache& specs, v1::WorkloadStatus* out) {
-  specs.SetSpec(in.spec, out);
+                     SpecCache& specs, v1::WorkloadStatus* out,
+                     SpecCache::Keep keep) {
+  specs.SetSpec(in.spec, out, keep);
   out->set_state(ToProto(in.state));
   scheduler.ForEachBinding(in, [out](const std::string& group, int32_t index,
                                      const std::string& node) {

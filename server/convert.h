@@ -17,12 +17,11 @@
 #include "gangsched/v1/types.pb.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "grpcpp/support/status.h"
+#include "server/spec_cache.h"
 
 namespace gangsched::server {
 
 namespace v1 = ::gangsched::v1;
-
-class SpecCache;
 
 // Bounds that keep one request from asking for unbounded memory.
 inline constexpr int32_t kMaxPodsPerGroup = 100000;
@@ -60,9 +59,11 @@ void ToProto(absl::Time time, google::protobuf::Timestamp* out);
 void ResourcesToProto(const ResourceTable& table, const ResourceVector& in,
                       google::protobuf::Map<std::string, std::string>* out);
 // The spec comes from `specs` (see SpecCache::SetSpec): `out` is then for
-// serializing only.
+// serializing only. Answers that walk every workload pass
+// SpecCache::Keep::kIfRoom.
 void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
-                     SpecCache& specs, v1::WorkloadStatus* out);
+                     SpecCache& specs, v1::WorkloadStatus* out,
+                     SpecCache::Keep keep = SpecCache::Keep::kEvicting);
 void QueueToProto(const Scheduler& scheduler, const Queue& in,
                   v1::QueueStatus* out);
 void NodeToProto(const Scheduler& scheduler, const Node& in,

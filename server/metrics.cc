@@ -159,6 +159,13 @@ Metrics::Metrics(const std::string& role)
               .Name("gangsched_spec_cache_entries")
               .Help("Workload specs held in wire form by the spec cache.")
               .Register(*registry_)
+              .Add({})),
+      spec_cache_evictions_(
+          prometheus::BuildCounter()
+              .Name("gangsched_spec_cache_evictions_total")
+              .Help("Workload specs the full spec cache dropped (the least "
+                    "recently used) to make room for another.")
+              .Register(*registry_)
               .Add({})) {
   spec_cache_hits_ = &spec_cache_lookups_.Add({{"result", "hit"}});
   spec_cache_misses_ = &spec_cache_lookups_.Add({{"result", "miss"}});
@@ -220,6 +227,10 @@ void Metrics::RefreshSpecCache(const SpecCache& specs) {
       static_cast<double>(misses - spec_misses_seen_));
   spec_hits_seen_ = hits;
   spec_misses_seen_ = misses;
+  int64_t evictions = specs.evictions();
+  spec_cache_evictions_.Increment(
+      static_cast<double>(evictions - spec_evictions_seen_));
+  spec_evictions_seen_ = evictions;
   spec_cache_entries_.Set(static_cast<double>(specs.size()));
 }
 

@@ -77,8 +77,10 @@ class Metrics {
   prometheus::Counter* spec_cache_hits_ = nullptr;
   prometheus::Counter* spec_cache_misses_ = nullptr;
   prometheus::Gauge& spec_cache_entries_;
+  prometheus::Counter& spec_cache_evictions_;
   int64_t spec_hits_seen_ = 0;
   int64_t spec_misses_seen_ = 0;
+  int64_t spec_evictions_seen_ = 0;
 
   // Label sets currently exported per gauge family (core thread only).
   using LiveGauges =

@@ -537,7 +537,8 @@ grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
                     return a->spec.id < b->spec.id;
                   });
         for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
-          WorkloadToProto(s, *matching[i], *specs, response->add_workloads());
+          WorkloadToProto(s, *matching[i], *specs, response->add_workloads(),
+                          SpecCache::Keep::kIfRoom);
         }
         if (matching.size() > page_size) {
           response->set_next_page_token(matching[page_size - 1]->spec.id);
@@ -696,7 +697,10 @@ grpc::ServerUnaryReactor* AdminService::GetClusterSnapshot(
           if (q.live) QueueToProto(s, q, response->add_queues());
         }
         for (const auto& w : s.workloads()) {
-          if (w) WorkloadToProto(s, *w, *specs, response->add_workloads());
+          if (w) {
+            WorkloadToProto(s, *w, *specs, response->add_workloads(),
+                            SpecCache::Keep::kIfRoom);
+          }
         }
         response->set_revision(s.revision());
         return grpc::Status::OK;

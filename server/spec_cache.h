@@ -8,6 +8,13 @@
 // version stamp, decides, so a spec changed by any path is never served
 // stale.
 //
+// When full, the least recently used eighth of the entries makes room, so
+// the specs of forgotten workloads age out and the ones clients poll stay.
+// Answers that walk every workload (GetClusterSnapshot, ListWorkloads)
+// only fill free room: one walk over more workloads than the capacity
+// would otherwise push out every entry single reads use, and gain nothing
+// (a cyclic walk longer than an LRU cache never hits).
+//
 // Thread-safe: reads run on several gRPC threads at once.
 #pragma once
 
@@ -32,24 +39,39 @@ class SpecCache {
 
   explicit SpecCache(size_t capacity = kDefaultCapacity);
 
+  // What a miss does to a full cache.
+  enum class Keep {
+    kEvicting,  // a single read: evicts the least recently used
+    kIfRoom,    // a walk over every workload: keeps the bytes only if
+                // the cache has room
+  };
+
   // The serialized v1::WorkloadSpec of `spec` (ToProto, then serialized).
-  std::shared_ptr<const std::string> Encoded(const WorkloadSpec& spec);
+  std::shared_ptr<const std::string> Encoded(const WorkloadSpec& spec,
+                                             Keep keep = Keep::kEvicting);
 
   // Sets `out->spec` to `spec`, from the cache: the bytes go into the
   // message as the spec field's wire form (an unknown field to this
   // process, the spec itself on the wire), so `out->spec()` stays unset
   // here. Only for messages that are serialized, not read, afterwards.
-  void SetSpec(const WorkloadSpec& spec, v1::WorkloadStatus* out);
+  void SetSpec(const WorkloadSpec& spec, v1::WorkloadStatus* out,
+               Keep keep = Keep::kEvicting);
 
   size_t size() const;
   int64_t hits() const;
   int64_t misses() const;
+  int64_t evictions() const;
 
  private:
   struct Entry {
     WorkloadSpec spec;
     std::shared_ptr<const std::string> bytes;
+    // The lookup count at its last hit: set by readers, outside the lock.
+    mutable std::atomic<uint64_t> last_used{0};
   };
+
+  // Drops the least recently used eighth (at least one entry).
+  void EvictOldest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t capacity_;
   mutable absl::Mutex mu_;
@@ -57,6 +79,8 @@ class SpecCache {
       ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> hits_{0};
   std::atomic<int64_t> misses_{0};
+  std::atomic<int64_t> evictions_{0};
+  std::atomic<uint64_t> lookups_{0};
 };
 
 }  // namespace gangsched::server

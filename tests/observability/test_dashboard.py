@@ -323,6 +323,8 @@ class DashboardAgainstServerTest(unittest.TestCase):
             time.sleep(0.1)  # polling interval, bounded by the deadline
         self.assertEqual((hits - before[0], misses - before[1]), (3, 0))
         self.assertGreaterEqual(entries, 1)
+        # Exported, and nothing evicted: the scenario is far below capacity.
+        self.assertEqual(self.value("gangsched_spec_cache_evictions_total"), 0)
 
     def test_pending_gang_reason(self):
         t = self.stubs.types

@@ -92,6 +92,54 @@ TEST(SpecCacheTest, HoldsAtMostItsCapacity) {
   EXPECT_EQ(none.size(), 0u);
 }
 
+TEST(SpecCacheTest, TheLeastRecentlyUsedMakeRoom) {
+  SpecCache cache(8);  // evicts one entry (an eighth) at a time
+  const WorkloadSpec polled = RaySpec("ns/polled", 2);
+  cache.Encoded(polled);
+  for (int i = 0; i < 100; ++i) {
+    int64_t hits = cache.hits();
+    cache.Encoded(polled);
+    ASSERT_EQ(cache.hits(), hits + 1)
+        << "the polled spec was evicted after " << i << " others";
+    cache.Encoded(RaySpec("ns/w" + std::to_string(i), 1));
+    ASSERT_LE(cache.size(), 8u);
+  }
+  EXPECT_EQ(cache.evictions(), 100 + 1 - 8);
+  // The oldest of the others went first: the newest seven are all there.
+  int64_t hits = cache.hits();
+  for (int i = 93; i < 100; ++i) {
+    cache.Encoded(RaySpec("ns/w" + std::to_string(i), 1));
+  }
+  EXPECT_EQ(cache.hits(), hits + 7);
+}
+
+TEST(SpecCacheTest, AWalkOverEveryWorkloadOnlyFillsFreeRoom) {
+  SpecCache cache(4);
+  const WorkloadSpec polled = RaySpec("ns/polled", 2);
+  cache.Encoded(polled);
+  for (int i = 0; i < 10; ++i) {
+    WorkloadSpec spec = RaySpec("ns/w" + std::to_string(i), 1);
+    v1::WorkloadSpec parsed;
+    ASSERT_TRUE(
+        parsed.ParseFromString(*cache.Encoded(spec, SpecCache::Keep::kIfRoom)));
+    EXPECT_EQ(parsed.id(), spec.id);  // encoded, kept or not
+  }
+  EXPECT_EQ(cache.size(), 4u);
+  EXPECT_EQ(cache.evictions(), 0);
+  int64_t hits = cache.hits();
+  cache.Encoded(polled);
+  for (int i = 0; i < 3; ++i) {  // the walk kept what fitted
+    cache.Encoded(RaySpec("ns/w" + std::to_string(i), 1),
+                  SpecCache::Keep::kIfRoom);
+  }
+  EXPECT_EQ(cache.hits(), hits + 4);
+  // A changed spec replaces its own entry even when the cache is full.
+  cache.Encoded(RaySpec("ns/w0", 3), SpecCache::Keep::kIfRoom);
+  hits = cache.hits();
+  cache.Encoded(RaySpec("ns/w0", 3));
+  EXPECT_EQ(cache.hits(), hits + 1);
+}
+
 TEST(SpecCacheTest, AStatusCarriesTheSpecOnTheWire) {
   Scheduler scheduler;
   ASSERT_TRUE(scheduler.UpsertQueue(Queue("default")).ok());
