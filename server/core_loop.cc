@@ -1,5 +1,7 @@
 #include "server/core_loop.h"
 
+#include <pthread.h>
+
 #include <cstdlib>
 
 #include "server/convert.h"
@@ -63,8 +65,18 @@ CoreLoop::CoreLoop(Options options, std::unique_ptr<Scheduler> scheduler,
 CoreLoop::~CoreLoop() { Stop(); }
 
 void CoreLoop::Start() {
-  if (store_ != nullptr) committer_ = std::thread([this] { Commit(); });
-  thread_ = std::thread([this] { Run(); });
+  // Named for top -H, perf and /proc: the core and the committer are the
+  // threads that matter when the service is slow.
+  if (store_ != nullptr) {
+    committer_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "gs-commit");
+      Commit();
+    });
+  }
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "gs-core");
+    Run();
+  });
 }
 
 void CoreLoop::Stop() {

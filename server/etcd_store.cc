@@ -1,5 +1,7 @@
 #include "server/etcd_store.h"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <cstdio>
 
@@ -111,7 +113,10 @@ absl::Status EtcdStore::Campaign(std::function<void()> on_lost) {
   }
   lease_id_ = granted.id();
   last_renewed_us_ = absl::ToUnixMicros(absl::Now());
-  keepalive_ = std::thread([this] { KeepAlive(); });
+  keepalive_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "gs-etcd-lease");
+    KeepAlive();
+  });
   std::string said_standby;
   for (;;) {
     pb::TxnRequest txn;

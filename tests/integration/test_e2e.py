@@ -252,6 +252,18 @@ class HealthAndMetricsTest(E2ETestCase):
         self.assertEqual(len(build_info), 1, text)
         self.assertEqual(float(build_info[0].rsplit(" ", 1)[1]), 1.0)
 
+    def test_core_and_committer_threads_are_named(self):
+        """What top -H and perf show: the two threads that own the state."""
+        task_dir = "/proc/%d/task" % self.server.proc.pid
+        names = set()
+        for tid in os.listdir(task_dir):
+            try:
+                with open(os.path.join(task_dir, tid, "comm")) as f:
+                    names.add(f.read().strip())
+            except OSError:  # a thread that ended meanwhile
+                pass
+        self.assertLessEqual({"gs-core", "gs-commit"}, names, sorted(names))
+
 
 # ---------------------------------------------------------------------------
 # 2. Main scenario: gang placed, second gang waits for capacity, release
