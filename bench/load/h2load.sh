@@ -23,7 +23,10 @@
 # Environment: REQUESTS (50000 per endpoint and round), ROUNDS (1),
 # CLIENTS (16), STREAMS (16 per client), THREADS (1), CTL (gangschedctl
 # path), H2LOAD_TIMEOUT (60 s per endpoint), KEEP_TMP=1 keeps the temp dir
-# (logs, bodies, scrapes).
+# (logs, bodies, scrapes), PERF_DIR=dir records the server with perf
+# (call graphs) during each endpoint's run into dir/NAME.ROUND.data; the
+# profiler's own cost lowers that run's rps, so profile and measure in
+# separate runs.
 # Exit status: 0 when every check passed, 1 on a FAIL, 2 on a setup error.
 set -euo pipefail
 
@@ -39,6 +42,7 @@ CLIENTS="${CLIENTS:-16}"
 STREAMS="${STREAMS:-16}"
 THREADS="${THREADS:-1}"
 H2LOAD_TIMEOUT="${H2LOAD_TIMEOUT:-60}"
+PERF_DIR="${PERF_DIR:-}"
 
 die() { echo "h2load.sh: $*" >&2; exit 2; }
 for var in REQUESTS ROUNDS CLIENTS STREAMS THREADS; do
@@ -48,6 +52,11 @@ done
 [[ -x "$CTL" ]] || die "gangschedctl $CTL is missing (build it first)"
 command -v h2load >/dev/null || die "h2load is missing (apt-get install nghttp2-client)"
 command -v protoc >/dev/null || die "protoc is missing (apt-get install protobuf-compiler)"
+if [[ -n "$PERF_DIR" ]]; then
+  command -v perf >/dev/null || die "PERF_DIR needs perf (apt-get install linux-perf)"
+  mkdir -p "$PERF_DIR" || die "cannot create PERF_DIR $PERF_DIR"
+  PERF_DIR="$(cd "$PERF_DIR" && pwd)"
+fi
 [[ -x "$PY" ]] || die "$PY is missing"
 
 TMP="$(mktemp -d /tmp/gangsched-h2load.XXXXXX)"
@@ -114,7 +123,13 @@ server_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 TICK_HZ=$(getconf CLK_TCK)
 run_h2load() {  # NAME PATH BODY ROUND
   local name=$1 path=$2 body=$3 round=$4
-  local ticks_before
+  local ticks_before perf_pid=""
+  if [[ -n "$PERF_DIR" ]]; then
+    perf record -F 1999 --call-graph dwarf,16384 -p "$SERVER_PID" \
+      -o "$PERF_DIR/$name.$round.data" >"$PERF_DIR/$name.$round.perf.log" 2>&1 &
+    perf_pid=$!
+    sleep 0.5  # attached before the first request
+  fi
   ticks_before=$(server_ticks)
   if ! timeout "$H2LOAD_TIMEOUT" h2load -n "$REQUESTS" -c "$CLIENTS" -m "$STREAMS" -t "$THREADS" \
       -N 10s -d "$TMP/bodies/$body.bin" \
@@ -126,6 +141,12 @@ run_h2load() {  # NAME PATH BODY ROUND
   fi
   # Steadier than rps on a shared machine: what one request cost the server.
   echo "$(( $(server_ticks) - ticks_before ))" >"$TMP/$name.$round.ticks"
+  if [[ -n "$perf_pid" ]]; then
+    kill -INT "$perf_pid"
+    wait "$perf_pid" || true  # perf exits non-zero when interrupted
+    grep -q "Captured and wrote" "$PERF_DIR/$name.$round.perf.log" ||
+      die "perf record failed: see $PERF_DIR/$name.$round.perf.log"
+  fi
 }
 
 echo "h2load: -n $REQUESTS -c $CLIENTS -m $STREAMS -t $THREADS per endpoint, $ROUNDS round(s)"
