@@ -20,7 +20,8 @@ WorkloadRecord Scheduler::RecordOf(const Workload& w) const {
   r.pending = w.pending;
   for (uint32_t g = 0; g < w.groups.size(); ++g) {
     const GroupState& state = w.groups[g];
-    r.replica_live.push_back(state.replica_live);
+    r.replica_live.emplace_back(state.replica_live.begin(),
+                                state.replica_live.end());
     for (int32_t i = 0; i < static_cast<int32_t>(state.slot_node.size()); ++i) {
       NodeId bound = state.slot_node[i];
       NodeId nominated = state.slot_nominated[i];
@@ -91,7 +92,8 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   InternResources(r.spec);
   for (uint32_t g = 0; g < r.spec.groups.size(); ++g) {
     const GroupSpec& gs = r.spec.groups[g];
-    w.groups.push_back(NewGroupState(gs, r.replica_live[g]));
+    w.groups.push_back(NewGroupState(
+        gs, ReplicaFlags(r.replica_live[g].begin(), r.replica_live[g].end())));
   }
   w.ResetGroupOrder();
   workloads_[id.value()] = std::move(owned);

@@ -715,7 +715,7 @@ std::vector<Eviction> Scheduler::EvictionsFor(const Workload& w) const {
 }
 
 GroupState Scheduler::NewGroupState(const GroupSpec& gs,
-                                    std::vector<uint8_t> replica_live) const {
+                                    ReplicaFlags replica_live) const {
   GroupState state;
   state.pod = resources_.FromKnown(gs.resources);
   state.pods_per_replica = gs.pods_per_replica;
@@ -1147,8 +1147,8 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(WorkloadSpec spec) const {
   for (uint32_t g = 0; g < w.spec.groups.size(); ++g) {
     const GroupSpec& gs = w.spec.groups[g];
     w.groups.push_back(NewGroupState(
-        gs, std::vector<uint8_t>(
-                ReplicasOf(gs.desired_count, gs.pods_per_replica), 1)));
+        gs,
+        ReplicaFlags(ReplicasOf(gs.desired_count, gs.pods_per_replica), 1)));
   }
   w.ResetGroupOrder();
 

@@ -315,7 +315,7 @@ class Scheduler {
   // A group with no pod bound yet and the given replicas wanted.
   // Its resource names must be known (InternResources).
   GroupState NewGroupState(const GroupSpec& spec,
-                           std::vector<uint8_t> replica_live) const;
+                           ReplicaFlags replica_live) const;
   void MarkReleased(Workload& w, absl::Time now);
   // A RELEASING workload whose evictions are all confirmed goes back to
   // PENDING (requeue) or RELEASED.

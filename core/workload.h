@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/ids.h"
@@ -57,6 +58,10 @@ struct Eviction {
 // The Ray head group: placed first, evicted last.
 inline constexpr absl::string_view kHeadGroup = "head";
 
+template <typename T>
+using SlotVector = absl::InlinedVector<T, 8>;
+using ReplicaFlags = absl::InlinedVector<uint8_t, 8>;
+
 struct GroupState {
   ResourceVector pod;  // interned per-pod resources
   int32_t pods_per_replica = 1;
@@ -64,12 +69,15 @@ struct GroupState {
   // Slot index i belongs to replica i / pods_per_replica. Slot indices are
   // stable: shrinking releases whole replicas and leaves holes that growth
   // fills again (lowest index first).
-  std::vector<NodeId> slot_node;      // invalid: unbound
-  std::vector<uint8_t> replica_live;  // 1: the replica is wanted
+  // Inline up to a typical group's size: most groups are small, and a
+  // workload (or a dry run's model of one) then needs no heap block per
+  // vector.
+  SlotVector<NodeId> slot_node;  // invalid: unbound
+  ReplicaFlags replica_live;     // 1: the replica is wanted
   // 1: bound, evicted, not yet confirmed (still booked on its node).
-  std::vector<uint8_t> slot_evicting;
+  SlotVector<uint8_t> slot_evicting;
   // PIPELINED gangs: the node each slot will be bound to (reserved there).
-  std::vector<NodeId> slot_nominated;
+  SlotVector<NodeId> slot_nominated;
 
   // Keeps the per-slot vectors as long as slot_node.
   void ResizeSlots(size_t slots);
