@@ -187,18 +187,29 @@ BENCHMARK(BM_GetWorkload)->ArgName("cold")->Arg(0)->Arg(1);
 // The spec cache when the server holds more workloads than it has room
 // for: each iteration is one GetClusterSnapshot's walk over every
 // workload's spec, with the spec of one workload a client polls (as the
-// shim polls GetWorkload) looked up after every 100. Counters: the share of
-// the walk's lookups and of the polled ones that reused cached bytes.
+// shim polls GetWorkload) looked up after every 100. With `fresh:1`, each
+// of those polls also reads a workload not read for long (the next of
+// 40,000), a single read that misses and, once the cache is full, evicts.
+// Counters: the share of the walk's lookups and of the polled ones that
+// reused cached bytes, and the entries evicted per walk.
 void BM_SpecsOfEveryWorkload(benchmark::State& state) {
   const int count = static_cast<int>(state.range(0));
-  std::vector<WorkloadSpec> specs;
-  specs.reserve(count);
-  for (int i = 0; i < count; ++i) {
-    specs.push_back(*ParseWorkloadSpec(RayCluster("ns/w" + std::to_string(i))));
-  }
+  const bool fresh_reads = state.range(1) == 1;
+  auto specs_named = [](const std::string& prefix, int n) {
+    std::vector<WorkloadSpec> out;
+    out.reserve(n);
+    for (int i = 0; i < n; ++i) {
+      out.push_back(*ParseWorkloadSpec(RayCluster(prefix + std::to_string(i))));
+    }
+    return out;
+  };
+  const std::vector<WorkloadSpec> specs = specs_named("ns/w", count);
+  const std::vector<WorkloadSpec> fresh =
+      fresh_reads ? specs_named("ns/new", 40000) : std::vector<WorkloadSpec>{};
   const WorkloadSpec polled = *ParseWorkloadSpec(RayCluster("ns/polled"));
   SpecCache cache;
   int64_t walk_hits = 0, walk_lookups = 0, polled_hits = 0, polled_lookups = 0;
+  size_t next_fresh = 0;
   auto hit = [&](const WorkloadSpec& spec, SpecCache::Keep keep) {
     int64_t before = cache.hits();
     benchmark::DoNotOptimize(cache.Encoded(spec, keep));
@@ -211,6 +222,10 @@ void BM_SpecsOfEveryWorkload(benchmark::State& state) {
       if (i % 100 == 0) {
         polled_hits += hit(polled, SpecCache::Keep::kEvicting);
         ++polled_lookups;
+        if (fresh_reads) {
+          hit(fresh[next_fresh], SpecCache::Keep::kEvicting);
+          next_fresh = (next_fresh + 1) % fresh.size();
+        }
       }
     }
   }
@@ -218,12 +233,14 @@ void BM_SpecsOfEveryWorkload(benchmark::State& state) {
       static_cast<double>(walk_hits) / static_cast<double>(walk_lookups);
   state.counters["polled_hit_ratio"] =
       static_cast<double>(polled_hits) / static_cast<double>(polled_lookups);
+  state.counters["evictions_per_walk"] =
+      benchmark::Counter(static_cast<double>(cache.evictions()),
+                         benchmark::Counter::kAvgIterations);
   state.SetItemsProcessed(walk_lookups);
 }
 BENCHMARK(BM_SpecsOfEveryWorkload)
-    ->ArgName("workloads")
-    ->Arg(10000)
-    ->Arg(20000)
+    ->ArgNames({"workloads", "fresh"})
+    ->ArgsProduct({{10000, 20000}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

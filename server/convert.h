@@ -59,7 +59,7 @@ void ToProto(absl::Time time, google::protobuf::Timestamp* out);
 void ResourcesToProto(const ResourceTable& table, const ResourceVector& in,
                       google::protobuf::Map<std::string, std::string>* out);
 // The spec comes from `specs` (see SpecCache::SetSpec): `out` is then for
-// serializing only. Answers that walk every workload pass
+// serializing only. GetClusterSnapshot, which walks every workload, passes
 // SpecCache::Keep::kIfRoom.
 void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
                      SpecCache& specs, v1::WorkloadStatus* out,

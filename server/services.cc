@@ -537,8 +537,7 @@ grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
                     return a->spec.id < b->spec.id;
                   });
         for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
-          WorkloadToProto(s, *matching[i], *specs, response->add_workloads(),
-                          SpecCache::Keep::kIfRoom);
+          WorkloadToProto(s, *matching[i], *specs, response->add_workloads());
         }
         if (matching.size() > page_size) {
           response->set_next_page_token(matching[page_size - 1]->spec.id);

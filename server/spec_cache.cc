@@ -10,7 +10,8 @@
 
 namespace gangsched::server {
 
-SpecCache::SpecCache(size_t capacity) : capacity_(capacity) {}
+SpecCache::SpecCache(size_t capacity)
+    : capacity_(capacity), restamp_(std::max<uint64_t>(1, capacity / 16)) {}
 
 std::shared_ptr<const std::string> SpecCache::Encoded(const WorkloadSpec& spec,
                                                       Keep keep) {
@@ -24,7 +25,11 @@ std::shared_ptr<const std::string> SpecCache::Encoded(const WorkloadSpec& spec,
   // Compared outside the lock: entries are immutable once published (but
   // for their LRU stamp).
   if (entry && entry->spec == spec) {
-    entry->last_used.store(now, std::memory_order_relaxed);
+    // Rewritten only when stale enough to matter for the order, so a
+    // polled entry's cache line is not written by every reader.
+    if (now - entry->last_used.load(std::memory_order_relaxed) >= restamp_) {
+      entry->last_used.store(now, std::memory_order_relaxed);
+    }
     hits_.fetch_add(1, std::memory_order_relaxed);
     return entry->bytes;
   }
@@ -36,9 +41,13 @@ std::shared_ptr<const std::string> SpecCache::Encoded(const WorkloadSpec& spec,
   auto it = entries_.find(spec.id);
   const bool replaces = it != entries_.end();
   if (!replaces) {
-    if (capacity_ == 0) return bytes;
-    if (entries_.size() >= capacity_) {
-      if (keep == Keep::kIfRoom) return bytes;
+    if (keep == Keep::kIfRoom) {
+      // Walks leave the last eighth to single reads, so a walk never
+      // refills what an eviction pass just freed.
+      if (entries_.size() >= capacity_ - capacity_ / 8) return bytes;
+    } else if (capacity_ == 0) {
+      return bytes;
+    } else if (entries_.size() >= capacity_) {
       EvictOldest();
     }
   }
@@ -55,8 +64,9 @@ std::shared_ptr<const std::string> SpecCache::Encoded(const WorkloadSpec& spec,
 }
 
 void SpecCache::EvictOldest() {
-  // In bulk: one pass over the entries per eighth of the capacity, so a
-  // miss pays a constant share of it.
+  // In bulk: one pass over the entries frees an eighth of the capacity,
+  // which only single reads refill (walks stop short of it), so a pass
+  // comes at most once per capacity / 8 misses.
   std::vector<std::pair<uint64_t, const std::string*>> ages;
   ages.reserve(entries_.size());
   for (const auto& [id, entry] : entries_) {

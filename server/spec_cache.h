@@ -10,10 +10,12 @@
 //
 // When full, the least recently used eighth of the entries makes room, so
 // the specs of forgotten workloads age out and the ones clients poll stay.
-// Answers that walk every workload (GetClusterSnapshot, ListWorkloads)
-// only fill free room: one walk over more workloads than the capacity
-// would otherwise push out every entry single reads use, and gain nothing
-// (a cyclic walk longer than an LRU cache never hits).
+// (A forgotten workload is read by nothing, walks included.) A walk over
+// every workload (GetClusterSnapshot) never evicts and fills only the room
+// short of the last eighth: one walk over more workloads than the capacity
+// would otherwise push out every entry single reads use and gain nothing
+// (a cyclic walk longer than an LRU cache never hits), and a walk after an
+// eviction pass would refill what the pass freed for single reads.
 //
 // Thread-safe: reads run on several gRPC threads at once.
 #pragma once
@@ -41,9 +43,9 @@ class SpecCache {
 
   // What a miss does to a full cache.
   enum class Keep {
-    kEvicting,  // a single read: evicts the least recently used
-    kIfRoom,    // a walk over every workload: keeps the bytes only if
-                // the cache has room
+    kEvicting,  // a single read or a page: evicts the least recently used
+    kIfRoom,    // a walk over every workload: keeps the bytes only while
+                // the cache is less than seven eighths full
   };
 
   // The serialized v1::WorkloadSpec of `spec` (ToProto, then serialized).
@@ -66,7 +68,8 @@ class SpecCache {
   struct Entry {
     WorkloadSpec spec;
     std::shared_ptr<const std::string> bytes;
-    // The lookup count at its last hit: set by readers, outside the lock.
+    // The lookup count at its last read (give or take restamp_); set by
+    // readers, outside the lock.
     mutable std::atomic<uint64_t> last_used{0};
   };
 
@@ -74,6 +77,8 @@ class SpecCache {
   void EvictOldest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t capacity_;
+  // Lookups after which a hit rewrites an entry's stamp.
+  const uint64_t restamp_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<const Entry>> entries_
       ABSL_GUARDED_BY(mu_);

@@ -113,31 +113,52 @@ TEST(SpecCacheTest, TheLeastRecentlyUsedMakeRoom) {
   EXPECT_EQ(cache.hits(), hits + 7);
 }
 
-TEST(SpecCacheTest, AWalkOverEveryWorkloadOnlyFillsFreeRoom) {
-  SpecCache cache(4);
-  const WorkloadSpec polled = RaySpec("ns/polled", 2);
-  cache.Encoded(polled);
-  for (int i = 0; i < 10; ++i) {
-    WorkloadSpec spec = RaySpec("ns/w" + std::to_string(i), 1);
-    v1::WorkloadSpec parsed;
-    ASSERT_TRUE(
-        parsed.ParseFromString(*cache.Encoded(spec, SpecCache::Keep::kIfRoom)));
-    EXPECT_EQ(parsed.id(), spec.id);  // encoded, kept or not
-  }
-  EXPECT_EQ(cache.size(), 4u);
+TEST(SpecCacheTest, AWalkNeverEvictsAndLeavesTheLastEighthToSingleReads) {
+  SpecCache cache(16);         // walks fill 14; an eviction pass frees 2
+  auto walk = [&](int from) {  // workloads below `from` are forgotten
+    for (int i = from; i < 30; ++i) {
+      WorkloadSpec spec = RaySpec("ns/walked" + std::to_string(i), 1);
+      v1::WorkloadSpec parsed;
+      ASSERT_TRUE(parsed.ParseFromString(
+          *cache.Encoded(spec, SpecCache::Keep::kIfRoom)));
+      EXPECT_EQ(parsed.id(), spec.id);  // encoded, kept or not
+    }
+  };
+  auto hit = [&](const std::string& id, int32_t workers,
+                 SpecCache::Keep keep = SpecCache::Keep::kEvicting) {
+    int64_t hits = cache.hits();
+    cache.Encoded(RaySpec(id, workers), keep);
+    return cache.hits() > hits;
+  };
+  hit("ns/polled", 2);
+  walk(0);  // keeps walked0..12
+  EXPECT_EQ(cache.size(), 14u);
   EXPECT_EQ(cache.evictions(), 0);
-  int64_t hits = cache.hits();
-  cache.Encoded(polled);
-  for (int i = 0; i < 3; ++i) {  // the walk kept what fitted
-    cache.Encoded(RaySpec("ns/w" + std::to_string(i), 1),
-                  SpecCache::Keep::kIfRoom);
+  EXPECT_FALSE(hit("ns/read0", 2));
+  EXPECT_FALSE(hit("ns/read1", 2));
+  EXPECT_EQ(cache.size(), 16u);
+  walk(10);  // walked0..9 are gone from the scheduler; 10..12 are read
+  EXPECT_EQ(cache.evictions(), 0);
+  EXPECT_TRUE(hit("ns/polled", 2));
+  // Full: a single read's miss evicts the two least recently read, specs
+  // of forgotten workloads, and a walk does not refill that room.
+  EXPECT_FALSE(hit("ns/read2", 2));
+  EXPECT_EQ(cache.evictions(), 2);
+  EXPECT_EQ(cache.size(), 15u);
+  walk(10);
+  EXPECT_EQ(cache.size(), 15u);
+  for (const char* id : {"ns/polled", "ns/read0", "ns/read1", "ns/read2"}) {
+    EXPECT_TRUE(hit(id, 2)) << id;
   }
-  EXPECT_EQ(cache.hits(), hits + 4);
-  // A changed spec replaces its own entry even when the cache is full.
-  cache.Encoded(RaySpec("ns/w0", 3), SpecCache::Keep::kIfRoom);
-  hits = cache.hits();
-  cache.Encoded(RaySpec("ns/w0", 3));
-  EXPECT_EQ(cache.hits(), hits + 1);
+  for (int i = 10; i < 13; ++i) {
+    EXPECT_TRUE(
+        hit("ns/walked" + std::to_string(i), 1, SpecCache::Keep::kIfRoom))
+        << i;
+  }
+  // A changed spec replaces its own entry, even from a walk.
+  EXPECT_FALSE(hit("ns/read0", 3, SpecCache::Keep::kIfRoom));
+  EXPECT_TRUE(hit("ns/read0", 3));
+  EXPECT_EQ(cache.size(), 15u);
 }
 
 TEST(SpecCacheTest, AStatusCarriesTheSpecOnTheWire) {
