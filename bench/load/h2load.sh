@@ -31,6 +31,8 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# A relative PERF_DIR names a directory under the caller's, not the repo.
+if [[ -n "${PERF_DIR:-}" && "$PERF_DIR" != /* ]]; then PERF_DIR="$PWD/$PERF_DIR"; fi
 cd "$REPO"
 SERVER_BIN="${1:-build/server/gangsched}"
 CTL="${CTL:-build/clients/gangschedctl/gangschedctl}"
@@ -128,7 +130,7 @@ run_h2load() {  # NAME PATH BODY ROUND
     perf record -F 1999 --call-graph dwarf,16384 -p "$SERVER_PID" \
       -o "$PERF_DIR/$name.$round.data" >"$PERF_DIR/$name.$round.perf.log" 2>&1 &
     perf_pid=$!
-    sleep 0.5  # attached before the first request
+    sleep 0.5  # time to attach; the first requests may go unrecorded
   fi
   ticks_before=$(server_ticks)
   if ! timeout "$H2LOAD_TIMEOUT" h2load -n "$REQUESTS" -c "$CLIENTS" -m "$STREAMS" -t "$THREADS" \
@@ -142,7 +144,7 @@ run_h2load() {  # NAME PATH BODY ROUND
   # Steadier than rps on a shared machine: what one request cost the server.
   echo "$(( $(server_ticks) - ticks_before ))" >"$TMP/$name.$round.ticks"
   if [[ -n "$perf_pid" ]]; then
-    kill -INT "$perf_pid"
+    kill -INT "$perf_pid" 2>/dev/null || true  # it may have failed already
     wait "$perf_pid" || true  # perf exits non-zero when interrupted
     grep -q "Captured and wrote" "$PERF_DIR/$name.$round.perf.log" ||
       die "perf record failed: see $PERF_DIR/$name.$round.perf.log"
