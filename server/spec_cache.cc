@@ -15,7 +15,9 @@ SpecCache::SpecCache(size_t capacity)
 
 std::shared_ptr<const std::string> SpecCache::Encoded(const WorkloadSpec& spec,
                                                       Keep keep) {
-  const uint64_t now = lookups_.fetch_add(1, std::memory_order_relaxed) + 1;
+  // The clock of the LRU order: lookups so far (read, not counted, so a
+  // hit stays one atomic increment).
+  const uint64_t now = static_cast<uint64_t>(hits() + misses());
   std::shared_ptr<const Entry> entry;
   {
     absl::MutexLock lock(&mu_);
@@ -27,7 +29,7 @@ std::shared_ptr<const std::string> SpecCache::Encoded(const WorkloadSpec& spec,
   if (entry && entry->spec == spec) {
     // Rewritten only when stale enough to matter for the order, so a
     // polled entry's cache line is not written by every reader.
-    if (now - entry->last_used.load(std::memory_order_relaxed) >= restamp_) {
+    if (now >= entry->last_used.load(std::memory_order_relaxed) + restamp_) {
       entry->last_used.store(now, std::memory_order_relaxed);
     }
     hits_.fetch_add(1, std::memory_order_relaxed);

@@ -68,8 +68,8 @@ class SpecCache {
   struct Entry {
     WorkloadSpec spec;
     std::shared_ptr<const std::string> bytes;
-    // The lookup count at its last read (give or take restamp_); set by
-    // readers, outside the lock.
+    // The lookup count (hits + misses) at its last read, give or take
+    // restamp_; set by readers, outside the lock.
     mutable std::atomic<uint64_t> last_used{0};
   };
 
@@ -85,7 +85,6 @@ class SpecCache {
   std::atomic<int64_t> hits_{0};
   std::atomic<int64_t> misses_{0};
   std::atomic<int64_t> evictions_{0};
-  std::atomic<uint64_t> lookups_{0};
 };
 
 }  // namespace gangsched::server
