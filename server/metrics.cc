@@ -221,16 +221,16 @@ void Metrics::RecordRequest(absl::string_view method, grpc::StatusCode code,
 }
 
 void Metrics::RefreshSpecCache(const SpecCache& specs) {
-  int64_t hits = specs.hits(), misses = specs.misses();
-  spec_cache_hits_->Increment(static_cast<double>(hits - spec_hits_seen_));
-  spec_cache_misses_->Increment(
-      static_cast<double>(misses - spec_misses_seen_));
-  spec_hits_seen_ = hits;
-  spec_misses_seen_ = misses;
-  int64_t evictions = specs.evictions();
-  spec_cache_evictions_.Increment(
-      static_cast<double>(evictions - spec_evictions_seen_));
-  spec_evictions_seen_ = evictions;
+  // The cache counts in plain atomics (no Prometheus in it); the counters
+  // get what it counted since the last refresh.
+  auto add_since = [](prometheus::Counter& counter, int64_t now,
+                      int64_t& seen) {
+    counter.Increment(static_cast<double>(now - seen));
+    seen = now;
+  };
+  add_since(*spec_cache_hits_, specs.hits(), spec_hits_seen_);
+  add_since(*spec_cache_misses_, specs.misses(), spec_misses_seen_);
+  add_since(spec_cache_evictions_, specs.evictions(), spec_evictions_seen_);
   spec_cache_entries_.Set(static_cast<double>(specs.size()));
 }
 

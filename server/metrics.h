@@ -44,8 +44,9 @@ class Metrics {
   // the core keeps (a walk over queues, workloads and nodes, so the caller
   // throttles it).
   void RefreshGauges(const Scheduler& scheduler);
-  // The SpecCache's size and its hits and misses since the last call
-  // (any one thread at a time; the core thread calls it with the gauges).
+  // The SpecCache's size, and its hits, misses and evictions since the
+  // last call (any one thread at a time; the core thread calls it with the
+  // gauges).
   void RefreshSpecCache(const SpecCache& specs);
 
   std::shared_ptr<prometheus::Registry> registry() { return registry_; }
