@@ -57,7 +57,6 @@ command -v protoc >/dev/null || die "protoc is missing (apt-get install protobuf
 if [[ -n "$PERF_DIR" ]]; then
   command -v perf >/dev/null || die "PERF_DIR needs perf (apt-get install linux-perf)"
   mkdir -p "$PERF_DIR" || die "cannot create PERF_DIR $PERF_DIR"
-  PERF_DIR="$(cd "$PERF_DIR" && pwd)"
 fi
 [[ -x "$PY" ]] || die "$PY is missing"
 
