@@ -117,10 +117,8 @@ absl::StatusOr<int64_t> ParseQuantity(absl::string_view text,
   int pow10 =
       suffix.pow10 - frac_digits + (scale == QuantityScale::kMilli ? 3 : 0);
   i128 numerator = mantissa;
-  for (int k = 0; k < suffix.pow2; ++k) {
-    numerator *= 2;
-    if (numerator > kNumeratorMax) return bad("too large");
-  }
+  if (numerator > (kNumeratorMax >> suffix.pow2)) return bad("too large");
+  numerator <<= suffix.pow2;
   for (; pow10 > 0; --pow10) {
     numerator *= 10;
     if (numerator > kNumeratorMax) return bad("too large");
@@ -133,8 +131,14 @@ absl::StatusOr<int64_t> ParseQuantity(absl::string_view text,
       return numerator == 0 && !dropped_nonzero ? 0 : 1;
     }
   }
-  i128 value = numerator / denominator;
-  if (numerator % denominator != 0 || dropped_nonzero) ++value;
+  // Whole numbers ("8", "64Gi", "500m" of cpu) skip the 128-bit division.
+  i128 value = numerator;
+  bool round_up = dropped_nonzero;
+  if (denominator != 1) {
+    value = numerator / denominator;
+    round_up |= numerator % denominator != 0;
+  }
+  if (round_up) ++value;
   if (value > kInt64Max) return bad("too large");
   return static_cast<int64_t>(value);
 }

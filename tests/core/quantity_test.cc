@@ -25,6 +25,17 @@ TEST(QuantityTest, ParsesCpuAndGpuInMilliUnits) {
   EXPECT_EQ(Milli("0.0001"), 1);
 }
 
+TEST(QuantityTest, RoundsUpOnceWhateverIsCutOff) {
+  EXPECT_EQ(Milli("1.0005"), 1001);  // a remainder of the division
+  // Past 18 decimals digits are dropped; a dropped non-zero digit rounds up,
+  // and together with a remainder still by one unit.
+  EXPECT_EQ(Milli("1.0000000000000000001"), 1001);
+  EXPECT_EQ(Milli("1.0005000000000000001"), 1001);
+  EXPECT_EQ(Milli("1.0000000000000000000"), 1000);
+  EXPECT_EQ(Bytes("0.5Ki"), 512);  // binary suffixes stay exact
+  EXPECT_EQ(Bytes("0.0001Ki"), 1);
+}
+
 TEST(QuantityTest, ParsesMemoryInBytes) {
   EXPECT_EQ(Bytes("16Gi"), int64_t{16} << 30);
   EXPECT_EQ(Bytes("1.5Gi"), int64_t{3} << 29);
