@@ -437,11 +437,13 @@ void ToProto(const SlotRef& in, v1::SlotRef* out) {
 void ToProto(const AllocateAnswer& in, v1::AllocateResponse* out) {
   out->set_workload_id(in.workload_id);
   out->set_state(ToProto(in.state));
+  out->mutable_bindings()->Reserve(static_cast<int>(in.bindings.size()));
   for (const auto& b : in.bindings) ToProto(b, out->add_bindings());
   if (in.pending.code != PendingCode::kNone)
     ToProto(in.pending, out->mutable_pending());
   out->set_revision(in.revision);
   for (const auto& e : in.evictions) ToProto(e, out->add_evictions());
+  out->mutable_scale_hints()->Reserve(static_cast<int>(in.scale_hints.size()));
   for (const auto& h : in.scale_hints) {
     auto* hint = out->add_scale_hints();
     hint->set_group(h.group);
