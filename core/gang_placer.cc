@@ -8,6 +8,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/small_id_map.h"
 
 namespace gangsched {
 namespace {
@@ -30,15 +31,17 @@ int64_t PodsThatFit(const ResourceVector& free, const ResourceVector& pod,
 
 // A topology domain: nodes whose label `key` has `value`. With a topology
 // index membership is an integer compare (ids), else a label lookup.
+// Key and value are views of the request's and the nodes' (or the topology
+// index's) strings, which outlive a placement.
 struct DomainFilter {
-  std::string key;
-  std::string value;
+  absl::string_view key;
+  absl::string_view value;
   uint32_t key_id = TopologyIndex::kNoDomain;
   uint32_t domain_id = TopologyIndex::kNoDomain;
 };
 
-DomainFilter MakeFilter(const TopologyIndex* topology, const std::string& key,
-                        const std::string& value) {
+DomainFilter MakeFilter(const TopologyIndex* topology, absl::string_view key,
+                        absl::string_view value) {
   DomainFilter filter{key, value};
   if (topology != nullptr) {
     if (std::optional<uint32_t> k = topology->FindKey(key)) {
@@ -55,25 +58,27 @@ struct Rejection {
   const char* reason;
   ResourceId resource;  // for "insufficient <resource>"
   bool operator==(const Rejection&) const = default;
-  template <typename H>
-  friend H AbslHashValue(H h, const Rejection& r) {
-    return H::combine(std::move(h), r.reason, r.resource.value());
-  }
 };
 constexpr const char* kInsufficient = "insufficient ";
 
+// Values of a topology key (views of the nodes' or the topology index's
+// strings), in the order to try them. Zones and racks are few enough per
+// key that the usual case stays off the heap.
+using DomainList = absl::InlinedVector<absl::string_view, 8>;
+using DomainFree =
+    absl::InlinedVector<std::pair<int64_t, absl::string_view>, 8>;
+
 // Domain values by free amount: least first (bin-packing), most first
 // (spreading), then by name. `free` holds each value once.
-std::vector<std::string> OrderDomains(
-    std::vector<std::pair<int64_t, absl::string_view>> free, bool spread) {
+DomainList OrderDomains(DomainFree free, bool spread) {
   std::sort(free.begin(), free.end(), [&](const auto& a, const auto& b) {
     if (a.first != b.first)
       return spread ? a.first > b.first : a.first < b.first;
     return a.second < b.second;
   });
-  std::vector<std::string> out;
+  DomainList out;
   out.reserve(free.size());
-  for (const auto& [amount, domain] : free) out.emplace_back(domain);
+  for (const auto& [amount, domain] : free) out.push_back(domain);
   return out;
 }
 
@@ -82,10 +87,10 @@ std::vector<std::string> OrderDomains(
 // and reservations (when `reserved`, unless options.ignore_reserved), less
 // what `booked` holds per node id. From the topology index when there is
 // one, else from a scan of the nodes' labels.
-std::vector<std::string> DomainsByFree(
-    const std::vector<Node>& nodes, const PlacerOptions& options,
-    const std::string& key, ResourceId resource, bool spread, bool reserved,
-    const absl::flat_hash_map<uint32_t, ResourceVector>& booked) {
+DomainList DomainsByFree(const std::vector<Node>& nodes,
+                         const PlacerOptions& options, const std::string& key,
+                         ResourceId resource, bool spread, bool reserved,
+                         const SmallIdMap<ResourceVector>& booked) {
   bool less_reserved =
       !options.ignore_usage && reserved && !options.ignore_reserved;
   auto free_of = [&](const auto& n) {  // a Node or a domain's sums
@@ -94,7 +99,7 @@ std::vector<std::string> DomainsByFree(
     if (less_reserved) amount -= n.reserved.Get(resource);
     return amount;
   };
-  std::vector<std::pair<int64_t, absl::string_view>> free;
+  DomainFree free;
   if (options.topology == nullptr) {
     absl::flat_hash_map<absl::string_view, size_t> index;  // value -> free[i]
     for (uint32_t id = 0; id < nodes.size(); ++id) {
@@ -103,8 +108,8 @@ std::vector<std::string> DomainsByFree(
       absl::string_view value = node.Label(key);
       if (value.empty()) continue;
       int64_t amount = free_of(node);
-      if (auto it = booked.find(id); it != booked.end())
-        amount -= it->second.Get(resource);
+      if (const ResourceVector* held = booked.Find(id))
+        amount -= held->Get(resource);
       auto [it, added] = index.try_emplace(value, free.size());
       if (added) free.emplace_back(0, value);
       free[it->second].first += amount;
@@ -115,10 +120,10 @@ std::vector<std::string> DomainsByFree(
   if (!key_id) return {};
   const auto& domains = options.topology->Domains(*key_id);
   absl::InlinedVector<int64_t, 16> held(domains.size(), 0);
-  for (const auto& [id, amount] : booked) {
+  booked.ForEach([&](uint32_t id, const ResourceVector& amount) {
     uint32_t d = options.topology->DomainOf(*key_id, id);
     if (d != TopologyIndex::kNoDomain) held[d] += amount.Get(resource);
-  }
+  });
   free.reserve(domains.size());
   for (uint32_t d = 0; d < domains.size(); ++d) {
     if (domains[d].nodes == 0) continue;
@@ -139,6 +144,7 @@ class Attempt {
         options_(options),
         domain_(std::move(domain)) {
     group_nodes_.resize(request.groups.size());
+    group_domain_.resize(request.groups.size());
     for (size_t g = 0; g < request.groups.size(); ++g) {
       for (NodeId n : request.groups[g].bound_nodes) {
         ++group_nodes_[g][n.value()];
@@ -194,7 +200,7 @@ class Attempt {
       out->replicas = replicas;
     };
     std::string first_failure;
-    for (const std::string& domain : GroupDomains(g)) {
+    for (absl::string_view domain : GroupDomains(g)) {
       group_domain_[g] =
           MakeFilter(options_.topology, placement.topology_key, domain);
       if (PlaceReplicas(begin, end, out)) return true;
@@ -204,7 +210,7 @@ class Attempt {
       }
       restore();
     }
-    group_domain_.erase(g);
+    group_domain_[g].reset();
     if (!placement.required && PlaceReplicas(begin, end, out)) return true;
     if (placement.required) {
       out->message = first_failure.empty()
@@ -221,13 +227,13 @@ class Attempt {
 
   // Domains for group `g`: where it already runs (when required), else every
   // value of the key, least free key resource first (most, for SPREAD).
-  std::vector<std::string> GroupDomains(uint32_t g) const {
+  DomainList GroupDomains(uint32_t g) const {
     const PlacementGroup& group = request_.groups[g];
     const std::string& key = group.placement.topology_key;
     if (group.placement.required) {
       for (NodeId n : group.bound_nodes) {
         absl::string_view value = nodes_[n.value()].Label(key);
-        if (!value.empty()) return {std::string(value)};
+        if (!value.empty()) return {value};
       }
     }
     bool spread = group.placement.strategy == PlacementStrategy::kSpread ||
@@ -276,18 +282,45 @@ class Attempt {
     return true;
   }
 
+  // What `node` has free of resource `r`, less what this attempt booked on
+  // it (`booked`, from extra_). Scalar, so that checking and scoring the
+  // nodes a pick walks builds no vectors.
+  int64_t FreeAmount(const Node& node, const ResourceVector* booked,
+                     ResourceId r) const {
+    int64_t free = node.allocatable.Get(r);
+    if (!options_.ignore_usage) {
+      free -= node.used.Get(r);
+      if (!options_.ignore_reserved) free -= node.reserved.Get(r);
+    }
+    if (booked != nullptr) free -= booked->Get(r);
+    return free;
+  }
+  const ResourceVector* BookedOn(const Node& node) const {
+    return extra_.Find(static_cast<uint32_t>(&node - nodes_.data()));
+  }
+
   ResourceVector FreeOf(const Node& node) const {
     ResourceVector free = node.allocatable;
     if (!options_.ignore_usage) {
       free -= node.used;
       if (!options_.ignore_reserved) free -= node.reserved;
     }
-    auto it = extra_.find(&node - nodes_.data());
-    if (it != extra_.end()) free -= it->second;
+    if (const ResourceVector* booked =
+            extra_.Find(static_cast<uint32_t>(&node - nodes_.data()))) {
+      free -= *booked;
+    }
     return free;
   }
 
-  void Reject(Rejection why) { ++rejections_[why]; }
+  void Reject(Rejection why) {
+    for (auto& [seen, count] : rejections_) {
+      if (seen == why) {
+        ++count;
+        return;
+      }
+    }
+    rejections_.emplace_back(why, 1);
+  }
 
   // (reason, nodes), by reason.
   std::vector<std::pair<std::string, int32_t>> RejectionCounts() const {
@@ -330,33 +363,34 @@ class Attempt {
     if (domain_ && !InDomain(node, id, *domain_)) {
       return why("outside topology domain");
     }
-    if (auto it = group_domain_.find(group_index);
-        it != group_domain_.end() && !InDomain(node, id, it->second)) {
+    if (const auto& in_group = group_domain_[group_index];
+        in_group && !InDomain(node, id, *in_group)) {
       return why("outside the group's topology domain");
     }
     const auto& used_by_group = group_nodes_[group_index];
     switch (group.placement.strategy) {
       case PlacementStrategy::kStrictSpread:
-        if (used_by_group.contains(id))
+        if (used_by_group.Contains(id))
           return why("strict spread: node already used by group");
         break;
       case PlacementStrategy::kStrictPack:
-        if (!used_by_group.empty() && !used_by_group.contains(id)) {
+        if (!used_by_group.empty() && !used_by_group.Contains(id)) {
           return why("strict pack: group is on another node");
         }
         break;
       default:
         break;
     }
-    ResourceVector need = group.pod;
+    int64_t pods = 1;
     if (group.placement.strategy == PlacementStrategy::kStrictPack &&
         used_by_group.empty()) {
-      need = group.pod * pods_left;  // the first node must take the group
+      pods = pods_left;  // the first node must take the group
     }
-    ResourceVector free = FreeOf(node);
-    for (size_t r = 0; r < need.size(); ++r) {
+    const ResourceVector* booked = BookedOn(node);
+    for (size_t r = 0; r < group.pod.size(); ++r) {
       ResourceId rid(static_cast<uint32_t>(r));
-      if (need.Get(rid) > free.Get(rid)) return Rejection{kInsufficient, rid};
+      if (group.pod.Get(rid) * pods > FreeAmount(node, booked, rid))
+        return Rejection{kInsufficient, rid};
     }
     return std::nullopt;
   }
@@ -381,12 +415,15 @@ class Attempt {
     const PlacementStrategy strategy = group.placement.strategy;
     const bool spread = strategy == PlacementStrategy::kSpread ||
                         strategy == PlacementStrategy::kStrictSpread;
-    ResourceVector after = FreeOf(node) - group.pod;
-    int64_t key_left = after.Get(key);
-    int64_t mem_left = after.Get(kMemory);
+    const ResourceVector* booked = BookedOn(node);
+    auto left_after = [&](ResourceId r) {
+      return FreeAmount(node, booked, r) - group.pod.Get(r);
+    };
+    int64_t key_left = left_after(key);
+    int64_t mem_left = left_after(kMemory);
     // CPU-only pods keep off GPU nodes when they can.
     int gpu_tier = (!gpu_pod && node.allocatable.Get(kGpu) > 0) ? 1 : 0;
-    bool on_group_node = group_nodes_[group_index].contains(i);
+    bool on_group_node = group_nodes_[group_index].Contains(i);
     int group_tier = 0;
     if (strategy == PlacementStrategy::kPack ||
         strategy == PlacementStrategy::kStrictPack) {
@@ -401,7 +438,7 @@ class Attempt {
       holds = PodsThatFit(FreeOf(node), group.pod, pods_left);
     }
     // GPU pods: after the GPUs, the cpu a GPU node keeps for others.
-    int64_t cpu_left = gpu_pod ? after.Get(kCpu) : 0;
+    int64_t cpu_left = gpu_pod ? left_after(kCpu) : 0;
     return spread ? Score{group_tier, 0,         gpu_tier, -key_left,
                           -cpu_left,  -mem_left, i}
                   : Score{group_tier, -holds,   gpu_tier, key_left,
@@ -420,9 +457,9 @@ class Attempt {
       if (score && (!best || *score < *best)) best = score;
       return score.has_value();
     };
-    for (const auto& [id, extra] : extra_) consider(id);
+    extra_.ForEach([&](uint32_t id, const ResourceVector&) { consider(id); });
     auto untouched = [&](uint32_t i) {
-      return !extra_.contains(i) && consider(i);
+      return !extra_.Contains(i) && consider(i);
     };
     if (group.pod.Get(kGpu) > 0) {
       options_.index->VisitByGpu(group.pod.Get(kGpu), group.pod.Get(kCpu),
@@ -466,25 +503,29 @@ class Attempt {
   const GangRequest& request_;
   const PlacerOptions& options_;
   std::optional<DomainFilter> domain_;
-  absl::flat_hash_map<uint32_t, ResourceVector> extra_;
-  std::vector<absl::flat_hash_map<uint32_t, int>> group_nodes_;
-  absl::flat_hash_map<Rejection, int32_t> rejections_;
-  std::vector<int64_t> left_;
+  // Per attempt scratch, sized for a gang of a few groups on a few nodes so
+  // that the usual attempt allocates nothing (SmallIdMap).
+  SmallIdMap<ResourceVector> extra_;  // node id -> booked by this attempt
+  absl::InlinedVector<SmallIdMap<int>, 4> group_nodes_;  // per group
+  // (reason, nodes) for the pod being placed: a handful of reasons.
+  absl::InlinedVector<std::pair<Rejection, int32_t>, 8> rejections_;
+  absl::InlinedVector<int64_t, 4> left_;  // pods left per group
   int64_t total_pods_ = 0;
   int64_t placed_pods_ = 0;
-  std::map<uint32_t, DomainFilter> group_domain_;  // group -> its domain now
+  // Per group: the topology domain it is being placed in now, if any.
+  absl::InlinedVector<std::optional<DomainFilter>, 4> group_domain_;
 };
 
 // Topology domains to try, in order: the one the gang already runs in
 // first, then by free capacity of the gang's key resource (least free first
 // for bin-packing, most free first for spreading).
-std::vector<std::string> CandidateDomains(const std::vector<Node>& nodes,
-                                          const GangRequest& request,
-                                          const PlacerOptions& options) {
+DomainList CandidateDomains(const std::vector<Node>& nodes,
+                            const GangRequest& request,
+                            const PlacerOptions& options) {
   const std::string& key = request.gang.topology_key;
   for (NodeId n : request.gang_bound_nodes) {
     absl::string_view value = nodes[n.value()].Label(key);
-    if (!value.empty() && request.gang.required) return {std::string(value)};
+    if (!value.empty() && request.gang.required) return {value};
   }
   ResourceId key_resource = kCpu;
   for (const auto& group : request.groups) {
@@ -502,7 +543,7 @@ std::vector<std::string> CandidateDomains(const std::vector<Node>& nodes,
 ResourceVector TotalOf(const GangRequest& request) {
   ResourceVector total;
   for (const auto& replica : request.replicas) {
-    total += request.groups[replica.group].pod * replica.pods;
+    total.AddScaled(request.groups[replica.group].pod, replica.pods);
   }
   return total;
 }
@@ -524,9 +565,9 @@ GangPlacement TryPlaceGang(const std::vector<Node>& nodes,
         attempt.Run(&out) ? PlaceResult::kPlaced : PlaceResult::kRetryLater;
     return out;
   }
-  std::vector<std::string> domains = CandidateDomains(nodes, request, options);
+  DomainList domains = CandidateDomains(nodes, request, options);
   std::string first_failure;
-  for (const std::string& domain : domains) {
+  for (absl::string_view domain : domains) {
     Attempt attempt(
         nodes, resources, request, options,
         MakeFilter(options.topology, request.gang.topology_key, domain));

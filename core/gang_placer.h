@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "core/ids.h"
 #include "core/node.h"
 #include "core/node_index.h"
@@ -20,8 +21,8 @@
 namespace gangsched {
 
 struct PlacementGroup {
-  ResourceVector pod;  // resources of one pod
-  const Labels* node_selector = nullptr;
+  ResourceVector pod;                     // resources of one pod
+  const Labels* node_selector = nullptr;  // null: any node
   PlacementSpec placement;  // effective (group's, else the workload's)
   std::string name;
   // Nodes the group's already-bound pods sit on (one entry per pod).
@@ -34,10 +35,13 @@ struct PlacementReplica {
   int32_t pods = 1;
 };
 
+// Requests are built and placed per attempt, on the dry-run caller's thread
+// too: the usual gang (a head and a worker group, a few replicas) fits the
+// inline sizes and costs no heap allocation for these.
 struct GangRequest {
-  std::vector<PlacementGroup> groups;
-  std::vector<PlacementReplica> replicas;  // in placement order
-  PlacementSpec gang;                      // gang-wide topology
+  absl::InlinedVector<PlacementGroup, 2> groups;
+  absl::InlinedVector<PlacementReplica, 8> replicas;  // in placement order
+  PlacementSpec gang;                                 // gang-wide topology
   // Nodes where the workload already has pods (keeps a required topology).
   std::vector<NodeId> gang_bound_nodes;
 };
@@ -49,7 +53,7 @@ struct GangPlacement {
   // One node per pod, in request order: replica after replica, each
   // replica's pods together. When not placed, the replicas placed before
   // the failure (their count is `replicas`).
-  std::vector<NodeId> nodes;
+  absl::InlinedVector<NodeId, 16> nodes;
   int32_t replicas = 0;
   // Why not, for people ("... no node fits the next pod of group worker (3
   // insufficient nvidia.com/gpu, 1 cordoned)").

@@ -34,6 +34,17 @@ ResourceVector& ResourceVector::operator-=(const ResourceVector& other) {
   return *this;
 }
 
+ResourceVector& ResourceVector::AddScaled(const ResourceVector& other,
+                                          int64_t factor) {
+  if (other.amounts_.size() > amounts_.size()) {
+    amounts_.resize(other.amounts_.size(), 0);
+  }
+  for (size_t i = 0; i < other.amounts_.size(); ++i) {
+    amounts_[i] += other.amounts_[i] * factor;
+  }
+  return *this;
+}
+
 ResourceVector ResourceVector::operator*(int64_t factor) const {
   ResourceVector out = *this;
   for (auto& amount : out.amounts_) amount *= factor;

@@ -48,6 +48,8 @@ class ResourceVector {
     return a -= b;
   }
   ResourceVector operator*(int64_t factor) const;
+  // *this += other * factor, without the temporary.
+  ResourceVector& AddScaled(const ResourceVector& other, int64_t factor);
   friend bool operator==(const ResourceVector& a, const ResourceVector& b);
 
   // True when every amount of *this is <= the same amount of `capacity`.

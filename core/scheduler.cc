@@ -875,7 +875,8 @@ GangRequest Scheduler::BaseRequest(const Workload& w) const {
     const GroupSpec& gs = w.spec.groups[g];
     PlacementGroup pg;
     pg.pod = w.groups[g].pod;
-    pg.node_selector = &gs.node_selector;
+    // No selector is no check per node.
+    if (!gs.node_selector.empty()) pg.node_selector = &gs.node_selector;
     // A group inherits the workload's strategy; topology is either the
     // gang's (the whole gang in one domain) or the group's own.
     if (gs.placement) {

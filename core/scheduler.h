@@ -18,6 +18,7 @@
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -255,7 +256,7 @@ class Scheduler {
     GangRequest request;
     // The slot index of each pod of the request, in request order (as
     // GangPlacement::nodes): replica after replica.
-    std::vector<int32_t> slots;
+    absl::InlinedVector<int32_t, 16> slots;
   };
   // f(group, slot, node) for every pod of `plan`, with the node `placement`
   // (of plan.request) gives it.

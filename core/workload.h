@@ -97,8 +97,9 @@ struct Workload {
   bool preemptible = true;
   WorkloadState state = WorkloadState::kPending;
   PendingReason pending;
-  std::vector<GroupState> groups;     // parallel to spec.groups
-  std::vector<uint32_t> group_order;  // placement order: head first
+  std::vector<GroupState> groups;  // parallel to spec.groups
+  // Placement order, head first. Inline: workloads have a few groups.
+  absl::InlinedVector<uint32_t, 4> group_order;
   absl::Time created;
   absl::Time waiting_since;  // submitted, or last requeued
   absl::Time running_since = absl::InfinitePast();  // InfinitePast: never

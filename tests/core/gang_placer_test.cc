@@ -314,7 +314,7 @@ TEST_F(GangPlacerTest, BinpackPodsMatchOneByOnePlacement) {
                                        {.index = &index});
 
     std::vector<Node> booked = nodes_;
-    std::vector<NodeId> one_by_one;
+    absl::InlinedVector<NodeId, 16> one_by_one;  // as GangPlacement::nodes
     for (int p = 0; p < pods; ++p) {
       GangPlacement one = TryPlaceGang(booked, table_, Request(group, 1), {});
       if (one.result != PlaceResult::kPlaced) break;

@@ -33,6 +33,19 @@ TEST(ResourcesTest, ArithmeticAndFit) {
   EXPECT_TRUE((node - node).IsZero());
 }
 
+TEST(ResourcesTest, AddScaledIsAddingTheProduct) {
+  ResourceTable table;
+  ResourceVector total = table.FromNamed({{"cpu", 1000}});
+  ResourceVector pod =
+      table.FromNamed({{"cpu", 500}, {"nvidia.com/gpu", 1000}});
+  total.AddScaled(pod, 3);  // grows to cover the gpu slot
+  EXPECT_EQ(total.Get(kCpu), 2500);
+  EXPECT_EQ(total.Get(kGpu), 3000);
+  EXPECT_TRUE(total == table.FromNamed({{"cpu", 1000}}) + pod * 3);
+  total.AddScaled(pod, -3);
+  EXPECT_TRUE(total == table.FromNamed({{"cpu", 1000}}));
+}
+
 TEST(ResourcesTest, MemoryDoesNotOverflowAtClusterScale) {
   // 100,000 nodes of 2 TiB each must sum exactly.
   ResourceVector one;
