@@ -435,7 +435,12 @@ void Scheduler::GrowElastic(absl::Time now) {
   // After every change of a leaf's first entry.
   auto refresh = [&](Leaf& leaf) {
     leaf.shape.reset();
-    if (leaf.entries.empty()) return;
+    if (leaf.entries.empty()) {
+      // The plan may have been moved from, and inline vectors keep their
+      // moved-from elements: an emptied leaf gets an empty plan.
+      leaf.plan = {};
+      return;
+    }
     leaf.plan = PlanElasticReplica(*leaf.entries.begin()->w);
     leaf.order.Next(TotalOf(leaf.plan.request));
   };

@@ -73,6 +73,43 @@ TEST_F(GangPlacerTest, SpreadPicksTheEmptiestAndDistinctNodes) {
   EXPECT_EQ(NodesUsed(p), (std::set<std::string>{"a", "c"}));
 }
 
+// A group's failed topology domain is rolled back whole, past the placer's
+// inline scratch (10 nodes booked, more than SmallIdMap keeps inline): the
+// spread group fails in the first rack after booking all ten of its nodes,
+// fits in the second, and the next group then finds the first rack's nodes
+// as free as before.
+TEST_F(GangPlacerTest, AFailedDomainIsRolledBackPastTheInlineScratch) {
+  for (int i = 0; i < 10; ++i)
+    AddNode(GpuNode("big-" + std::to_string(i), 16, {{"rack", "r1"}}));
+  for (int i = 0; i < 12; ++i)
+    AddNode(GpuNode("small-" + std::to_string(i), 8, {{"rack", "r2"}}));
+  PlacementGroup spread = GpuGroup(1, PlacementStrategy::kStrictSpread);
+  spread.name = "spread";
+  spread.placement.topology_key = "rack";
+  spread.placement.required = true;
+  PlacementGroup whole = GpuGroup(16);
+  whole.name = "whole";
+  GangRequest request;
+  request.groups = {spread, whole};
+  for (int i = 0; i < 11; ++i) request.replicas.push_back({0, 1});
+  for (int i = 0; i < 10; ++i) request.replicas.push_back({1, 1});
+  // Spreading tries the rack with the most free GPUs first: r1 (160).
+  GangPlacement p = PlaceGang(nodes_, table_, request);
+  ASSERT_EQ(p.result, PlaceResult::kPlaced) << p.message;
+  ASSERT_EQ(p.nodes.size(), 21u);
+  std::set<std::string> spread_nodes, whole_nodes;
+  for (size_t i = 0; i < 11; ++i)
+    spread_nodes.insert(nodes_[p.nodes[i].value()].name);
+  for (size_t i = 11; i < 21; ++i)
+    whole_nodes.insert(nodes_[p.nodes[i].value()].name);
+  EXPECT_EQ(spread_nodes.size(), 11u);
+  for (const std::string& n : spread_nodes)
+    EXPECT_EQ(n.rfind("small-", 0), 0u) << n;
+  EXPECT_EQ(whole_nodes.size(), 10u);
+  for (const std::string& n : whole_nodes)
+    EXPECT_EQ(n.rfind("big-", 0), 0u) << n;
+}
+
 // TryPlaceGang (not PlaceGang) keeps what fitted before a failure: whole
 // replicas only (scale hints count them), their pods in request order.
 TEST_F(GangPlacerTest, AFailedAttemptKeepsOnlyItsWholeReplicas) {

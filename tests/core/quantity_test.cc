@@ -34,6 +34,19 @@ TEST(QuantityTest, RoundsUpOnceWhateverIsCutOff) {
   EXPECT_EQ(Milli("1.0000000000000000000"), 1000);
   EXPECT_EQ(Bytes("0.5Ki"), 512);  // binary suffixes stay exact
   EXPECT_EQ(Bytes("0.0001Ki"), 1);
+  // Whole after scaling (no division), yet with a dropped digit.
+  EXPECT_EQ(Bytes("1.0000000000000000001E"), 1000000000000000001);
+  EXPECT_EQ(Milli("0.0000000000000000001e15"), 1);
+}
+
+TEST(QuantityTest, RejectsABinarySuffixPastTheRange) {
+  // A 30-digit mantissa times 2^60 would not fit even 128 bits.
+  EXPECT_FALSE(
+      ParseQuantity("999999999999999999999999999999Ei", QuantityScale::kBytes)
+          .ok());
+  // 2^68 Ei is 2^128: shifted unchecked it wraps to 0 and would pass.
+  EXPECT_FALSE(
+      ParseQuantity("295147905179352825856Ei", QuantityScale::kBytes).ok());
 }
 
 TEST(QuantityTest, ParsesMemoryInBytes) {

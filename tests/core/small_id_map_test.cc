@@ -3,6 +3,7 @@
 #include <map>
 #include <random>
 
+#include "core/resources.h"
 #include "gtest/gtest.h"
 
 namespace gangsched {
@@ -55,6 +56,32 @@ TEST(SmallIdMapTest, AgreesWithAMapPastTheInlineSize) {
     EXPECT_EQ(Entries(m), want) << "a copy is independent";
     EXPECT_EQ(copy.size(), want.size() + 1);
   }
+}
+
+// The placer's rollback: a snapshot taken while inline is assigned back
+// over a map that has moved to its hash map since.
+TEST(SmallIdMapTest, AssigningASmallSnapshotOverASpilledMap) {
+  SmallIdMap<ResourceVector> booked;  // the placer's type and inline size
+  auto add = [&](uint32_t id) {
+    booked[id].Set(kGpu, booked[id].Get(kGpu) + 1000);
+  };
+  add(1);
+  add(2);
+  SmallIdMap<ResourceVector> snapshot = booked;
+  for (uint32_t id = 3; id < 20; ++id) add(id);  // past 8: spilled
+  add(1);
+  ASSERT_EQ(booked.size(), 19u);
+  booked = snapshot;
+  EXPECT_EQ(booked.size(), 2u);
+  EXPECT_FALSE(booked.Contains(3));
+  EXPECT_FALSE(booked.Contains(19));
+  ASSERT_NE(booked.Find(1), nullptr);
+  EXPECT_EQ(booked.Find(1)->Get(kGpu), 1000);
+  add(5);  // usable again, inline
+  EXPECT_EQ(booked.size(), 3u);
+  int visited = 0;
+  booked.ForEach([&](uint32_t, const ResourceVector&) { ++visited; });
+  EXPECT_EQ(visited, 3);
 }
 
 }  // namespace
