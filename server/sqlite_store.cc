@@ -12,7 +12,12 @@ namespace gangsched::server {
 namespace {
 
 constexpr const char* kSchema = R"(
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- The revision and the submit sequence, in one row of one b-tree: every
+-- commit rewrites them, and a key-value table with a TEXT key (its index a
+-- second b-tree) put two pages more into every commit's WAL frames.
+CREATE TABLE IF NOT EXISTS counters(id INTEGER PRIMARY KEY CHECK (id = 0),
+                                    revision INTEGER NOT NULL,
+                                    submit_seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS queues(name TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS nodes(name TEXT PRIMARY KEY, data BLOB NOT NULL);
 -- Workloads keyed by submit sequence: a batch's new workloads append to the
@@ -34,6 +39,17 @@ BEGIN;
 INSERT OR REPLACE INTO answers(seq, key, code, message, response)
   SELECT seq, key, code, message, response FROM requests;
 DROP TABLE requests;
+COMMIT;
+)";
+
+// Databases written before the counters table kept them as key-value rows.
+constexpr const char* kMigrateMeta = R"(
+BEGIN;
+INSERT OR REPLACE INTO counters(id, revision, submit_seq)
+  SELECT 0, COALESCE(MAX(CASE WHEN key = 'revision' THEN value END), 0),
+         COALESCE(MAX(CASE WHEN key = 'submit_seq' THEN value END), 0)
+  FROM meta;
+DROP TABLE meta;
 COMMIT;
 )";
 
@@ -102,7 +118,9 @@ struct SqliteStore::Statements {
         del_node(db, "DELETE FROM nodes WHERE name = ?"),
         put_queue(db, "INSERT OR REPLACE INTO queues(name, data) VALUES(?, ?)"),
         del_queue(db, "DELETE FROM queues WHERE name = ?"),
-        put_meta(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)"),
+        put_counters(db,
+                     "INSERT OR REPLACE INTO counters(id, revision, "
+                     "submit_seq) VALUES(0, ?, ?)"),
         put_request(db,
                     "INSERT OR REPLACE INTO answers(key, seq, code, message, "
                     "response) "
@@ -113,14 +131,14 @@ struct SqliteStore::Statements {
   bool ok() const {
     for (const Statement* st :
          {&put_workload, &del_workload, &put_node, &del_node, &put_queue,
-          &del_queue, &put_meta, &put_request, &trim_requests, &begin,
+          &del_queue, &put_counters, &put_request, &trim_requests, &begin,
           &commit}) {
       if (!st->ok()) return false;
     }
     return true;
   }
   Statement put_workload, del_workload, put_node, del_node, put_queue,
-      del_queue, put_meta, put_request, trim_requests, begin, commit;
+      del_queue, put_counters, put_request, trim_requests, begin, commit;
 };
 
 SqliteStore::SqliteStore(sqlite3* db) : db_(db) {}
@@ -184,13 +202,18 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   if (workloads_by_id) {
     if (absl::Status s = store->MigrateWorkloadsById(); !s.ok()) return s;
   }
-  bool old_table = false;
-  {
-    Statement old(db, "SELECT 1 FROM sqlite_master WHERE name = 'requests'");
-    old_table = old.Step() == SQLITE_ROW;
-  }
-  if (old_table) {
-    if (absl::Status s = store->Exec(kMigrateRequests); !s.ok()) return s;
+  for (auto [table, migration] :
+       {std::pair<const char*, const char*>{"requests", kMigrateRequests},
+        {"meta", kMigrateMeta}}) {
+    bool old_table = false;
+    {
+      Statement old(db, "SELECT 1 FROM sqlite_master WHERE name = ?");
+      old.Text(1, table);
+      old_table = old.Step() == SQLITE_ROW;
+    }
+    if (old_table) {
+      if (absl::Status s = store->Exec(migration); !s.ok()) return s;
+    }
   }
   store->statements_ = std::make_unique<Statements>(db);
   if (!store->statements_->ok()) return Error(db, "prepare");
@@ -254,14 +277,12 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
     if (!q.read_all()) return Error(db_, sql);
   }
   {
-    Statement q(db_, "SELECT key, value FROM meta");
+    Statement q(db_, "SELECT revision, submit_seq FROM counters WHERE id = 0");
     while (q.Step() == SQLITE_ROW) {
-      std::string key = q.ColumnBytes(0);
-      if (key == "revision") state.revision = q.ColumnInt(1);
-      if (key == "submit_seq")
-        state.submit_seq = static_cast<uint64_t>(q.ColumnInt(1));
+      state.revision = q.ColumnInt(0);
+      state.submit_seq = static_cast<uint64_t>(q.ColumnInt(1));
     }
-    if (!q.read_all()) return Error(db_, "read meta");
+    if (!q.read_all()) return Error(db_, "read counters");
   }
   {
     Statement q(db_, "SELECT key, seq, code, message, response FROM answers");
@@ -333,13 +354,9 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
     }
   }
   const StoreRows& last = *batches.back();
-  for (auto [key, value] :
-       {std::pair<const char*, int64_t>{"revision", last.revision},
-        {"submit_seq", static_cast<int64_t>(last.submit_seq)}}) {
-    st.put_meta.Text(1, key);
-    st.put_meta.Int(2, value);
-    if (!st.put_meta.Run()) return fail("write meta");
-  }
+  st.put_counters.Int(1, last.revision);
+  st.put_counters.Int(2, static_cast<int64_t>(last.submit_seq));
+  if (!st.put_counters.Run()) return fail("write counters");
   // The table keeps what the in-memory table keeps, and fewer than
   // kTrimStep older answers, which a restart drops again (Restore keeps the
   // newest up to the table's capacity).

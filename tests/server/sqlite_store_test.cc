@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/core_loop.h"
 #include "server/store_codec.h"
@@ -295,6 +296,71 @@ TEST_F(SqliteStoreTest, WorkloadsKeyedByIdAreMigrated) {
   ASSERT_NE(after.FindWorkload("y"), nullptr);
   EXPECT_EQ(after.FindWorkload("y")->submit_seq,
             before.FindWorkload("y")->submit_seq);
+}
+
+// The revision and the submit sequence are one row that every commit
+// rewrites; a data dir with the older key-value `meta` table keeps them.
+TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldMetaRowsAreMigrated) {
+  Scheduler before;
+  ASSERT_TRUE(before.UpsertQueue(Queue("default")).ok());
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  for (const char* id : {"x", "y", "z"}) {
+    ASSERT_TRUE(before.Submit(Workload(id, {Group("w", 1, 1, 1)}), now_).ok());
+    Commit(before, *store);  // one commit each: the row is replaced
+  }
+  ASSERT_TRUE(before.Release("y", {}, false, now_).ok());
+  Commit(before, *store);
+  const int64_t revision = before.revision();
+  const uint64_t submit_seq = before.submit_seq();
+  ASSERT_GT(revision, 0);
+  ASSERT_GT(submit_seq, 0u);
+  store.reset();
+
+  auto query = [&](const char* sql) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* q = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql, -1, &q, nullptr), SQLITE_OK)
+        << sqlite3_errmsg(db);
+    int64_t value =
+        sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return value;
+  };
+  EXPECT_EQ(query("SELECT COUNT(*) FROM counters"), 1);
+
+  auto load = [&](Scheduler& into) {
+    store = Open();
+    ASSERT_NE(store, nullptr);
+    IdempotencyCache requests(10);
+    auto loaded = store->Load(into, requests);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    store.reset();
+  };
+  Scheduler restarted;
+  load(restarted);
+  EXPECT_EQ(restarted.revision(), revision);
+  EXPECT_EQ(restarted.submit_seq(), submit_seq);
+
+  // Rewind to the older layout, with the same values.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
+  std::string rewind = absl::StrCat(
+      "DROP TABLE counters; CREATE TABLE meta(key TEXT PRIMARY KEY, value "
+      "INTEGER NOT NULL); INSERT INTO meta VALUES('revision', ",
+      revision, "), ('submit_seq', ", submit_seq, ");");
+  ASSERT_EQ(sqlite3_exec(db, rewind.c_str(), nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+
+  Scheduler migrated;
+  load(migrated);
+  EXPECT_EQ(migrated.revision(), revision);
+  EXPECT_EQ(migrated.submit_seq(), submit_seq);
+  EXPECT_EQ(query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'meta'"), 0);
+  EXPECT_EQ(query("SELECT revision FROM counters WHERE id = 0"), revision);
 }
 
 }  // namespace
