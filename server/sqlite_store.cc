@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -12,9 +13,11 @@ namespace gangsched::server {
 namespace {
 
 constexpr const char* kSchema = R"(
--- The revision and the submit sequence, in one row of one b-tree: every
--- commit rewrites them, and a key-value table with a TEXT key (its index a
--- second b-tree) put two pages more into every commit's WAL frames.
+-- The revision and the submit sequence as of a commit without request-id
+-- answers. A commit with answers stores them in its answer rows instead
+-- (below), so that it does not rewrite one more page; a restart takes the
+-- larger of this row and the answers'. (A key-value table with a TEXT key,
+-- its index a second b-tree, once put two pages into every commit.)
 CREATE TABLE IF NOT EXISTS counters(id INTEGER PRIMARY KEY CHECK (id = 0),
                                     revision INTEGER NOT NULL,
                                     submit_seq INTEGER NOT NULL);
@@ -27,10 +30,13 @@ CREATE TABLE IF NOT EXISTS workloads(seq INTEGER PRIMARY KEY, id TEXT NOT NULL,
                                      data BLOB NOT NULL);
 -- Request-id answers in arrival order: keyed by sequence number, a batch's
 -- answers append to the last page instead of dirtying one page per random
--- key (the keys are looked up in memory, never here).
+-- key (the keys are looked up in memory, never here). Each row also holds
+-- the counters as of the commit that wrote it.
 CREATE TABLE IF NOT EXISTS answers(seq INTEGER PRIMARY KEY, key TEXT NOT NULL,
                                    code INTEGER NOT NULL, message TEXT NOT NULL,
-                                   response BLOB NOT NULL);
+                                   response BLOB NOT NULL,
+                                   revision INTEGER NOT NULL DEFAULT 0,
+                                   submit_seq INTEGER NOT NULL DEFAULT 0);
 )";
 
 // Databases written before the answers table kept them keyed by request id.
@@ -51,6 +57,12 @@ INSERT OR REPLACE INTO counters(id, revision, submit_seq)
   FROM meta;
 DROP TABLE meta;
 COMMIT;
+)";
+
+// Answers tables written before their rows held the counters.
+constexpr const char* kAddAnswerCounters = R"(
+ALTER TABLE answers ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE answers ADD COLUMN submit_seq INTEGER NOT NULL DEFAULT 0;
 )";
 
 // Databases written before workloads were keyed by submit sequence: the
@@ -123,8 +135,8 @@ struct SqliteStore::Statements {
                      "submit_seq) VALUES(0, ?, ?)"),
         put_request(db,
                     "INSERT OR REPLACE INTO answers(key, seq, code, message, "
-                    "response) "
-                    "VALUES(?, ?, ?, ?, ?)"),
+                    "response, revision, submit_seq) "
+                    "VALUES(?, ?, ?, ?, ?, ?, ?)"),
         trim_requests(db, "DELETE FROM answers WHERE seq < ?"),
         begin(db, "BEGIN"),
         commit(db, "COMMIT") {}
@@ -215,6 +227,18 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
       if (absl::Status s = store->Exec(migration); !s.ok()) return s;
     }
   }
+  {
+    bool has_counters = false;
+    {
+      Statement q(db,
+                  "SELECT 1 FROM pragma_table_info('answers') WHERE name = "
+                  "'revision'");
+      has_counters = q.Step() == SQLITE_ROW;
+    }
+    if (!has_counters) {
+      if (absl::Status s = store->Exec(kAddAnswerCounters); !s.ok()) return s;
+    }
+  }
   store->statements_ = std::make_unique<Statements>(db);
   if (!store->statements_->ok()) return Error(db, "prepare");
   if (absl::Status s = store->LoadWorkloadSeqs(); !s.ok()) return s;
@@ -283,10 +307,17 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
       state.submit_seq = static_cast<uint64_t>(q.ColumnInt(1));
     }
     if (!q.read_all()) return Error(db_, "read counters");
+    // Commits with answers left the counters in their answer rows (the
+    // larger values win below).
   }
   {
-    Statement q(db_, "SELECT key, seq, code, message, response FROM answers");
+    Statement q(db_,
+                "SELECT key, seq, code, message, response, revision, "
+                "submit_seq FROM answers");
     while (q.Step() == SQLITE_ROW) {
+      state.revision = std::max(state.revision, q.ColumnInt(5));
+      state.submit_seq =
+          std::max(state.submit_seq, static_cast<uint64_t>(q.ColumnInt(6)));
       state.answers.push_back({q.ColumnBytes(0),
                                static_cast<uint64_t>(q.ColumnInt(1)),
                                static_cast<int>(q.ColumnInt(2)),
@@ -329,6 +360,7 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
     return s;
   };
   if (!st.begin.Run()) return fail("begin");
+  const StoreRows& last = *batches.back();
   bool any_answer = false;
   for (const StoreRows* batch : batches) {
     for (const StoreRows::Row& row : batch->rows) {
@@ -349,14 +381,18 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
       st.put_request.Int(3, a.code);
       st.put_request.Text(4, a.message);
       st.put_request.Blob(5, a.response);
+      st.put_request.Int(6, last.revision);
+      st.put_request.Int(7, static_cast<int64_t>(last.submit_seq));
       if (!st.put_request.Run()) return fail("write request");
       any_answer = true;
     }
   }
-  const StoreRows& last = *batches.back();
-  st.put_counters.Int(1, last.revision);
-  st.put_counters.Int(2, static_cast<int64_t>(last.submit_seq));
-  if (!st.put_counters.Run()) return fail("write counters");
+  // The answer rows carry the counters; without any, the counters row does.
+  if (!any_answer) {
+    st.put_counters.Int(1, last.revision);
+    st.put_counters.Int(2, static_cast<int64_t>(last.submit_seq));
+    if (!st.put_counters.Run()) return fail("write counters");
+  }
   // The table keeps what the in-memory table keeps, and fewer than
   // kTrimStep older answers, which a restart drops again (Restore keeps the
   // newest up to the table's capacity).

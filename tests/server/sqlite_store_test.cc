@@ -298,25 +298,11 @@ TEST_F(SqliteStoreTest, WorkloadsKeyedByIdAreMigrated) {
             before.FindWorkload("y")->submit_seq);
 }
 
-// The revision and the submit sequence are one row that every commit
-// rewrites; a data dir with the older key-value `meta` table keeps them.
-TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldMetaRowsAreMigrated) {
-  Scheduler before;
-  ASSERT_TRUE(before.UpsertQueue(Queue("default")).ok());
-  auto store = Open();
-  ASSERT_NE(store, nullptr);
-  for (const char* id : {"x", "y", "z"}) {
-    ASSERT_TRUE(before.Submit(Workload(id, {Group("w", 1, 1, 1)}), now_).ok());
-    Commit(before, *store);  // one commit each: the row is replaced
-  }
-  ASSERT_TRUE(before.Release("y", {}, false, now_).ok());
-  Commit(before, *store);
-  const int64_t revision = before.revision();
-  const uint64_t submit_seq = before.submit_seq();
-  ASSERT_GT(revision, 0);
-  ASSERT_GT(submit_seq, 0u);
-  store.reset();
-
+// The revision and the submit sequence: a commit without request-id
+// answers rewrites the counters row, a commit with answers stores them in
+// its answer rows only, and a restart takes the larger. A data dir with the
+// older key-value `meta` table and answers without counters is migrated.
+TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldLayoutsAreMigrated) {
   auto query = [&](const char* sql) {
     sqlite3* db = nullptr;
     EXPECT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
@@ -329,9 +315,10 @@ TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldMetaRowsAreMigrated) {
     sqlite3_close(db);
     return value;
   };
-  EXPECT_EQ(query("SELECT COUNT(*) FROM counters"), 1);
-
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
   auto load = [&](Scheduler& into) {
+    store.reset();
     store = Open();
     ASSERT_NE(store, nullptr);
     IdempotencyCache requests(10);
@@ -339,6 +326,35 @@ TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldMetaRowsAreMigrated) {
     ASSERT_TRUE(loaded.ok()) << loaded.status();
     store.reset();
   };
+
+  Scheduler before;
+  ASSERT_TRUE(before.UpsertQueue(Queue("default")).ok());
+  before.UpsertNodes({GpuNode("n0", 8)}, now_);
+  for (const char* id : {"x", "y", "z"}) {
+    ASSERT_TRUE(before.Submit(Workload(id, {Group("w", 1, 1, 1)}), now_).ok());
+    before.RunCycle(now_);   // bound: an event, a new revision
+    Commit(before, *store);  // no answers: the counters row, replaced
+  }
+  ASSERT_TRUE(before.Release("y", {}, false, now_).ok());
+  before.RunCycle(now_);
+  Commit(before, *store);
+  const int64_t row_revision = before.revision();
+  ASSERT_GT(row_revision, 0);
+
+  // With an answer: the counters ride in the answer row.
+  ASSERT_TRUE(before.Submit(Workload("w", {Group("w", 1, 1, 1)}), now_).ok());
+  before.RunCycle(now_);
+  StoreRows rows = EncodeChanges(before, before.TakeChanges(), {});
+  rows.answers.push_back({"Allocate/w", 0, 0, "", "reply"});
+  ASSERT_TRUE(store->Write({&rows}).ok());
+  const int64_t revision = before.revision();
+  const uint64_t submit_seq = before.submit_seq();
+  ASSERT_GT(revision, row_revision);
+  store.reset();
+  EXPECT_EQ(query("SELECT COUNT(*) FROM counters"), 1);
+  EXPECT_EQ(query("SELECT revision FROM counters WHERE id = 0"), row_revision);
+  EXPECT_EQ(query("SELECT MAX(revision) FROM answers"), revision);
+
   Scheduler restarted;
   load(restarted);
   EXPECT_EQ(restarted.revision(), revision);
@@ -348,11 +364,14 @@ TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldMetaRowsAreMigrated) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
   std::string rewind = absl::StrCat(
-      "DROP TABLE counters; CREATE TABLE meta(key TEXT PRIMARY KEY, value "
-      "INTEGER NOT NULL); INSERT INTO meta VALUES('revision', ",
+      "DROP TABLE counters; ALTER TABLE answers DROP COLUMN revision; "
+      "ALTER TABLE answers DROP COLUMN submit_seq; CREATE TABLE meta(key TEXT "
+      "PRIMARY KEY, value INTEGER NOT NULL); INSERT INTO meta "
+      "VALUES('revision', ",
       revision, "), ('submit_seq', ", submit_seq, ");");
   ASSERT_EQ(sqlite3_exec(db, rewind.c_str(), nullptr, nullptr, nullptr),
-            SQLITE_OK);
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
   sqlite3_close(db);
 
   Scheduler migrated;
@@ -361,6 +380,9 @@ TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldMetaRowsAreMigrated) {
   EXPECT_EQ(migrated.submit_seq(), submit_seq);
   EXPECT_EQ(query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'meta'"), 0);
   EXPECT_EQ(query("SELECT revision FROM counters WHERE id = 0"), revision);
+  EXPECT_EQ(query("SELECT COUNT(*) FROM pragma_table_info('answers') WHERE "
+                  "name IN ('revision', 'submit_seq')"),
+            2);
 }
 
 }  // namespace
