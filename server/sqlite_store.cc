@@ -387,12 +387,6 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
       any_answer = true;
     }
   }
-  // The answer rows carry the counters; without any, the counters row does.
-  if (!any_answer) {
-    st.put_counters.Int(1, last.revision);
-    st.put_counters.Int(2, static_cast<int64_t>(last.submit_seq));
-    if (!st.put_counters.Run()) return fail("write counters");
-  }
   // The table keeps what the in-memory table keeps, and fewer than
   // kTrimStep older answers, which a restart drops again (Restore keeps the
   // newest up to the table's capacity).
@@ -401,6 +395,13 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
     st.trim_requests.Int(1, static_cast<int64_t>(last.answers_kept_from));
     if (!st.trim_requests.Run()) return fail("trim requests");
     trimmed = true;
+  }
+  // The answer rows carry the counters; without any, the counters row does,
+  // and after a trim too (it may take every answer row of a tiny table).
+  if (!any_answer || trimmed) {
+    st.put_counters.Int(1, last.revision);
+    st.put_counters.Int(2, static_cast<int64_t>(last.submit_seq));
+    if (!st.put_counters.Run()) return fail("write counters");
   }
   if (!st.commit.Run()) return fail("commit");
   if (trimmed) trimmed_below_ = last.answers_kept_from;

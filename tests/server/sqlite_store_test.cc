@@ -385,5 +385,31 @@ TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldLayoutsAreMigrated) {
             2);
 }
 
+// A trim that takes every answer row (a request-id table smaller than the
+// batch) must not take the counters with them.
+TEST_F(SqliteStoreTest, ATrimOfEveryAnswerKeepsTheCounters) {
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    StoreRows rows;
+    rows.revision = 42;
+    rows.submit_seq = 7;
+    for (uint64_t seq = 2000; seq < 2003; ++seq)
+      rows.answers.push_back(
+          {"Allocate/r" + std::to_string(seq), seq, 0, "", "reply"});
+    rows.answers_kept_from = 5000;  // past every answer written
+    ASSERT_TRUE(store->Write({&rows}).ok());
+  }
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  Scheduler s;
+  IdempotencyCache requests(10);
+  auto loaded = store->Load(s, requests);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(requests.size(), 0u);
+  EXPECT_EQ(s.revision(), 42);
+  EXPECT_EQ(s.submit_seq(), 7u);
+}
+
 }  // namespace
 }  // namespace gangsched::server
