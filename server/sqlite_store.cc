@@ -13,10 +13,10 @@ namespace gangsched::server {
 namespace {
 
 constexpr const char* kSchema = R"(
--- The revision and the submit sequence as of a commit without request-id
--- answers. A commit with answers stores them in its answer rows instead
--- (below), so that it does not rewrite one more page; a restart takes the
--- larger of this row and the answers'. (A key-value table with a TEXT key,
+-- The revision and the submit sequence as of the last commit that had no
+-- request-id answers or trimmed them. A commit with answers stores them in
+-- its answer rows instead (below), so that it does not rewrite one more
+-- page; a restart takes the larger of this row and the answers'. (A key-value table with a TEXT key,
 -- its index a second b-tree, once put two pages into every commit.)
 CREATE TABLE IF NOT EXISTS counters(id INTEGER PRIMARY KEY CHECK (id = 0),
                                     revision INTEGER NOT NULL,
@@ -52,18 +52,20 @@ COMMIT;
 constexpr const char* kMigrateMeta = R"(
 BEGIN;
 INSERT OR REPLACE INTO counters(id, revision, submit_seq)
-  SELECT 0, COALESCE(MAX(CASE WHEN key = 'revision' THEN value END), 0),
-         COALESCE(MAX(CASE WHEN key = 'submit_seq' THEN value END), 0)
+  SELECT 0,
+         MAX(COALESCE(MAX(CASE WHEN key = 'revision' THEN value END), 0),
+             COALESCE((SELECT revision FROM counters WHERE id = 0), 0)),
+         MAX(COALESCE(MAX(CASE WHEN key = 'submit_seq' THEN value END), 0),
+             COALESCE((SELECT submit_seq FROM counters WHERE id = 0), 0))
   FROM meta;
 DROP TABLE meta;
 COMMIT;
 )";
 
-// Answers tables written before their rows held the counters.
-constexpr const char* kAddAnswerCounters = R"(
-ALTER TABLE answers ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE answers ADD COLUMN submit_seq INTEGER NOT NULL DEFAULT 0;
-)";
+// Answers tables written before their rows held the counters get each
+// missing column, in one transaction (SQLite's ALTER TABLE is
+// transactional): a crash leaves both or neither.
+constexpr const char* kAnswerCounterColumns[] = {"revision", "submit_seq"};
 
 // Databases written before workloads were keyed by submit sequence: the
 // old table is renamed, and Open copies it over with each row's sequence.
@@ -228,15 +230,19 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     }
   }
   {
-    bool has_counters = false;
-    {
+    std::string add;
+    for (const char* column : kAnswerCounterColumns) {
       Statement q(db,
-                  "SELECT 1 FROM pragma_table_info('answers') WHERE name = "
-                  "'revision'");
-      has_counters = q.Step() == SQLITE_ROW;
+                  "SELECT 1 FROM pragma_table_info('answers') WHERE name = ?");
+      q.Text(1, column);
+      if (q.Step() != SQLITE_ROW) {
+        absl::StrAppend(&add, "ALTER TABLE answers ADD COLUMN ", column,
+                        " INTEGER NOT NULL DEFAULT 0;");
+      }
     }
-    if (!has_counters) {
-      if (absl::Status s = store->Exec(kAddAnswerCounters); !s.ok()) return s;
+    if (!add.empty()) {
+      std::string migration = absl::StrCat("BEGIN;", add, "COMMIT;");
+      if (absl::Status s = store->Exec(migration.c_str()); !s.ok()) return s;
     }
   }
   store->statements_ = std::make_unique<Statements>(db);

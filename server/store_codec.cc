@@ -116,8 +116,17 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
     if (absl::Status s = scheduler.RestoreWorkload(r); !s.ok()) return s;
   }
   loaded.workloads = records.size();
-  scheduler.RestoreCounters(state.revision, state.submit_seq);
-  loaded.revision = state.revision;
+  // Stored counters are at least every record's; the records are a floor
+  // in case a store's counters ever fell behind (an older binary run on
+  // the data dir, say): a sequence number must never be handed out twice.
+  int64_t revision = state.revision;
+  uint64_t submit_seq = state.submit_seq;
+  for (const auto& r : records) {
+    revision = std::max(revision, r.revision);
+    submit_seq = std::max(submit_seq, r.submit_seq);
+  }
+  scheduler.RestoreCounters(revision, submit_seq);
+  loaded.revision = revision;
   std::vector<StoreRows::Answer> answers = state.answers;
   std::sort(answers.begin(), answers.end(),
             [](const auto& a, const auto& b) { return a.seq < b.seq; });

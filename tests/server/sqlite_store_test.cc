@@ -411,5 +411,66 @@ TEST_F(SqliteStoreTest, ATrimOfEveryAnswerKeepsTheCounters) {
   EXPECT_EQ(s.submit_seq(), 7u);
 }
 
+// One transaction of several batches: the answer rows carry the counters
+// of the last batch, not of their own, even when that batch has no answers.
+TEST_F(SqliteStoreTest, AnswersCarryTheCountersOfTheWholeCommit) {
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    StoreRows first;
+    first.revision = 10;
+    first.submit_seq = 3;
+    first.answers.push_back({"Allocate/a", 0, 0, "", "reply"});
+    StoreRows second;  // later in the same commit, no answers
+    second.revision = 12;
+    second.submit_seq = 4;
+    ASSERT_TRUE(store->Write({&first, &second}).ok());
+  }
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  Scheduler s;
+  IdempotencyCache requests(10);
+  ASSERT_TRUE(store->Load(s, requests).ok());
+  EXPECT_EQ(s.revision(), 12);
+  EXPECT_EQ(s.submit_seq(), 4u);
+}
+
+// A data dir whose answers table gained one of the two columns (or whose
+// counters fell behind its workload records) still opens, and the restored
+// counters are never below what the records say.
+TEST_F(SqliteStoreTest, PartlyMigratedAnswersAndStaleCountersAreRepaired) {
+  Scheduler before;
+  ASSERT_TRUE(before.UpsertQueue(Queue("default")).ok());
+  before.UpsertNodes({GpuNode("n0", 8)}, now_);
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    for (const char* id : {"x", "y"}) {
+      ASSERT_TRUE(
+          before.Submit(Workload(id, {Group("w", 1, 1, 1)}), now_).ok());
+      before.RunCycle(now_);
+      Commit(before, *store);
+    }
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "ALTER TABLE answers DROP COLUMN submit_seq; UPDATE "
+                         "counters SET revision = 0, submit_seq = 0;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  Scheduler after;
+  IdempotencyCache requests(10);
+  auto loaded = store->Load(after, requests);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(after.submit_seq(), before.FindWorkload("y")->submit_seq);
+  EXPECT_GE(after.revision(), before.FindWorkload("y")->revision);
+  EXPECT_GT(after.revision(), 0);
+}
+
 }  // namespace
 }  // namespace gangsched::server
