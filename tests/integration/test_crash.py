@@ -48,6 +48,7 @@ class CrashTest(unittest.TestCase):
         self.acked = {}
         self.released = set()
         self.acked_requests = {}  # request id -> (method, serialized reply)
+        self.max_revision = 0  # the highest revision a reply carried
         self.counter = 0
 
     def tearDown(self):
@@ -76,6 +77,7 @@ class CrashTest(unittest.TestCase):
             reply = self.sched.Allocate(e2e.pb.AllocateRequest(request_id=rid, workload=spec),
                                         timeout=5)
             self.acked[wid] = reply
+            self.max_revision = max(self.max_revision, reply.revision)
             self.acked_requests[rid] = ("Allocate", e2e.pb.AllocateRequest(
                 request_id=rid, workload=spec), reply.SerializeToString())
         elif op < 0.85:
@@ -85,6 +87,7 @@ class CrashTest(unittest.TestCase):
                                        timeout=5)
             self.released.add(wid)
             self.acked.pop(wid)
+            self.max_revision = max(self.max_revision, reply.revision)
         else:
             name = "n%d" % self.rng.randrange(6)
             self.sched.UpsertNodes(e2e.pb.UpsertNodesRequest(
@@ -116,6 +119,9 @@ class CrashTest(unittest.TestCase):
         snapshot = self.admin.GetClusterSnapshot(e2e.admin.GetClusterSnapshotRequest(),
                                                  timeout=10)
         workloads = {w.spec.id: w for w in snapshot.workloads}
+        # Revisions never go back: the state is at least as new as any reply.
+        self.assertGreaterEqual(snapshot.revision, self.max_revision,
+                                "revision went back %s" % where)
         for wid, reply in self.acked.items():
             self.assertIn(wid, workloads, "acknowledged %s lost %s" % (wid, where))
             now = workloads[wid]
