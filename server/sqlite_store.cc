@@ -39,6 +39,12 @@ CREATE TABLE IF NOT EXISTS answers(seq INTEGER PRIMARY KEY, key TEXT NOT NULL,
                                    submit_seq INTEGER NOT NULL DEFAULT 0);
 )";
 
+// The layout this binary writes (`PRAGMA user_version`). Open migrates
+// older layouts up to it and refuses newer ones: an older binary would not
+// know where a newer one keeps the counters, and would hand out submit
+// sequences again. 1: the counters table, and counters in the answer rows.
+constexpr int kLayoutVersion = 1;
+
 // Databases written before the answers table kept them keyed by request id.
 constexpr const char* kMigrateRequests = R"(
 BEGIN;
@@ -200,6 +206,17 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
         "--data-dir ", options.dir, " is in use by another gangsched (",
         sqlite3_errmsg(db), ")"));
   }
+  {
+    Statement q(db, "PRAGMA user_version");
+    int64_t layout = q.Step() == SQLITE_ROW ? q.ColumnInt(0) : 0;
+    if (layout > kLayoutVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--data-dir ", options.dir,
+          " was written by a newer gangsched (its "
+          "layout is version ",
+          layout, ", this binary knows up to ", kLayoutVersion, ")"));
+    }
+  }
   bool workloads_by_id = false;
   {
     Statement old(db,
@@ -245,6 +262,8 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
       if (absl::Status s = store->Exec(migration.c_str()); !s.ok()) return s;
     }
   }
+  std::string layout = absl::StrCat("PRAGMA user_version = ", kLayoutVersion);
+  if (absl::Status s = store->Exec(layout.c_str()); !s.ok()) return s;
   store->statements_ = std::make_unique<Statements>(db);
   if (!store->statements_->ok()) return Error(db, "prepare");
   if (absl::Status s = store->LoadWorkloadSeqs(); !s.ok()) return s;

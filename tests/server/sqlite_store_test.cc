@@ -472,5 +472,30 @@ TEST_F(SqliteStoreTest, PartlyMigratedAnswersAndStaleCountersAreRepaired) {
   EXPECT_GT(after.revision(), 0);
 }
 
+// A data dir written by a newer layout is refused, with a reason, rather
+// than read without knowing where it keeps its counters.
+TEST_F(SqliteStoreTest, ADataDirOfANewerLayoutIsRefused) {
+  { ASSERT_NE(Open(), nullptr); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+  const int64_t written = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  EXPECT_GE(written, 1);  // today's layout is recorded
+  std::string newer = absl::StrCat("PRAGMA user_version = ", written + 1, ";");
+  ASSERT_EQ(sqlite3_exec(db, newer.c_str(), nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = SqliteStore::Open({dir_.string()});
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("newer gangsched"),
+            absl::string_view::npos)
+      << store.status();
+}
+
 }  // namespace
 }  // namespace gangsched::server
