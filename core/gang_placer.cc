@@ -18,17 +18,6 @@ ResourceId KeyResource(const ResourceVector& pod) {
   return pod.Get(kGpu) > 0 ? kGpu : kCpu;
 }
 
-// How many pods of `pod` fit into `free`, at most `cap`.
-int64_t PodsThatFit(const ResourceVector& free, const ResourceVector& pod,
-                    int64_t cap) {
-  int64_t n = cap;
-  for (size_t i = 0; i < pod.size(); ++i) {
-    ResourceId r(static_cast<uint32_t>(i));
-    if (pod.Get(r) > 0) n = std::min(n, free.Get(r) / pod.Get(r));
-  }
-  return std::max<int64_t>(n, 0);
-}
-
 // A topology domain: nodes whose label `key` has `value`. With a topology
 // index membership is an integer compare (ids), else a label lookup.
 // Key and value are views of the request's and the nodes' (or the topology
@@ -254,8 +243,10 @@ class Attempt {
         // node picked for the group's previous pod still takes the next
         // one, it is still the best node and the search is skipped.
         std::optional<NodeId> node;
-        if (last && group.placement.strategy == PlacementStrategy::kBinpack &&
-            !Check(nodes_[last->value()], replica.group,
+        const Node* previous = last ? &nodes_[last->value()] : nullptr;
+        if (previous &&
+            group.placement.strategy == PlacementStrategy::kBinpack &&
+            !Check(*previous, BookedOn(*previous), replica.group,
                    left_[replica.group])) {
           node = last;
         } else {
@@ -299,17 +290,16 @@ class Attempt {
     return extra_.Find(static_cast<uint32_t>(&node - nodes_.data()));
   }
 
-  ResourceVector FreeOf(const Node& node) const {
-    ResourceVector free = node.allocatable;
-    if (!options_.ignore_usage) {
-      free -= node.used;
-      if (!options_.ignore_reserved) free -= node.reserved;
+  // How many pods of `pod` fit into what `node` has free, at most `cap`.
+  int64_t PodsThatFit(const Node& node, const ResourceVector* booked,
+                      const ResourceVector& pod, int64_t cap) const {
+    int64_t n = cap;
+    for (size_t i = 0; i < pod.size(); ++i) {
+      ResourceId r(static_cast<uint32_t>(i));
+      if (pod.Get(r) > 0)
+        n = std::min(n, FreeAmount(node, booked, r) / pod.Get(r));
     }
-    if (const ResourceVector* booked =
-            extra_.Find(static_cast<uint32_t>(&node - nodes_.data()))) {
-      free -= *booked;
-    }
-    return free;
+    return std::max<int64_t>(n, 0);
   }
 
   void Reject(Rejection why) {
@@ -351,7 +341,9 @@ class Attempt {
   }
 
   // Reason the node cannot take a pod of `group`, or empty when it can.
-  std::optional<Rejection> Check(const Node& node, uint32_t group_index,
+  // `booked`: BookedOn(node), which the caller needs too.
+  std::optional<Rejection> Check(const Node& node, const ResourceVector* booked,
+                                 uint32_t group_index,
                                  int64_t pods_left) const {
     const PlacementGroup& group = request_.groups[group_index];
     uint32_t id = static_cast<uint32_t>(&node - nodes_.data());
@@ -386,7 +378,6 @@ class Attempt {
         used_by_group.empty()) {
       pods = pods_left;  // the first node must take the group
     }
-    const ResourceVector* booked = BookedOn(node);
     for (size_t r = 0; r < group.pod.size(); ++r) {
       ResourceId rid(static_cast<uint32_t>(r));
       if (group.pod.Get(rid) * pods > FreeAmount(node, booked, rid))
@@ -405,7 +396,8 @@ class Attempt {
                                  int64_t pods_left) {
     const Node& node = nodes_[i];
     if (!node.live) return std::nullopt;
-    if (auto why = Check(node, group_index, pods_left)) {
+    const ResourceVector* booked = BookedOn(node);
+    if (auto why = Check(node, booked, group_index, pods_left)) {
       Reject(*why);
       return std::nullopt;
     }
@@ -415,7 +407,6 @@ class Attempt {
     const PlacementStrategy strategy = group.placement.strategy;
     const bool spread = strategy == PlacementStrategy::kSpread ||
                         strategy == PlacementStrategy::kStrictSpread;
-    const ResourceVector* booked = BookedOn(node);
     auto left_after = [&](ResourceId r) {
       return FreeAmount(node, booked, r) - group.pod.Get(r);
     };
@@ -435,7 +426,7 @@ class Attempt {
     // of the group's remaining pods it can hold (all of them first).
     int64_t holds = 0;
     if (strategy == PlacementStrategy::kPack && !on_group_node) {
-      holds = PodsThatFit(FreeOf(node), group.pod, pods_left);
+      holds = PodsThatFit(node, booked, group.pod, pods_left);
     }
     // GPU pods: after the GPUs, the cpu a GPU node keeps for others.
     int64_t cpu_left = gpu_pod ? left_after(kCpu) : 0;

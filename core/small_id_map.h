@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -36,7 +37,12 @@ class SmallIdMap {
   V& operator[](uint32_t id) {
     if (V* found = Find(id)) return *found;
     if (!large_.empty()) return large_[id];
-    if (small_.size() < kInline) return small_.emplace_back(id, V{}).second;
+    if (small_.size() < kInline) {
+      return small_
+          .emplace_back(std::piecewise_construct, std::forward_as_tuple(id),
+                        std::forward_as_tuple())
+          .second;
+    }
     large_.reserve(2 * kInline);
     for (auto& [key, value] : small_) large_.emplace(key, std::move(value));
     small_.clear();
