@@ -15,23 +15,11 @@ void ResourceVector::Set(ResourceId id, int64_t amount) {
 }
 
 ResourceVector& ResourceVector::operator+=(const ResourceVector& other) {
-  if (other.amounts_.size() > amounts_.size()) {
-    amounts_.resize(other.amounts_.size(), 0);
-  }
-  for (size_t i = 0; i < other.amounts_.size(); ++i) {
-    amounts_[i] += other.amounts_[i];
-  }
-  return *this;
+  return AddScaled(other, 1);
 }
 
 ResourceVector& ResourceVector::operator-=(const ResourceVector& other) {
-  if (other.amounts_.size() > amounts_.size()) {
-    amounts_.resize(other.amounts_.size(), 0);
-  }
-  for (size_t i = 0; i < other.amounts_.size(); ++i) {
-    amounts_[i] -= other.amounts_[i];
-  }
-  return *this;
+  return AddScaled(other, -1);
 }
 
 ResourceVector& ResourceVector::AddScaled(const ResourceVector& other,
