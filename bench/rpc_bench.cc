@@ -13,6 +13,7 @@
 #include "benchmark/benchmark.h"
 #include "core/scheduler.h"
 #include "google/protobuf/arena.h"
+#include "server/arena_allocator.h"
 #include "server/convert.h"
 #include "server/spec_cache.h"
 
@@ -116,9 +117,7 @@ void Serve(benchmark::State& state, const std::string& bytes, Answer answer) {
   // The server's calls start their arena in a 2 KiB block of their own
   // (server/arena_allocator.h).
   alignas(std::max_align_t) static char block[2048];
-  google::protobuf::ArenaOptions options;
-  options.initial_block = block;
-  options.initial_block_size = sizeof(block);
+  const google::protobuf::ArenaOptions options = FirstBlockIn(block);
   for (auto _ : state) {
     if (cold) {
       state.PauseTiming();

@@ -10,6 +10,16 @@
 
 namespace gangsched::server {
 
+// Options for an arena whose first block is `block` (inside an object or
+// on the stack): messages that fit it cost no heap block at all.
+template <size_t N>
+google::protobuf::ArenaOptions FirstBlockIn(char (&block)[N]) {
+  google::protobuf::ArenaOptions options;
+  options.initial_block = block;
+  options.initial_block_size = N;
+  return options;
+}
+
 template <typename Request, typename Response>
 class ArenaAllocator final : public grpc::MessageAllocator<Request, Response> {
  public:
@@ -30,7 +40,7 @@ class ArenaAllocator final : public grpc::MessageAllocator<Request, Response> {
 
   class Holder final : public grpc::MessageHolder<Request, Response> {
    public:
-    Holder() : arena_(Options(block_)) {
+    Holder() : arena_(FirstBlockIn(block_)) {
       this->set_request(
           google::protobuf::Arena::CreateMessage<Request>(&arena_));
       this->set_response(
@@ -39,12 +49,6 @@ class ArenaAllocator final : public grpc::MessageAllocator<Request, Response> {
     void Release() override { delete this; }
 
    private:
-    static google::protobuf::ArenaOptions Options(char* block) {
-      google::protobuf::ArenaOptions options;
-      options.initial_block = block;
-      options.initial_block_size = kInlineBytes;
-      return options;
-    }
     alignas(std::max_align_t) char block_[kInlineBytes];
     google::protobuf::Arena arena_;
   };

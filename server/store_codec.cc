@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/arena.h"
+#include "server/arena_allocator.h"
 #include "server/convert.h"
 
 namespace gangsched::server {
@@ -25,10 +26,7 @@ int64_t EncodeTime(absl::Time t) {
 template <typename Message, typename Fill>
 std::string EncodeOnArena(Fill fill) {
   alignas(std::max_align_t) char block[4096];
-  google::protobuf::ArenaOptions options;
-  options.initial_block = block;
-  options.initial_block_size = sizeof(block);
-  google::protobuf::Arena arena(options);
+  google::protobuf::Arena arena(FirstBlockIn(block));
   Message* out = google::protobuf::Arena::CreateMessage<Message>(&arena);
   fill(*out);
   return out->SerializeAsString();
