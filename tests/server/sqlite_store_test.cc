@@ -56,7 +56,7 @@ class SqliteStoreTest : public ::testing::Test {
   std::map<std::string, int64_t> Rows() {
     std::map<std::string, int64_t> out;
     sqlite3* db = nullptr;
-    EXPECT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_open(Db().c_str(), &db), SQLITE_OK);
     sqlite3_stmt* q = nullptr;
     EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT id, seq FROM workloads", -1, &q,
                                  nullptr),
@@ -70,6 +70,43 @@ class SqliteStoreTest : public ::testing::Test {
     sqlite3_close(db);
     return out;
   }
+
+  // Opens a store on the data dir, loads it into `into` and `requests`,
+  // and closes it again.
+  absl::StatusOr<Store::Loaded> Reload(Scheduler& into,
+                                       IdempotencyCache& requests) {
+    auto store = Open();
+    if (store == nullptr) return absl::InternalError("open failed");
+    return store->Load(into, requests);
+  }
+  absl::StatusOr<Store::Loaded> Reload(Scheduler& into) {
+    IdempotencyCache requests(10);
+    return Reload(into, requests);
+  }
+
+  // Runs `sql` on the database file itself (no store may hold it open).
+  void Exec(const std::string& sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(Db().c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr),
+              SQLITE_OK)
+        << sql << ": " << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  // The first column of the first row of `sql`, or -1 without a row.
+  int64_t Query(const char* sql) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(Db().c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* q = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql, -1, &q, nullptr), SQLITE_OK)
+        << sqlite3_errmsg(db);
+    int64_t value =
+        sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return value;
+  }
+  std::string Db() const { return (dir_ / "gangsched.db").string(); }
 
   std::filesystem::path dir_;
   absl::Time now_ = absl::FromUnixSeconds(1000);
@@ -161,14 +198,7 @@ TEST_F(SqliteStoreTest, AnswersAreTrimmedInStepsAndRestoredToTheTableSize) {
   };
   auto count = [&](std::unique_ptr<SqliteStore>& store) {
     store.reset();
-    sqlite3* db = nullptr;
-    EXPECT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
-    sqlite3_stmt* q = nullptr;
-    sqlite3_prepare_v2(db, "SELECT count(*) FROM answers", -1, &q, nullptr);
-    EXPECT_EQ(sqlite3_step(q), SQLITE_ROW);
-    int64_t n = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
+    int64_t n = Query("SELECT count(*) FROM answers");
     store = Open();
     return n;
   };
@@ -236,11 +266,9 @@ TEST_F(SqliteStoreTest, TheNewestAnswerOfARequestIdIsRestored) {
     rows.answers.push_back({"Allocate/r", 2, 0, "", "second"});
     ASSERT_TRUE(store->Write({&rows}).ok());
   }
-  auto store = Open();
-  ASSERT_NE(store, nullptr);
   Scheduler s;
   IdempotencyCache requests(10);
-  auto loaded = store->Load(s, requests);
+  auto loaded = Reload(s, requests);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(requests.size(), 2u);
   auto [reply, existed] = requests.FindOrInsert("Allocate/r");
@@ -259,7 +287,7 @@ TEST_F(SqliteStoreTest, WorkloadsKeyedByIdAreMigrated) {
     ASSERT_NE(store, nullptr);
   }
   sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_open(Db().c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db,
                          "DROP TABLE workloads; CREATE TABLE workloads(id TEXT "
                          "PRIMARY KEY, data BLOB NOT NULL);",
@@ -303,29 +331,8 @@ TEST_F(SqliteStoreTest, WorkloadsKeyedByIdAreMigrated) {
 // its answer rows only, and a restart takes the larger. A data dir with the
 // older key-value `meta` table and answers without counters is migrated.
 TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldLayoutsAreMigrated) {
-  auto query = [&](const char* sql) {
-    sqlite3* db = nullptr;
-    EXPECT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
-    sqlite3_stmt* q = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(db, sql, -1, &q, nullptr), SQLITE_OK)
-        << sqlite3_errmsg(db);
-    int64_t value =
-        sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    return value;
-  };
   auto store = Open();
   ASSERT_NE(store, nullptr);
-  auto load = [&](Scheduler& into) {
-    store.reset();
-    store = Open();
-    ASSERT_NE(store, nullptr);
-    IdempotencyCache requests(10);
-    auto loaded = store->Load(into, requests);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    store.reset();
-  };
 
   Scheduler before;
   ASSERT_TRUE(before.UpsertQueue(Queue("default")).ok());
@@ -351,36 +358,36 @@ TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldLayoutsAreMigrated) {
   const uint64_t submit_seq = before.submit_seq();
   ASSERT_GT(revision, row_revision);
   store.reset();
-  EXPECT_EQ(query("SELECT COUNT(*) FROM counters"), 1);
-  EXPECT_EQ(query("SELECT revision FROM counters WHERE id = 0"), row_revision);
-  EXPECT_EQ(query("SELECT MAX(revision) FROM answers"), revision);
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM counters"), 1);
+  EXPECT_EQ(Query("SELECT revision FROM counters WHERE id = 0"), row_revision);
+  EXPECT_EQ(Query("SELECT MAX(revision) FROM answers"), revision);
 
   Scheduler restarted;
-  load(restarted);
+  {
+    auto loaded = Reload(restarted);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+  }
   EXPECT_EQ(restarted.revision(), revision);
   EXPECT_EQ(restarted.submit_seq(), submit_seq);
 
   // Rewind to the older layout, with the same values.
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
-  std::string rewind = absl::StrCat(
+  Exec(absl::StrCat(
       "DROP TABLE counters; ALTER TABLE answers DROP COLUMN revision; "
       "ALTER TABLE answers DROP COLUMN submit_seq; CREATE TABLE meta(key TEXT "
       "PRIMARY KEY, value INTEGER NOT NULL); INSERT INTO meta "
       "VALUES('revision', ",
-      revision, "), ('submit_seq', ", submit_seq, ");");
-  ASSERT_EQ(sqlite3_exec(db, rewind.c_str(), nullptr, nullptr, nullptr),
-            SQLITE_OK)
-      << sqlite3_errmsg(db);
-  sqlite3_close(db);
+      revision, "), ('submit_seq', ", submit_seq, ");"));
 
   Scheduler migrated;
-  load(migrated);
+  {
+    auto loaded = Reload(migrated);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+  }
   EXPECT_EQ(migrated.revision(), revision);
   EXPECT_EQ(migrated.submit_seq(), submit_seq);
-  EXPECT_EQ(query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'meta'"), 0);
-  EXPECT_EQ(query("SELECT revision FROM counters WHERE id = 0"), revision);
-  EXPECT_EQ(query("SELECT COUNT(*) FROM pragma_table_info('answers') WHERE "
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'meta'"), 0);
+  EXPECT_EQ(Query("SELECT revision FROM counters WHERE id = 0"), revision);
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM pragma_table_info('answers') WHERE "
                   "name IN ('revision', 'submit_seq')"),
             2);
 }
@@ -400,11 +407,9 @@ TEST_F(SqliteStoreTest, ATrimOfEveryAnswerKeepsTheCounters) {
     rows.answers_kept_from = 5000;  // past every answer written
     ASSERT_TRUE(store->Write({&rows}).ok());
   }
-  auto store = Open();
-  ASSERT_NE(store, nullptr);
   Scheduler s;
   IdempotencyCache requests(10);
-  auto loaded = store->Load(s, requests);
+  auto loaded = Reload(s, requests);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(requests.size(), 0u);
   EXPECT_EQ(s.revision(), 42);
@@ -426,11 +431,8 @@ TEST_F(SqliteStoreTest, AnswersCarryTheCountersOfTheWholeCommit) {
     second.submit_seq = 4;
     ASSERT_TRUE(store->Write({&first, &second}).ok());
   }
-  auto store = Open();
-  ASSERT_NE(store, nullptr);
   Scheduler s;
-  IdempotencyCache requests(10);
-  ASSERT_TRUE(store->Load(s, requests).ok());
+  ASSERT_TRUE(Reload(s).ok());
   EXPECT_EQ(s.revision(), 12);
   EXPECT_EQ(s.submit_seq(), 4u);
 }
@@ -452,20 +454,11 @@ TEST_F(SqliteStoreTest, PartlyMigratedAnswersAndStaleCountersAreRepaired) {
       Commit(before, *store);
     }
   }
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "ALTER TABLE answers DROP COLUMN submit_seq; UPDATE "
-                         "counters SET revision = 0, submit_seq = 0;",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK)
-      << sqlite3_errmsg(db);
-  sqlite3_close(db);
-  auto store = Open();
-  ASSERT_NE(store, nullptr);
+  Exec(
+      "ALTER TABLE answers DROP COLUMN submit_seq; UPDATE counters SET "
+      "revision = 0, submit_seq = 0;");
   Scheduler after;
-  IdempotencyCache requests(10);
-  auto loaded = store->Load(after, requests);
+  auto loaded = Reload(after);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(after.submit_seq(), before.FindWorkload("y")->submit_seq);
   EXPECT_GE(after.revision(), before.FindWorkload("y")->revision);
@@ -476,19 +469,9 @@ TEST_F(SqliteStoreTest, PartlyMigratedAnswersAndStaleCountersAreRepaired) {
 // than read without knowing where it keeps its counters.
 TEST_F(SqliteStoreTest, ADataDirOfANewerLayoutIsRefused) {
   { ASSERT_NE(Open(), nullptr); }
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open((dir_ / "gangsched.db").c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* q = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, nullptr),
-            SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-  const int64_t written = sqlite3_column_int64(q, 0);
-  sqlite3_finalize(q);
+  const int64_t written = Query("PRAGMA user_version");
   EXPECT_GE(written, 1);  // today's layout is recorded
-  std::string newer = absl::StrCat("PRAGMA user_version = ", written + 1, ";");
-  ASSERT_EQ(sqlite3_exec(db, newer.c_str(), nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  Exec(absl::StrCat("PRAGMA user_version = ", written + 1, ";"));
   auto store = SqliteStore::Open({dir_.string()});
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
