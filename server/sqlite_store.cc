@@ -16,8 +16,9 @@ constexpr const char* kSchema = R"(
 -- The revision and the submit sequence as of the last commit that had no
 -- request-id answers or trimmed them. A commit with answers stores them in
 -- its answer rows instead (below), so that it does not rewrite one more
--- page; a restart takes the larger of this row and the answers'. (A key-value table with a TEXT key,
--- its index a second b-tree, once put two pages into every commit.)
+-- page; a restart takes the larger of this row and the answers'. (A
+-- key-value table with a TEXT key, its index a second b-tree, once put two
+-- pages into every commit.)
 CREATE TABLE IF NOT EXISTS counters(id INTEGER PRIMARY KEY CHECK (id = 0),
                                     revision INTEGER NOT NULL,
                                     submit_seq INTEGER NOT NULL);
