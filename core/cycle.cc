@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -435,12 +436,7 @@ void Scheduler::GrowElastic(absl::Time now) {
   // After every change of a leaf's first entry.
   auto refresh = [&](Leaf& leaf) {
     leaf.shape.reset();
-    if (leaf.entries.empty()) {
-      // The plan may have been moved from, and inline vectors keep their
-      // moved-from elements: an emptied leaf gets an empty plan.
-      leaf.plan = {};
-      return;
-    }
+    if (leaf.entries.empty()) return;
     leaf.plan = PlanElasticReplica(*leaf.entries.begin()->w);
     leaf.order.Next(TotalOf(leaf.plan.request));
   };
@@ -467,7 +463,9 @@ void Scheduler::GrowElastic(absl::Time now) {
   PickInFairShareOrder(leaves, skip_no_room, [&](Leaf& leaf) {
     Entry entry = *leaf.entries.begin();
     leaf.entries.erase(leaf.entries.begin());
-    PlannedRequest plan = std::move(leaf.plan);
+    // Taken, not moved from: inline vectors keep moved-from elements, and
+    // the leaf's plan must read as empty until refresh plans again.
+    PlannedRequest plan = std::exchange(leaf.plan, {});
     Workload& w = *entry.w;
     bool granted = false;
     if (CheckQueues(w, TotalOf(plan.request)).code == PendingCode::kNone) {
