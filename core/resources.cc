@@ -24,12 +24,14 @@ ResourceVector& ResourceVector::operator-=(const ResourceVector& other) {
 
 ResourceVector& ResourceVector::AddScaled(const ResourceVector& other,
                                           int64_t factor) {
-  if (other.amounts_.size() > amounts_.size()) {
-    amounts_.resize(other.amounts_.size(), 0);
-  }
-  for (size_t i = 0; i < other.amounts_.size(); ++i) {
-    amounts_[i] += other.amounts_[i] * factor;
-  }
+  const size_t n = other.amounts_.size();
+  if (n > amounts_.size()) amounts_.resize(n, 0);
+  // Through plain pointers: a store to amounts_[i] may alias the inlined
+  // vector's size word (both are 64-bit integers), which would make the
+  // compiler reload it, and where the data is, on every step.
+  int64_t* to = amounts_.data();
+  const int64_t* from = other.amounts_.data();
+  for (size_t i = 0; i < n; ++i) to[i] += from[i] * factor;
   return *this;
 }
 
@@ -79,7 +81,22 @@ ResourceId ResourceTable::Intern(absl::string_view name) {
   return id;
 }
 
+namespace {
+
+// The three resources every table starts with, by compare: nearly every
+// pod names only these, and comparing a short name is cheaper than hashing
+// it. Invalid for any other name.
+ResourceId BuiltIn(absl::string_view name) {
+  if (name == "cpu") return kCpu;
+  if (name == "memory") return kMemory;
+  if (name == kGpuName) return kGpu;
+  return ResourceId();
+}
+
+}  // namespace
+
 ResourceId ResourceTable::Find(absl::string_view name) const {
+  if (ResourceId id = BuiltIn(name); id.valid()) return id;
   auto it = ids_.find(name);
   return it == ids_.end() ? ResourceId() : it->second;
 }
@@ -92,13 +109,16 @@ ResourceVector ResourceTable::FromNamed(const NamedResources& named) {
 
 ResourceVector ResourceTable::FromKnown(const NamedResources& named) const {
   ResourceVector vec;
-  for (const auto& [name, amount] : named) vec.Add(ids_.at(name), amount);
+  for (const auto& [name, amount] : named) {
+    ResourceId id = BuiltIn(name);
+    vec.Add(id.valid() ? id : ids_.at(name), amount);
+  }
   return vec;
 }
 
 bool ResourceTable::Knows(const NamedResources& named) const {
   return std::all_of(named.begin(), named.end(), [&](const auto& entry) {
-    return ids_.contains(entry.first);
+    return Find(entry.first).valid();
   });
 }
 

@@ -58,6 +58,25 @@ class ResourceVector {
   // Number of resource ids covered (highest id + 1).
   size_t size() const { return amounts_.size(); }
 
+  // The amounts as a plain array, for loops that read several vectors per
+  // resource: an inlined vector checks where it keeps its data on every
+  // access, a View once.
+  class View {
+   public:
+    View() = default;
+    int64_t Get(ResourceId id) const {
+      return id.value() < size_ ? data_[id.value()] : 0;
+    }
+    size_t size() const { return size_; }
+
+   private:
+    friend class ResourceVector;
+    View(const int64_t* data, size_t size) : data_(data), size_(size) {}
+    const int64_t* data_ = nullptr;
+    size_t size_ = 0;
+  };
+  View view() const { return View(amounts_.data(), amounts_.size()); }
+
  private:
   absl::InlinedVector<int64_t, 4> amounts_;
 };

@@ -1,5 +1,7 @@
 #include "core/resources.h"
 
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace gangsched {
@@ -44,6 +46,60 @@ TEST(ResourcesTest, AddScaledIsAddingTheProduct) {
   EXPECT_TRUE(total == table.FromNamed({{"cpu", 1000}}) + pod * 3);
   total.AddScaled(pod, -3);
   EXPECT_TRUE(total == table.FromNamed({{"cpu", 1000}}));
+}
+
+TEST(ResourcesTest, AddScaledPastTheInlineAmounts) {
+  // Six resources: more than a vector keeps inline, so the sum runs over
+  // heap storage, and the shorter side grows into it.
+  ResourceTable table;
+  NamedResources named = {{"cpu", 1}, {"memory", 2}, {"nvidia.com/gpu", 3}};
+  for (int i = 0; i < 3; ++i)
+    named.emplace_back("example.com/r" + std::to_string(i), 10 + i);
+  ResourceVector wide = table.FromNamed(named);
+  ResourceVector total = table.FromNamed({{"memory", 100}});
+  total.AddScaled(wide, 2);
+  total += wide;
+  for (const auto& [name, amount] : named) {
+    EXPECT_EQ(total.Get(table.Find(name)),
+              3 * amount + (name == "memory" ? 100 : 0))
+        << name;
+  }
+}
+
+TEST(ResourcesTest, ViewReadsLikeTheVector) {
+  ResourceTable table;
+  ResourceVector v = table.FromNamed({{"cpu", 4000}, {"memory", 7}});
+  ResourceVector::View view = v.view();
+  EXPECT_EQ(view.size(), v.size());
+  EXPECT_EQ(view.Get(kCpu), 4000);
+  EXPECT_EQ(view.Get(kMemory), 7);
+  EXPECT_EQ(view.Get(kGpu), 0);  // past the end reads as zero
+  EXPECT_EQ(ResourceVector::View().Get(kCpu), 0);
+}
+
+TEST(ResourcesTest, KnownNamesResolveByNameOnly) {
+  ResourceTable table;
+  ResourceId fpga = table.Intern("example.com/fpga");
+  EXPECT_EQ(table.Find("cpu"), kCpu);
+  EXPECT_EQ(table.Find("memory"), kMemory);
+  EXPECT_EQ(table.Find("nvidia.com/gpu"), kGpu);
+  EXPECT_EQ(table.Find("example.com/fpga"), fpga);
+  // Near misses of the built-in names are other names.
+  for (const char* name : {"cp", "cpux", "Memory", "nvidia.com/gpus", ""}) {
+    EXPECT_FALSE(table.Find(name).valid()) << name;
+    EXPECT_FALSE(table.Knows({{name, 1}})) << name;
+  }
+  NamedResources known = {{"memory", 2},
+                          {"nvidia.com/gpu", 3},
+                          {"example.com/fpga", 4},
+                          {"cpu", 1}};
+  EXPECT_TRUE(table.Knows(known));
+  ResourceVector v = table.FromKnown(known);
+  EXPECT_EQ(v.Get(kCpu), 1);
+  EXPECT_EQ(v.Get(kMemory), 2);
+  EXPECT_EQ(v.Get(kGpu), 3);
+  EXPECT_EQ(v.Get(fpga), 4);
+  EXPECT_TRUE(v == table.FromNamed(known));
 }
 
 TEST(ResourcesTest, MemoryDoesNotOverflowAtClusterScale) {
