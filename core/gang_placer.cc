@@ -246,7 +246,7 @@ class Attempt {
         const Node* previous = last ? &nodes_[last->value()] : nullptr;
         if (previous &&
             group.placement.strategy == PlacementStrategy::kBinpack &&
-            !Check(*previous, BookedOn(*previous), replica.group,
+            !Check(*previous, FreeOn(*previous), replica.group,
                    left_[replica.group])) {
           node = last;
         } else {
@@ -273,31 +273,37 @@ class Attempt {
     return true;
   }
 
-  // What `node` has free of resource `r`, less what this attempt booked on
-  // it (`booked`, from extra_). Scalar, so that checking and scoring the
-  // nodes a pick walks builds no vectors.
-  int64_t FreeAmount(const Node& node, const ResourceVector* booked,
-                     ResourceId r) const {
-    int64_t free = node.allocatable.Get(r);
-    if (!options_.ignore_usage) {
-      free -= node.used.Get(r);
-      if (!options_.ignore_reserved) free -= node.reserved.Get(r);
+  // What a node has free: allocatable, less usage and reservations (unless
+  // the options ignore them), less what this attempt booked on it. Read
+  // resource by resource, so that checking and scoring the nodes a pick
+  // walks builds no vectors; a view left empty reads as zero.
+  struct Free {
+    ResourceVector::View allocatable, used, reserved, booked;
+    int64_t Of(ResourceId r) const {
+      return allocatable.Get(r) - used.Get(r) - reserved.Get(r) - booked.Get(r);
     }
-    if (booked != nullptr) free -= booked->Get(r);
+  };
+  Free FreeOn(const Node& node) const {
+    Free free;
+    free.allocatable = node.allocatable.view();
+    if (!options_.ignore_usage) {
+      free.used = node.used.view();
+      if (!options_.ignore_reserved) free.reserved = node.reserved.view();
+    }
+    if (const ResourceVector* booked =
+            extra_.Find(static_cast<uint32_t>(&node - nodes_.data()))) {
+      free.booked = booked->view();
+    }
     return free;
   }
-  const ResourceVector* BookedOn(const Node& node) const {
-    return extra_.Find(static_cast<uint32_t>(&node - nodes_.data()));
-  }
 
-  // How many pods of `pod` fit into what `node` has free, at most `cap`.
-  int64_t PodsThatFit(const Node& node, const ResourceVector* booked,
-                      const ResourceVector& pod, int64_t cap) const {
+  // How many pods of `pod` fit into `free`, at most `cap`.
+  static int64_t PodsThatFit(const Free& free, const ResourceVector& pod,
+                             int64_t cap) {
     int64_t n = cap;
     for (size_t i = 0; i < pod.size(); ++i) {
       ResourceId r(static_cast<uint32_t>(i));
-      if (pod.Get(r) > 0)
-        n = std::min(n, FreeAmount(node, booked, r) / pod.Get(r));
+      if (pod.Get(r) > 0) n = std::min(n, free.Of(r) / pod.Get(r));
     }
     return std::max<int64_t>(n, 0);
   }
@@ -341,8 +347,8 @@ class Attempt {
   }
 
   // Reason the node cannot take a pod of `group`, or empty when it can.
-  // `booked`: BookedOn(node), which the caller needs too.
-  std::optional<Rejection> Check(const Node& node, const ResourceVector* booked,
+  // `free`: FreeOn(node), which the caller needs too.
+  std::optional<Rejection> Check(const Node& node, const Free& free,
                                  uint32_t group_index,
                                  int64_t pods_left) const {
     const PlacementGroup& group = request_.groups[group_index];
@@ -378,9 +384,10 @@ class Attempt {
         used_by_group.empty()) {
       pods = pods_left;  // the first node must take the group
     }
-    for (size_t r = 0; r < group.pod.size(); ++r) {
+    const ResourceVector::View pod = group.pod.view();
+    for (size_t r = 0; r < pod.size(); ++r) {
       ResourceId rid(static_cast<uint32_t>(r));
-      if (group.pod.Get(rid) * pods > FreeAmount(node, booked, rid))
+      if (pod.Get(rid) * pods > free.Of(rid))
         return Rejection{kInsufficient, rid};
     }
     return std::nullopt;
@@ -396,8 +403,8 @@ class Attempt {
                                  int64_t pods_left) {
     const Node& node = nodes_[i];
     if (!node.live) return std::nullopt;
-    const ResourceVector* booked = BookedOn(node);
-    if (auto why = Check(node, booked, group_index, pods_left)) {
+    const Free free = FreeOn(node);
+    if (auto why = Check(node, free, group_index, pods_left)) {
       Reject(*why);
       return std::nullopt;
     }
@@ -408,7 +415,7 @@ class Attempt {
     const bool spread = strategy == PlacementStrategy::kSpread ||
                         strategy == PlacementStrategy::kStrictSpread;
     auto left_after = [&](ResourceId r) {
-      return FreeAmount(node, booked, r) - group.pod.Get(r);
+      return free.Of(r) - group.pod.Get(r);
     };
     int64_t key_left = left_after(key);
     int64_t mem_left = left_after(kMemory);
@@ -426,7 +433,7 @@ class Attempt {
     // of the group's remaining pods it can hold (all of them first).
     int64_t holds = 0;
     if (strategy == PlacementStrategy::kPack && !on_group_node) {
-      holds = PodsThatFit(node, booked, group.pod, pods_left);
+      holds = PodsThatFit(free, group.pod, pods_left);
     }
     // GPU pods: after the GPUs, the cpu a GPU node keeps for others.
     int64_t cpu_left = gpu_pod ? left_after(kCpu) : 0;
@@ -533,8 +540,15 @@ DomainList CandidateDomains(const std::vector<Node>& nodes,
 
 ResourceVector TotalOf(const GangRequest& request) {
   ResourceVector total;
-  for (const auto& replica : request.replicas) {
-    total.AddScaled(request.groups[replica.group].pod, replica.pods);
+  // One AddScaled per run of one group's replicas (contiguous in the
+  // usual request, though nothing here needs them to be).
+  const auto& replicas = request.replicas;
+  for (size_t i = 0; i < replicas.size();) {
+    const uint32_t g = replicas[i].group;
+    int64_t pods = 0;
+    for (; i < replicas.size() && replicas[i].group == g; ++i)
+      pods += replicas[i].pods;
+    total.AddScaled(request.groups[g].pod, pods);
   }
   return total;
 }
