@@ -900,12 +900,17 @@ Scheduler::PlannedRequest Scheduler::PlanGangMinimum(const Workload& w) const {
   PlannedRequest plan;
   plan.request = BaseRequest(w);
   absl::InlinedVector<int32_t, 8> needs(w.groups.size());
+  // Per group: whether any slot is bound. A group with none (every group of
+  // a new workload) has no bound or partly bound replica to look for.
+  absl::InlinedVector<bool, 8> any_bound(w.groups.size());
   size_t replicas = 0, pods = 0;
   for (uint32_t g = 0; g < w.groups.size(); ++g) {
-    needs[g] =
-        std::max(0, w.groups[g].min_replicas - w.groups[g].BoundReplicas());
+    const GroupState& state = w.groups[g];
+    any_bound[g] = state.BoundPods() > 0;
+    needs[g] = std::max(
+        0, state.min_replicas - (any_bound[g] ? state.BoundReplicas() : 0));
     replicas += static_cast<size_t>(needs[g]);
-    pods += static_cast<size_t>(needs[g] * w.groups[g].pods_per_replica);
+    pods += static_cast<size_t>(needs[g] * state.pods_per_replica);
   }
   plan.request.replicas.reserve(replicas);
   plan.slots.reserve(pods);  // at most: partly bound replicas need fewer
@@ -913,16 +918,19 @@ Scheduler::PlannedRequest Scheduler::PlanGangMinimum(const Workload& w) const {
     const GroupState& state = w.groups[g];
     int32_t h = state.pods_per_replica;
     int32_t need = needs[g];
-    // Complete partly bound replicas first, then whole new ones.
-    for (int pass = 0; pass < 2 && need > 0; ++pass) {
+    // Complete partly bound replicas first (pass 0), then whole new ones.
+    for (int pass = any_bound[g] ? 0 : 1; pass < 2 && need > 0; ++pass) {
       for (int32_t r = 0;
            r < static_cast<int32_t>(state.replica_live.size()) && need > 0;
            ++r) {
-        if (!state.replica_live[r] || state.ReplicaBound(r)) continue;
-        int32_t unbound = 0;
-        for (int32_t p = 0; p < h; ++p) {
-          if (!state.slot_node[r * h + p].valid()) ++unbound;
+        if (!state.replica_live[r]) continue;
+        int32_t unbound = h;
+        if (any_bound[g]) {
+          unbound = 0;
+          for (int32_t p = 0; p < h; ++p)
+            unbound += !state.slot_node[r * h + p].valid();
         }
+        if (unbound == 0) continue;  // bound already
         if ((pass == 0) != (unbound < h)) continue;
         for (int32_t p = 0; p < h; ++p) {
           if (!state.slot_node[r * h + p].valid())
