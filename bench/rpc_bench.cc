@@ -114,9 +114,9 @@ void Serve(benchmark::State& state, const std::string& bytes, Answer answer) {
   std::string serialized;
   const bool cold = state.range(0) == 1;
   int64_t allocations = 0;
-  // The server's calls start their arena in a 2 KiB block of their own
+  // The server's calls start their arena in a block of their own
   // (server/arena_allocator.h).
-  alignas(std::max_align_t) static char block[2048];
+  alignas(std::max_align_t) static char block[kCallArenaInlineBytes];
   const google::protobuf::ArenaOptions options = FirstBlockIn(block);
   for (auto _ : state) {
     if (cold) {
