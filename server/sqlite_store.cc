@@ -207,9 +207,10 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
         "--data-dir ", options.dir, " is in use by another gangsched (",
         sqlite3_errmsg(db), ")"));
   }
+  int64_t layout = 0;
   {
     Statement q(db, "PRAGMA user_version");
-    int64_t layout = q.Step() == SQLITE_ROW ? q.ColumnInt(0) : 0;
+    if (q.Step() == SQLITE_ROW) layout = q.ColumnInt(0);
     if (layout > kLayoutVersion) {
       return absl::FailedPreconditionError(absl::StrCat(
           "--data-dir ", options.dir,
@@ -263,8 +264,10 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
       if (absl::Status s = store->Exec(migration.c_str()); !s.ok()) return s;
     }
   }
-  std::string layout = absl::StrCat("PRAGMA user_version = ", kLayoutVersion);
-  if (absl::Status s = store->Exec(layout.c_str()); !s.ok()) return s;
+  if (layout < kLayoutVersion) {
+    std::string set = absl::StrCat("PRAGMA user_version = ", kLayoutVersion);
+    if (absl::Status s = store->Exec(set.c_str()); !s.ok()) return s;
+  }
   store->statements_ = std::make_unique<Statements>(db);
   if (!store->statements_->ok()) return Error(db, "prepare");
   if (absl::Status s = store->LoadWorkloadSeqs(); !s.ok()) return s;
