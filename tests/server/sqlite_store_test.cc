@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -37,6 +38,14 @@ class SqliteStoreTest : public ::testing::Test {
     auto store = SqliteStore::Open({dir_.string()});
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
+  }
+
+  // Opens a store on the data dir, writes `batches` in one transaction and
+  // closes it again.
+  void WriteOnce(const std::vector<const StoreRows*>& batches) {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Write(batches).ok());
   }
 
   // Writes what `s` changed since the last call.
@@ -257,15 +266,11 @@ TEST_F(SqliteStoreTest, ManyWritesWithoutReopeningKeepOneRowPerId) {
 // A request id answered again after the request-id table forgot it has two
 // stored answers until the old one is trimmed; a restart replays the newer.
 TEST_F(SqliteStoreTest, TheNewestAnswerOfARequestIdIsRestored) {
-  {
-    auto store = Open();
-    ASSERT_NE(store, nullptr);
-    StoreRows rows;
-    rows.answers.push_back({"Allocate/r", 0, 0, "", "first"});
-    rows.answers.push_back({"Allocate/x", 1, 0, "", "other"});
-    rows.answers.push_back({"Allocate/r", 2, 0, "", "second"});
-    ASSERT_TRUE(store->Write({&rows}).ok());
-  }
+  StoreRows rows;
+  rows.answers.push_back({"Allocate/r", 0, 0, "", "first"});
+  rows.answers.push_back({"Allocate/x", 1, 0, "", "other"});
+  rows.answers.push_back({"Allocate/r", 2, 0, "", "second"});
+  WriteOnce({&rows});
   Scheduler s;
   IdempotencyCache requests(10);
   auto loaded = Reload(s, requests);
@@ -395,18 +400,14 @@ TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldLayoutsAreMigrated) {
 // A trim that takes every answer row (a request-id table smaller than the
 // batch) must not take the counters with them.
 TEST_F(SqliteStoreTest, ATrimOfEveryAnswerKeepsTheCounters) {
-  {
-    auto store = Open();
-    ASSERT_NE(store, nullptr);
-    StoreRows rows;
-    rows.revision = 42;
-    rows.submit_seq = 7;
-    for (uint64_t seq = 2000; seq < 2003; ++seq)
-      rows.answers.push_back(
-          {"Allocate/r" + std::to_string(seq), seq, 0, "", "reply"});
-    rows.answers_kept_from = 5000;  // past every answer written
-    ASSERT_TRUE(store->Write({&rows}).ok());
-  }
+  StoreRows rows;
+  rows.revision = 42;
+  rows.submit_seq = 7;
+  for (uint64_t seq = 2000; seq < 2003; ++seq)
+    rows.answers.push_back(
+        {"Allocate/r" + std::to_string(seq), seq, 0, "", "reply"});
+  rows.answers_kept_from = 5000;  // past every answer written
+  WriteOnce({&rows});
   Scheduler s;
   IdempotencyCache requests(10);
   auto loaded = Reload(s, requests);
@@ -419,18 +420,14 @@ TEST_F(SqliteStoreTest, ATrimOfEveryAnswerKeepsTheCounters) {
 // One transaction of several batches: the answer rows carry the counters
 // of the last batch, not of their own, even when that batch has no answers.
 TEST_F(SqliteStoreTest, AnswersCarryTheCountersOfTheWholeCommit) {
-  {
-    auto store = Open();
-    ASSERT_NE(store, nullptr);
-    StoreRows first;
-    first.revision = 10;
-    first.submit_seq = 3;
-    first.answers.push_back({"Allocate/a", 0, 0, "", "reply"});
-    StoreRows second;  // later in the same commit, no answers
-    second.revision = 12;
-    second.submit_seq = 4;
-    ASSERT_TRUE(store->Write({&first, &second}).ok());
-  }
+  StoreRows first;
+  first.revision = 10;
+  first.submit_seq = 3;
+  first.answers.push_back({"Allocate/a", 0, 0, "", "reply"});
+  StoreRows second;  // later in the same commit, no answers
+  second.revision = 12;
+  second.submit_seq = 4;
+  WriteOnce({&first, &second});
   Scheduler s;
   ASSERT_TRUE(Reload(s).ok());
   EXPECT_EQ(s.revision(), 12);
