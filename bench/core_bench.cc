@@ -129,6 +129,58 @@ BENCHMARK(BM_CycleWithPendingGangs)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 
+// A cycle over a backlog that cannot move: every GPU is taken, and
+// `pending` gangs of four shapes (8 workers of 1-4 GPUs) wait in 10 queues
+// of equal priority, so none finds victims. Each timed cycle re-derives
+// every gang's reason, as the core does after every batch of requests.
+void BM_BacklogCycle(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const int pending = static_cast<int>(state.range(1));
+  auto s = std::make_unique<Scheduler>();
+  for (int q = 0; q < 10; ++q) {
+    QueueSpec queue;
+    queue.name = "team-" + std::to_string(q);
+    s->UpsertQueue(queue).IgnoreError();
+  }
+  absl::Time now = absl::UnixEpoch();
+  AddNodes(*s, nodes, now);
+  for (int i = 0; i < nodes / 2; ++i) {  // 8 pods of 2 GPUs: 2 nodes' GPUs
+    WorkloadSpec fill = MakeGang("fill-" + std::to_string(i), 8, 2);
+    fill.queue = "team-" + std::to_string(i % 10);
+    s->Submit(fill, now).IgnoreError();
+  }
+  s->RunCycle(now);
+  for (int i = 0; i < pending; ++i) {
+    WorkloadSpec w = MakeGang("wait-" + std::to_string(i), 8, 1 + i % 4);
+    w.queue = "team-" + std::to_string(i % 10);
+    s->Submit(w, now).IgnoreError();
+  }
+  s->RunCycle(now);
+  s->TakeEvents();
+  int64_t waiting = 0;
+  for (const auto& w : s->workloads())
+    waiting += w && w->state == WorkloadState::kPending;
+  if (waiting != pending) {
+    state.SkipWithError("the backlog is not all pending");
+    return;
+  }
+  for (auto _ : state) {
+    now += absl::Seconds(1);
+    s->RunCycle(now);
+    benchmark::DoNotOptimize(s->TakeEvents());
+  }
+  // Seconds per waiting gang and cycle.
+  state.counters["per_gang"] =
+      benchmark::Counter(static_cast<double>(pending),
+                         benchmark::Counter::kIsIterationInvariantRate |
+                             benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_BacklogCycle)
+    ->ArgNames({"nodes", "pending"})
+    ->Args({1000, 1000})
+    ->Args({1000, 10000})
+    ->Unit(benchmark::kMillisecond);
+
 // Fair share of one resource over 10 departments × 100 teams with mixed
 // quotas, limits, weights, priorities and requests (fixed, not random, so
 // runs compare).

@@ -24,19 +24,28 @@ int64_t FairShareUnit(const ResourceTable& table, ResourceId r) {
 
 // What decides whether a gang fits, as a string: pods per replica with their
 // resources, selectors and strategies, and the gang's topology. Two pending
-// gangs with the same shape fit or fail alike within one cycle.
+// gangs with the same shape fit or fail alike within one cycle. A group's
+// replicas are consecutive, so a run of replicas of one group and size is
+// written once with its length: the key grows with the groups, not the pods.
 std::string ShapeKey(const GangRequest& request) {
   std::string key =
       absl::StrCat(static_cast<int>(request.gang.strategy), "|",
                    request.gang.topology_key, "|", request.gang.required);
-  for (const auto& replica : request.replicas) {
+  const auto& replicas = request.replicas;
+  for (size_t i = 0, end = 0; i < replicas.size(); i = end) {
+    const PlacementReplica& replica = replicas[i];
+    for (end = i + 1;
+         end < replicas.size() && replicas[end].group == replica.group &&
+         replicas[end].pods == replica.pods;
+         ++end) {
+    }
     const PlacementGroup& g = request.groups[replica.group];
-    absl::StrAppend(&key, ";", replica.group, "x", replica.pods, ":",
-                    static_cast<int>(g.placement.strategy), ",",
+    absl::StrAppend(&key, ";", replica.group, "x", replica.pods, "*", end - i,
+                    ":", static_cast<int>(g.placement.strategy), ",",
                     g.placement.topology_key, ",", g.placement.required);
-    for (size_t i = 0; i < g.pod.size(); ++i) {
+    for (size_t r = 0; r < g.pod.size(); ++r) {
       absl::StrAppend(&key, ",",
-                      g.pod.Get(ResourceId(static_cast<uint32_t>(i))));
+                      g.pod.Get(ResourceId(static_cast<uint32_t>(r))));
     }
     if (g.node_selector != nullptr) {
       for (const auto& [k, v] : *g.node_selector)
@@ -299,41 +308,41 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
   // again (Ray's "stop trying a shape after its first failure").
   std::string shape = lost ? "" : ShapeKey(plan.request);
   auto cached = lost ? shape_failures_.end() : shape_failures_.find(shape);
-  GangPlacement placement;
-  if (cached != shape_failures_.end()) {
-    placement = cached->second.now;
-  } else {
-    placement = TryPlaceGang(nodes_, resources_, plan.request, Indexed());
+  if (cached == shape_failures_.end()) {
+    GangPlacement placement =
+        TryPlaceGang(nodes_, resources_, plan.request, Indexed());
     if (placement.result == PlaceResult::kPlaced) {
       Commit(w, plan, placement, now);
       return;
     }
     if (lost) return;  // re-placed when room frees up; stale after the grace
-    cached =
-        shape_failures_
-            .emplace(shape, ShapeFailure{placement, std::nullopt, std::nullopt})
-            .first;
+    ShapeFailure fresh;
+    fresh.now = std::move(placement);
+    cached = shape_failures_.emplace(std::move(shape), std::move(fresh)).first;
   }
-  std::string what = absl::StrCat("gang minimum of ", PodsOf(plan.request),
-                                  " pods (", resources_.Describe(total), ")");
-  if (!cached->second.ever) {
-    cached->second.ever =
-        TryPlaceGang(nodes_, resources_, plan.request,
-                     {.ignore_usage = true, .topology = &topology_});
+  ShapeFailure& failure = cached->second;
+  auto what = [&] {
+    return absl::StrCat("gang minimum of ", PodsOf(plan.request), " pods (",
+                        resources_.Describe(total), ")");
+  };
+  if (!failure.ever) {
+    failure.ever = TryPlaceGang(nodes_, resources_, plan.request,
+                                {.ignore_usage = true, .topology = &topology_});
   }
-  const GangPlacement& ever = *cached->second.ever;
-  if (ever.result != PlaceResult::kPlaced) {
-    SetPending(w,
-               {PendingCode::kUnsatisfiable,
-                absl::StrCat(
-                    what, " can never fit the current nodes: ", ever.message)},
-               now);
+  if (failure.ever->result != PlaceResult::kPlaced) {
+    if (!failure.unsatisfiable) {
+      failure.unsatisfiable = {
+          PendingCode::kUnsatisfiable,
+          absl::StrCat(what(), " can never fit the current nodes: ",
+                       failure.ever->message)};
+    }
+    SetPending(w, *failure.unsatisfiable, now);
     return;
   }
   // The same shape from the same queue and priority finds no victims
   // either, until the next cycle.
-  std::string victim_key = absl::StrCat(shape, "|", w.queue.value(), "|",
-                                        w.priority, "|", w.preemptible);
+  std::string victim_key = absl::StrCat(cached->first, "|", w.queue.value(),
+                                        "|", w.priority, "|", w.preemptible);
   if (!no_victims_.contains(victim_key)) {
     if (std::optional<VictimPlan> victims = FindVictims(w, plan, now)) {
       Pipeline(w, plan, *victims, now);
@@ -348,26 +357,30 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
     if (q.live && !q.parent.valid() && !q.reserved.IsZero())
       any_reserved = true;
   }
-  if (any_reserved && !cached->second.unreserved) {
-    cached->second.unreserved =
+  if (any_reserved && !failure.unreserved) {
+    failure.unreserved =
         TryPlaceGang(nodes_, resources_, plan.request,
                      {.ignore_reserved = true, .topology = &topology_})
             .result == PlaceResult::kPlaced;
   }
-  if (any_reserved && *cached->second.unreserved) {
-    SetPending(w,
-               {PendingCode::kOrder,
-                absl::StrCat(what,
-                             " would fit, but the room is held for gangs "
-                             "ahead of it that wait for evictions")},
-               now);
+  if (any_reserved && *failure.unreserved) {
+    if (!failure.order) {
+      failure.order = {PendingCode::kOrder,
+                       absl::StrCat(what(),
+                                    " would fit, but the room is held for "
+                                    "gangs ahead of it that wait for "
+                                    "evictions")};
+    }
+    SetPending(w, *failure.order, now);
     return;
   }
-  SetPending(w,
-             {PendingCode::kCapacity,
-              absl::StrCat(what, " does not fit the free capacity now: ",
-                           placement.message)},
-             now);
+  if (!failure.capacity) {
+    failure.capacity = {
+        PendingCode::kCapacity,
+        absl::StrCat(what(), " does not fit the free capacity now: ",
+                     failure.now.message)};
+  }
+  SetPending(w, *failure.capacity, now);
 }
 
 void Scheduler::ExpireStaleGangs(absl::Time now) {

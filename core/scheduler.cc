@@ -818,13 +818,14 @@ void Scheduler::SetState(Workload& w, WorkloadState state, absl::Time now) {
   w.state = state;
 }
 
-void Scheduler::SetPending(Workload& w, PendingReason reason, absl::Time now) {
+void Scheduler::SetPending(Workload& w, const PendingReason& reason,
+                           absl::Time now) {
   // Every cycle re-derives the reason of every gang still waiting; only a
   // different one is a change to store.
   if (reason == w.pending) return;
   changes_.workloads.insert(w.spec.id);
   bool changed = reason.code != w.pending.code;
-  w.pending = std::move(reason);
+  w.pending = reason;
   if (changed) Record(EventType::kStateChanged, w, now);
 }
 

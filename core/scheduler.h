@@ -307,7 +307,7 @@ class Scheduler {
   void AddToQueuePath(QueueId leaf, const ResourceVector& amount,
                       bool non_preemptible);
   void SetState(Workload& w, WorkloadState state, absl::Time now);
-  void SetPending(Workload& w, PendingReason reason, absl::Time now);
+  void SetPending(Workload& w, const PendingReason& reason, absl::Time now);
   void RecomputeQueueCounters();
   Event& Record(EventType type, Workload& w, absl::Time now);
   void Forget(Workload& w);
@@ -473,6 +473,9 @@ class Scheduler {
     GangPlacement now;
     std::optional<GangPlacement> ever;
     std::optional<bool> unreserved;  // fits if held room were free
+    // The reasons given to the shape's gangs, built at the first one: their
+    // text depends only on the shape and the placements above.
+    std::optional<PendingReason> unsatisfiable, order, capacity;
   };
   absl::flat_hash_map<std::string, ShapeFailure> shape_failures_;
   // Shape|queue|priority|preemptible keys that found no victims this cycle.

@@ -211,6 +211,48 @@ TEST_F(SchedulerTest, ElasticGrowthTriesPinnedWorkloadsOneByOne) {
   EXPECT_TRUE(NoNodeOverCapacity(s_));
 }
 
+// A cycle reuses a failed shape's placement and reason for later gangs of
+// the same shape only: one group with fewer replicas, or the same pods in
+// replicas of another size, is another shape and is tried on its own.
+TEST_F(SchedulerTest, OnlyGangsOfTheSameShapeShareAFailure) {
+  Nodes(1, 8);
+  // Oldest first: 16 one-GPU workers never fit one 8-GPU node, and a
+  // second gang of that shape waits with the same reason; 4 replicas of 2
+  // workers, then 8 single workers, each fit the node alone.
+  ASSERT_TRUE(
+      s_.Submit(Workload("ray/big", {Group("w", 1, 16, 16)}), Now()).ok());
+  ASSERT_TRUE(
+      s_.Submit(Workload("ray/big2", {Group("w", 1, 16, 16)}), Now()).ok());
+  ASSERT_TRUE(
+      s_.Submit(Workload("ray/pairs", {Group("w", 1, 8, 8, 8, 2)}), Now())
+          .ok());
+  ASSERT_TRUE(
+      s_.Submit(Workload("ray/singles", {Group("w", 1, 8, 8)}), Now()).ok());
+  Cycle();
+  EXPECT_EQ(BoundPerGroup("ray/pairs")["w"], 8);
+  EXPECT_EQ(BoundPerGroup("ray/singles")["w"], 0);
+  const auto* big = s_.FindWorkload("ray/big");
+  const auto* big2 = s_.FindWorkload("ray/big2");
+  EXPECT_EQ(big->pending.code, PendingCode::kUnsatisfiable);
+  EXPECT_NE(big->pending.message.find("gang minimum of 16 pods"),
+            std::string::npos)
+      << big->pending.message;
+  EXPECT_EQ(big2->pending, big->pending);
+  // The singles' reason is their own: 8 pods, and room now, not never.
+  const auto* singles = s_.FindWorkload("ray/singles");
+  EXPECT_EQ(singles->pending.code, PendingCode::kCapacity);
+  EXPECT_NE(singles->pending.message.find("gang minimum of 8 pods"),
+            std::string::npos)
+      << singles->pending.message;
+  // With the pairs gone the singles fit, behind the same failed shape.
+  ASSERT_TRUE(s_.Release("ray/pairs", {}, false, Now()).ok());
+  Cycle();
+  EXPECT_EQ(BoundPerGroup("ray/singles")["w"], 8);
+  EXPECT_EQ(s_.FindWorkload("ray/big")->pending.code,
+            PendingCode::kUnsatisfiable);
+  EXPECT_TRUE(NoNodeOverCapacity(s_));
+}
+
 TEST_F(SchedulerTest, ScaleHintsCountWhatFitsUpToMax) {
   Nodes(1, 8);
   AllocateAnswer a =
