@@ -22,15 +22,30 @@ int64_t FairShareUnit(const ResourceTable& table, ResourceId r) {
   return r == kCpu ? 1 : 1000;
 }
 
-// What decides whether a gang fits, as a string: pods per replica with their
+// Appends `v`'s bytes, or a string after its length: a shape key is only
+// compared within a cycle, never shown, and with lengths no two different
+// field lists give the same bytes.
+void Put(std::string& key, int64_t v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void Put(std::string& key, absl::string_view s) {
+  Put(key, static_cast<int64_t>(s.size()));
+  key.append(s.data(), s.size());
+}
+void Put(std::string& key, const PlacementSpec& p) {
+  Put(key, static_cast<int64_t>(p.strategy) * 2 + p.required);
+  Put(key, p.topology_key);
+}
+
+// What decides whether a gang fits, as bytes: pods per replica with their
 // resources, selectors and strategies, and the gang's topology. Two pending
 // gangs with the same shape fit or fail alike within one cycle. A group's
 // replicas are consecutive, so a run of replicas of one group and size is
 // written once with its length: the key grows with the groups, not the pods.
 std::string ShapeKey(const GangRequest& request) {
-  std::string key =
-      absl::StrCat(static_cast<int>(request.gang.strategy), "|",
-                   request.gang.topology_key, "|", request.gang.required);
+  std::string key;
+  key.reserve(128);
+  Put(key, request.gang);
   const auto& replicas = request.replicas;
   for (size_t i = 0, end = 0; i < replicas.size(); i = end) {
     const PlacementReplica& replica = replicas[i];
@@ -40,16 +55,21 @@ std::string ShapeKey(const GangRequest& request) {
          ++end) {
     }
     const PlacementGroup& g = request.groups[replica.group];
-    absl::StrAppend(&key, ";", replica.group, "x", replica.pods, "*", end - i,
-                    ":", static_cast<int>(g.placement.strategy), ",",
-                    g.placement.topology_key, ",", g.placement.required);
-    for (size_t r = 0; r < g.pod.size(); ++r) {
-      absl::StrAppend(&key, ",",
-                      g.pod.Get(ResourceId(static_cast<uint32_t>(r))));
-    }
+    Put(key, replica.group);
+    Put(key, replica.pods);
+    Put(key, static_cast<int64_t>(end - i));
+    Put(key, g.placement);
+    Put(key, static_cast<int64_t>(g.pod.size()));
+    for (size_t r = 0; r < g.pod.size(); ++r)
+      Put(key, g.pod.Get(ResourceId(static_cast<uint32_t>(r))));
+    Put(key, g.node_selector == nullptr
+                 ? 0
+                 : static_cast<int64_t>(g.node_selector->size()));
     if (g.node_selector != nullptr) {
-      for (const auto& [k, v] : *g.node_selector)
-        absl::StrAppend(&key, ",", k, "=", v);
+      for (const auto& [k, v] : *g.node_selector) {
+        Put(key, k);
+        Put(key, v);
+      }
     }
   }
   return key;
