@@ -287,8 +287,7 @@ void Scheduler::PlaceGangMinimums(absl::Time now) {
                 return a->submit_seq < b->submit_seq;
               });
     std::reverse(list.begin(), list.end());
-    for (Workload* w : list)
-      leaf.need.push_back(TotalOf(PlanGangMinimum(*w).request));
+    for (Workload* w : list) leaf.need.push_back(MinimumNeed(*w));
     leaf.order = NewLeafOrder(id);
     leaf.order.Next(leaf.need.back());
     leaves.push_back(std::move(leaf));

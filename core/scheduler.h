@@ -326,6 +326,9 @@ class Scheduler {
   // The gang-minimum request of `w` (pods needed to reach min), or one
   // elastic replica. Empty request: nothing to do.
   PlannedRequest PlanGangMinimum(const Workload& w) const;
+  // TotalOf(PlanGangMinimum(w).request), without building the request when
+  // no pod of `w` is bound (every pending gang's case).
+  ResourceVector MinimumNeed(const Workload& w) const;
   PlannedRequest PlanElasticReplica(const Workload& w) const;
   // Quota / limit checks along the queue path for `extra` more resources.
   // `removed`: resources victims would free, per queue id on their paths.
