@@ -46,6 +46,9 @@ std::string ShapeKey(const GangRequest& request) {
   std::string key;
   key.reserve(128);
   Put(key, request.gang);
+  // The runs' lengths add up to this, so no key is a prefix of another
+  // (the victim key appends to it).
+  Put(key, static_cast<int64_t>(request.replicas.size()));
   const auto& replicas = request.replicas;
   for (size_t i = 0, end = 0; i < replicas.size(); i = end) {
     const PlacementReplica& replica = replicas[i];
