@@ -190,14 +190,28 @@ Metrics::Metrics(const std::string& role)
 }
 
 Metrics::MethodMetrics& Metrics::ForMethod(absl::string_view method) {
+  if (const MethodTable* table =
+          method_table_.load(std::memory_order_acquire)) {
+    if (auto it = table->find(method); it != table->end()) return *it->second;
+  }
   std::lock_guard lock(mu_);
-  auto it = methods_.find(method);
-  if (it != methods_.end()) return *it->second;
+  const MethodTable* current = method_table_.load(std::memory_order_relaxed);
+  if (current != nullptr) {
+    // Another thread may have added it since the lock-free look.
+    if (auto it = current->find(method); it != current->end())
+      return *it->second;
+  }
   auto metrics = std::make_unique<MethodMetrics>();
   metrics->latency = &request_duration_.Add({{"method", std::string(method)}},
                                             LatencyBuckets());
-  return *methods_.emplace(std::string(method), std::move(metrics))
-              .first->second;
+  auto next = current != nullptr ? std::make_unique<MethodTable>(*current)
+                                 : std::make_unique<MethodTable>();
+  next->emplace(std::string(method), metrics.get());
+  MethodMetrics& out = *metrics;
+  method_metrics_.push_back(std::move(metrics));
+  method_table_.store(next.get(), std::memory_order_release);
+  method_tables_.push_back(std::move(next));
+  return out;
 }
 
 void Metrics::RecordRequest(absl::string_view method, grpc::StatusCode code,

@@ -89,8 +89,16 @@ class Metrics {
   LiveGauges live_running_, live_pending_, live_allocated_, live_requested_,
       live_node_, live_fair_share_, live_quota_, live_limit_;
 
+  // Method name -> its metrics, read on every RPC without a lock: readers
+  // load the current table, and a method's first call copies the table
+  // under mu_, adds itself and publishes the copy. Tables are kept until
+  // the Metrics go (a reader may still hold an older one); there is one per
+  // method ever called, a few dozen.
+  using MethodTable = absl::flat_hash_map<std::string, MethodMetrics*>;
+  std::atomic<const MethodTable*> method_table_{nullptr};
   std::mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<MethodMetrics>> methods_;
+  std::vector<std::unique_ptr<MethodTable>> method_tables_;     // under mu_
+  std::vector<std::unique_ptr<MethodMetrics>> method_metrics_;  // under mu_
 };
 
 }  // namespace gangsched::server

@@ -1,0 +1,96 @@
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace gangsched::server {
+namespace {
+
+// What the registry exports, per (method, code): the request counter, and
+// per method the latency histogram's sample count.
+struct Scraped {
+  std::map<std::pair<std::string, std::string>, double> requests;
+  std::map<std::string, uint64_t> latency_samples;
+};
+
+Scraped Scrape(Metrics& metrics) {
+  Scraped out;
+  for (const auto& family : metrics.registry()->Collect()) {
+    for (const auto& metric : family.metric) {
+      std::map<std::string, std::string> labels;
+      for (const auto& label : metric.label) labels[label.name] = label.value;
+      if (family.name == "gangsched_grpc_requests_total") {
+        out.requests[{labels["method"], labels["code"]}] = metric.counter.value;
+      } else if (family.name == "gangsched_grpc_request_duration_seconds") {
+        out.latency_samples[labels["method"]] = metric.histogram.sample_count;
+      }
+    }
+  }
+  return out;
+}
+
+// Threads that call methods for the first time while others record: every
+// call is counted once, under its own method and code (a method's metrics
+// are found without a lock, in tables that first calls replace).
+TEST(MetricsTest, ConcurrentFirstCallsOfManyMethodsCountEveryCall) {
+  Metrics metrics;
+  constexpr int kThreads = 4, kMethods = 24, kCalls = 600;
+  std::vector<std::string> methods;
+  for (int i = 0; i < kMethods; ++i)
+    methods.push_back("Method" + std::to_string(i));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        // Each thread walks the methods from its own start, so first calls
+        // of different methods overlap.
+        const std::string& method = methods[(i + t * 7) % kMethods];
+        metrics.RecordRequest(
+            method,
+            i % 3 == 0 ? grpc::StatusCode::NOT_FOUND : grpc::StatusCode::OK,
+            absl::Milliseconds(1));
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+
+  // Expected counts, from the same walk.
+  std::map<std::pair<std::string, std::string>, double> want;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kCalls; ++i) {
+      want[{methods[(i + t * 7) % kMethods],
+            i % 3 == 0 ? "NOT_FOUND" : "OK"}] += 1;
+    }
+  }
+  Scraped got = Scrape(metrics);
+  EXPECT_EQ(got.requests, want);
+  ASSERT_EQ(got.latency_samples.size(), static_cast<size_t>(kMethods));
+  for (const auto& [method, samples] : got.latency_samples) {
+    double calls = want[{method, "OK"}] + want[{method, "NOT_FOUND"}];
+    EXPECT_EQ(static_cast<double>(samples), calls) << method;
+  }
+}
+
+// Looking a method up again gives the same series: a second call adds to
+// the first one's counter and histogram.
+TEST(MetricsTest, RepeatedCallsOfAMethodShareItsSeries) {
+  Metrics metrics;
+  metrics.RecordRequest("Allocate", grpc::StatusCode::OK,
+                        absl::Milliseconds(2));
+  metrics.RecordRequest("Release", grpc::StatusCode::OK, absl::Milliseconds(2));
+  metrics.RecordRequest("Allocate", grpc::StatusCode::OK,
+                        absl::Milliseconds(3));
+  Scraped got = Scrape(metrics);
+  EXPECT_EQ((got.requests[{"Allocate", "OK"}]), 2);
+  EXPECT_EQ((got.requests[{"Release", "OK"}]), 1);
+  EXPECT_EQ(got.latency_samples["Allocate"], 2u);
+  EXPECT_EQ(got.latency_samples["Release"], 1u);
+}
+
+}  // namespace
+}  // namespace gangsched::server
