@@ -323,7 +323,7 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
     }
   }
   if (reason.code != PendingCode::kNone) {
-    if (!lost) SetPending(w, std::move(reason), now);
+    if (!lost) SetPending(w, reason, now);
     return;
   }
   // A pending gang whose shape already failed this cycle is not placed
