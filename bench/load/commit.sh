@@ -11,37 +11,15 @@ BUILD="${GANGSCHED_BUILD_DIR:-$ROOT/build}"
 SECONDS_PER_RUN="${1:-10}"
 CONCURRENCY="${2:-64}"
 ROUNDS="${3:-1}"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+# shellcheck source=commit_common.sh
+source "$ROOT/bench/load/commit_common.sh"
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-run() {  # name, extra server flags...
+run() {  # name, server flags...
   local name="$1"; shift
-  local port http
-  port="$(free_port)"; http="$(free_port)"
-  "$BUILD/server/gangsched" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$http" \
-    --data-dir "$WORK/$name" --log-level warn "$@" >"$WORK/$name.log" 2>&1 &
-  local pid=$!
-  PIDS+=("$pid")
-  for _ in $(seq 1 100); do
-    "$BUILD/clients/gangschedctl/gangschedctl" --server "127.0.0.1:$port" health >/dev/null 2>&1 && break
-    sleep 0.1
-  done
   echo "== $name ($*)"
-  "$BUILD/clients/loadgen/gangsched-loadgen" --server="127.0.0.1:$port" \
-    --mode=allocate-release --concurrency="$CONCURRENCY" --duration="$SECONDS_PER_RUN" \
-    | tee "$WORK/out"  # loadgen exits 1 on any error status: the script stops
-  kill "$pid"
-  wait "$pid" 2>/dev/null || true
-  rm -rf "${WORK:?}/$name"
-  awk -v n="$name" '/^pairs\/s:/{print n, $2}' "$WORK/out" >>"$WORK/pairs"
+  load_run "$BUILD" "$CONCURRENCY" "$SECONDS_PER_RUN" "$@" >"$WORK/result"
+  cat "$WORK/loadgen.out"
+  awk -v n="$name" '{print n, $1}' "$WORK/result" >>"$WORK/pairs"
 }
 
 for round in $(seq 1 "$ROUNDS"); do
@@ -55,12 +33,7 @@ done
 # round-by-round ratios to the ephemeral run just before it.
 echo
 echo "summary ($ROUNDS round(s), ${SECONDS_PER_RUN}s each, concurrency $CONCURRENCY)"
-awk '
-  function median(a, n,   i, j, t) {
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
-      if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
+awk "$AWK_MEDIAN"'
   $1 == "ephemeral" { eph = $2; e[++ne] = $2; next }
   $1 == "sqlite-normal" { sn[++nn] = $2; rn[nn] = $2 / eph; next }
   $1 == "sqlite-full" { sf[++nf] = $2; rf[nf] = $2 / eph; next }
