@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "core/fair_share.h"
 #include "core/scheduler.h"
@@ -37,6 +38,29 @@ void Put(std::string& key, const PlacementSpec& p) {
   Put(key, p.topology_key);
 }
 
+// One run of a shape key: `count` replicas of group `group`, `pods` pods
+// each, with what decides where such a pod fits.
+void PutRun(std::string& key, uint32_t group, int32_t pods, int64_t count,
+            const ResourceVector& pod, const PlacementSpec& placement,
+            const Labels* node_selector) {
+  Put(key, group);
+  Put(key, pods);
+  Put(key, count);
+  Put(key, placement);
+  Put(key, static_cast<int64_t>(pod.size()));
+  for (size_t r = 0; r < pod.size(); ++r)
+    Put(key, pod.Get(ResourceId(static_cast<uint32_t>(r))));
+  Put(key, node_selector == nullptr
+               ? 0
+               : static_cast<int64_t>(node_selector->size()));
+  if (node_selector != nullptr) {
+    for (const auto& [k, v] : *node_selector) {
+      Put(key, k);
+      Put(key, v);
+    }
+  }
+}
+
 // What decides whether a gang fits, as bytes: pods per replica with their
 // resources, selectors and strategies, and the gang's topology. Two pending
 // gangs with the same shape fit or fail alike within one cycle. A group's
@@ -46,8 +70,7 @@ std::string ShapeKey(const GangRequest& request) {
   std::string key;
   key.reserve(128);
   Put(key, request.gang);
-  // The runs' lengths add up to this, so no key is a prefix of another
-  // (the victim key appends to it).
+  // The runs' lengths add up to this, so no key is a prefix of another.
   Put(key, static_cast<int64_t>(request.replicas.size()));
   const auto& replicas = request.replicas;
   for (size_t i = 0, end = 0; i < replicas.size(); i = end) {
@@ -58,24 +81,46 @@ std::string ShapeKey(const GangRequest& request) {
          ++end) {
     }
     const PlacementGroup& g = request.groups[replica.group];
-    Put(key, replica.group);
-    Put(key, replica.pods);
-    Put(key, static_cast<int64_t>(end - i));
-    Put(key, g.placement);
-    Put(key, static_cast<int64_t>(g.pod.size()));
-    for (size_t r = 0; r < g.pod.size(); ++r)
-      Put(key, g.pod.Get(ResourceId(static_cast<uint32_t>(r))));
-    Put(key, g.node_selector == nullptr
-                 ? 0
-                 : static_cast<int64_t>(g.node_selector->size()));
-    if (g.node_selector != nullptr) {
-      for (const auto& [k, v] : *g.node_selector) {
-        Put(key, k);
-        Put(key, v);
-      }
-    }
+    PutRun(key, replica.group, replica.pods, static_cast<int64_t>(end - i),
+           g.pod, g.placement, g.node_selector);
   }
   return key;
+}
+
+// The gang minimum of a workload with no pod bound, without building its
+// request: `key` is ShapeKey(PlanGangMinimum(w).request) and `replicas` the
+// request's replica count. PlanGangMinimum takes, group by group in
+// placement order, the first min_replicas live replicas, each with all its
+// pods unbound: one run per group.
+struct UnboundShape {
+  std::string key;
+  int64_t replicas = 0;
+};
+UnboundShape UnboundShapeOf(const Workload& w) {
+  absl::InlinedVector<int64_t, 4> runs;
+  runs.reserve(w.group_order.size());
+  UnboundShape shape;
+  for (uint32_t g : w.group_order) {
+    const GroupState& state = w.groups[g];
+    int64_t live =
+        std::count_if(state.replica_live.begin(), state.replica_live.end(),
+                      [](uint8_t flag) { return flag != 0; });
+    int64_t n = std::min<int64_t>(std::max(state.min_replicas, 0), live);
+    runs.push_back(n);
+    shape.replicas += n;
+  }
+  shape.key.reserve(128);
+  Put(shape.key, w.spec.placement);
+  Put(shape.key, shape.replicas);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i] == 0) continue;
+    uint32_t g = w.group_order[i];
+    const GroupSpec& gs = w.spec.groups[g];
+    PutRun(shape.key, g, w.groups[g].pods_per_replica, runs[i], w.groups[g].pod,
+           EffectivePlacement(w.spec, gs),
+           gs.node_selector.empty() ? nullptr : &gs.node_selector);
+  }
+  return shape;
 }
 
 // Whether where a workload's pods already run limits where its next pods
@@ -110,7 +155,6 @@ void Scheduler::RunCycle(absl::Time now) {
       path.push_back(x);
     std::reverse(path.begin(), path.end());
   }
-  no_victims_.clear();
   RecomputeQueueCounters();
   if (fair_share_dirty_) RecomputeFairShares();
   CompletePipelined(now);
@@ -310,15 +354,33 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
   // Earlier picks of this cycle may have evicted it (or completed it).
   bool lost = w.state == WorkloadState::kRunning && !w.AtMinimum();
   if (w.state != WorkloadState::kPending && !lost) return;
-  PlannedRequest plan = PlanGangMinimum(w);
-  if (plan.request.replicas.empty()) return;
-  ResourceVector total = TotalOf(plan.request);
+  // The request is built only when something places or searches with it. A
+  // waiting gang with no pod bound (every pending gang) has its shape and
+  // its need from its groups alone, and a backlog of gangs whose shape
+  // already failed this cycle never builds one.
+  std::optional<PlannedRequest> planned;
+  auto plan = [&]() -> const PlannedRequest& {
+    if (!planned) planned = PlanGangMinimum(w);
+    return *planned;
+  };
+  std::string shape;  // empty: a lost gang, never cached
+  ResourceVector total;
+  if (!lost && w.BoundPods() == 0) {
+    UnboundShape unbound = UnboundShapeOf(w);
+    if (unbound.replicas == 0) return;
+    shape = std::move(unbound.key);
+    total = MinimumNeed(w);
+  } else {
+    if (plan().request.replicas.empty()) return;
+    total = TotalOf(plan().request);
+    if (!lost) shape = ShapeKey(plan().request);
+  }
   PendingReason reason = CheckQueues(w, total);
   if (reason.code == PendingCode::kQueueLimit && !lost) {
     // Lower-priority work under the same limit can make room (SPEC §4.7);
     // victims are preemptible, so they never free non-preemptible quota.
-    if (std::optional<VictimPlan> victims = FindVictims(w, plan, now)) {
-      Pipeline(w, plan, *victims, now);
+    if (std::optional<VictimPlan> victims = FindVictims(w, plan(), now)) {
+      Pipeline(w, plan(), *victims, now);
       return;
     }
   }
@@ -328,13 +390,12 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
   }
   // A pending gang whose shape already failed this cycle is not placed
   // again (Ray's "stop trying a shape after its first failure").
-  std::string shape = lost ? "" : ShapeKey(plan.request);
   auto cached = lost ? shape_failures_.end() : shape_failures_.find(shape);
   if (cached == shape_failures_.end()) {
     GangPlacement placement =
-        TryPlaceGang(nodes_, resources_, plan.request, Indexed());
+        TryPlaceGang(nodes_, resources_, plan().request, Indexed());
     if (placement.result == PlaceResult::kPlaced) {
-      Commit(w, plan, placement, now);
+      Commit(w, plan(), placement, now);
       return;
     }
     if (lost) return;  // re-placed when room frees up; stale after the grace
@@ -344,11 +405,11 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
   }
   ShapeFailure& failure = cached->second;
   auto what = [&] {
-    return absl::StrCat("gang minimum of ", PodsOf(plan.request), " pods (",
+    return absl::StrCat("gang minimum of ", PodsOf(plan().request), " pods (",
                         resources_.Describe(total), ")");
   };
   if (!failure.ever) {
-    failure.ever = TryPlaceGang(nodes_, resources_, plan.request,
+    failure.ever = TryPlaceGang(nodes_, resources_, plan().request,
                                 {.ignore_usage = true, .topology = &topology_});
   }
   if (failure.ever->result != PlaceResult::kPlaced) {
@@ -363,14 +424,13 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
   }
   // The same shape from the same queue and priority finds no victims
   // either, until the next cycle.
-  std::string victim_key = absl::StrCat(cached->first, "|", w.queue.value(),
-                                        "|", w.priority, "|", w.preemptible);
-  if (!no_victims_.contains(victim_key)) {
-    if (std::optional<VictimPlan> victims = FindVictims(w, plan, now)) {
-      Pipeline(w, plan, *victims, now);
+  ShapeFailure::Preemptor preemptor{w.queue.value(), w.priority, w.preemptible};
+  if (!failure.no_victims.contains(preemptor)) {
+    if (std::optional<VictimPlan> victims = FindVictims(w, plan(), now)) {
+      Pipeline(w, plan(), *victims, now);
       return;
     }
-    no_victims_.insert(victim_key);
+    failure.no_victims.insert(preemptor);
   }
   // ORDER only when room is held for pipelined gangs at all (the top-level
   // queues' reserved roll-ups say so without walking the nodes).
@@ -381,7 +441,7 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
   }
   if (any_reserved && !failure.unreserved) {
     failure.unreserved =
-        TryPlaceGang(nodes_, resources_, plan.request,
+        TryPlaceGang(nodes_, resources_, plan().request,
                      {.ignore_reserved = true, .topology = &topology_})
             .result == PlaceResult::kPlaced;
   }

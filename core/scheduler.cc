@@ -878,13 +878,9 @@ GangRequest Scheduler::BaseRequest(const Workload& w) const {
     pg.pod = w.groups[g].pod;
     // No selector is no check per node.
     if (!gs.node_selector.empty()) pg.node_selector = &gs.node_selector;
-    // A group inherits the workload's strategy; topology is either the
-    // gang's (the whole gang in one domain) or the group's own.
-    if (gs.placement) {
-      pg.placement = *gs.placement;
-    } else {
-      pg.placement.strategy = w.spec.placement.strategy;
-    }
+    // Topology is either the gang's (the whole gang in one domain) or the
+    // group's own.
+    pg.placement = EffectivePlacement(w.spec, gs);
     pg.name = gs.name;
     for (NodeId n : w.groups[g].slot_node) {
       if (n.valid()) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/btree_set.h"
@@ -479,10 +480,12 @@ class Scheduler {
     // The reasons given to the shape's gangs, built at the first one: their
     // text depends only on the shape and the placements above.
     std::optional<PendingReason> unsatisfiable, order, capacity;
+    // Who found no victims for the shape this cycle: queue id, priority,
+    // preemptible.
+    using Preemptor = std::tuple<uint32_t, int32_t, bool>;
+    absl::flat_hash_set<Preemptor> no_victims;
   };
   absl::flat_hash_map<std::string, ShapeFailure> shape_failures_;
-  // Shape|queue|priority|preemptible keys that found no victims this cycle.
-  absl::flat_hash_set<std::string> no_victims_;
   // Per queue id, its path from the top level (rebuilt every cycle).
   std::vector<std::vector<QueueId>> queue_paths_;
   // Set when a fair-share input changed (requests, queues, nodes).

@@ -54,6 +54,16 @@ struct WorkloadSpec {
   bool operator==(const WorkloadSpec&) const = default;
 };
 
+// Where a group's pods go: its own placement, else the workload's strategy
+// (a workload's topology key applies to the whole gang, not to each group).
+inline PlacementSpec EffectivePlacement(const WorkloadSpec& workload,
+                                        const GroupSpec& group) {
+  if (group.placement) return *group.placement;
+  PlacementSpec inherited;
+  inherited.strategy = workload.placement.strategy;
+  return inherited;
+}
+
 struct NodeSpec {
   std::string name;
   NamedResources allocatable;

@@ -253,6 +253,58 @@ TEST_F(SchedulerTest, OnlyGangsOfTheSameShapeShareAFailure) {
   EXPECT_TRUE(NoNodeOverCapacity(s_));
 }
 
+// Every part of a shape decides whether a gang fits: a gang that differs
+// from a failed one in any single part is tried on its own. In each case
+// the first gang cannot fit and the second, submitted after it, can.
+TEST(ShapeTest, AGangDifferingInAnyPartOfItsShapeIsTriedOnItsOwn) {
+  auto with_selector = [](GroupSpec g, const std::string& pool) {
+    g.node_selector = {{"pool", pool}};
+    return g;
+  };
+  auto in_one_pool = [](GroupSpec g) {
+    g.placement = PlacementSpec{PlacementStrategy::kBinpack, "pool", true};
+    return g;
+  };
+  auto gang_in_one_pool = [](WorkloadSpec w) {
+    w.placement = PlacementSpec{PlacementStrategy::kBinpack, "pool", true};
+    return w;
+  };
+  struct Case {
+    std::string part;
+    WorkloadSpec fails;
+    WorkloadSpec fits;
+  };
+  std::vector<Case> cases = {
+      {"resources per pod", Workload("a", {Group("w", 9, 1, 1)}),
+       Workload("b", {Group("w", 8, 1, 1)})},
+      {"pods per replica", Workload("a", {Group("w", 1, 18, 18, 18, 9)}),
+       Workload("b", {Group("w", 1, 2, 2, 2, 1)})},
+      {"node selector",
+       Workload("a", {with_selector(Group("w", 1, 1, 1), "z")}),
+       Workload("b", {with_selector(Group("w", 1, 1, 1), "x")})},
+      {"group placement", Workload("a", {in_one_pool(Group("w", 8, 2, 2))}),
+       Workload("b", {Group("w", 8, 2, 2)})},
+      {"gang placement", gang_in_one_pool(Workload("a", {Group("w", 8, 2, 2)})),
+       Workload("b", {Group("w", 8, 2, 2)})},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.part);
+    Scheduler s;
+    ASSERT_TRUE(s.UpsertQueue(Queue("default")).ok());
+    absl::Time now = absl::FromUnixSeconds(1000);
+    s.UpsertNodes(
+        {GpuNode("nx", 8, {{"pool", "x"}}), GpuNode("ny", 8, {{"pool", "y"}})},
+        now);
+    ASSERT_TRUE(s.Submit(c.fails, now).ok());
+    ASSERT_TRUE(s.Submit(c.fits, now).ok());
+    s.RunCycle(now);
+    EXPECT_EQ(s.FindWorkload("a")->state, WorkloadState::kPending);
+    EXPECT_EQ(s.FindWorkload("b")->state, WorkloadState::kRunning)
+        << s.FindWorkload("b")->pending.message;
+    EXPECT_TRUE(NoNodeOverCapacity(s));
+  }
+}
+
 TEST_F(SchedulerTest, ScaleHintsCountWhatFitsUpToMax) {
   Nodes(1, 8);
   AllocateAnswer a =
