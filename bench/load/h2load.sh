@@ -26,13 +26,16 @@
 # (logs, bodies, scrapes), PERF_DIR=dir records the server with perf
 # (call graphs) during each endpoint's run into dir/NAME.ROUND.data; the
 # profiler's own cost lowers that run's rps, so profile and measure in
-# separate runs.
+# separate runs. ROUNDS_OUT=file appends one line per round to file: the
+# dry-run and GetWorkload rps ratios to Health, then the server CPU per
+# request (µs) of Health, GetWorkload and the dry run (h2load_ab.sh reads it).
 # Exit status: 0 when every check passed, 1 on a FAIL, 2 on a setup error.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # A relative PERF_DIR names a directory under the caller's, not the repo.
 if [[ -n "${PERF_DIR:-}" && "$PERF_DIR" != /* ]]; then PERF_DIR="$PWD/$PERF_DIR"; fi
+if [[ -n "${ROUNDS_OUT:-}" && "$ROUNDS_OUT" != /* ]]; then ROUNDS_OUT="$PWD/$ROUNDS_OUT"; fi
 cd "$REPO"
 SERVER_BIN="${1:-build/server/gangsched}"
 CTL="${CTL:-build/clients/gangschedctl/gangschedctl}"
@@ -164,6 +167,7 @@ echo
 # Health replies are 7 bytes: the 5-byte frame header + SERVING (08 01).
 # Each endpoint's files are $TMP/NAME.ROUND.{log,out,ticks}.
 $PY "$HELPER" report --requests "$REQUESTS" --rounds "$ROUNDS" --tick-hz "$TICK_HZ" \
+  ${ROUNDS_OUT:+--rounds-out "$ROUNDS_OUT"} \
   --before "$TMP/before.prom" --after "$TMP/after.prom" \
   --endpoint "Health/Check:-:7:$TMP/health" \
   --endpoint "GetWorkload:GetWorkload:0:$TMP/get-workload" \

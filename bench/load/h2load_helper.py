@@ -10,11 +10,15 @@ Subcommands:
   verify-bodies STUB_DIR DIR ADDR    send each body once with grpcio, check replies
   scrape URL OUT                     save a /metrics scrape
   report ...                         the results table (see --help)
+  ab-summary --a FILE... --b FILE... two binaries' per-round rows (report
+                                     --rounds-out): medians with bootstrap
+                                     95 % intervals
 """
 
 import argparse
 import json
 import os
+import random
 import re
 import socket
 import statistics
@@ -343,6 +347,19 @@ def cmd_report(args):
             if args.rounds > 1:
                 line += "   (median; rounds: %s)" % " ".join("%.2f" % x for x in ratios)
             print(line)
+    if args.rounds_out and base:
+        # One line per round: dry-run/Health and GetWorkload/Health rps
+        # ratios, then the server CPU per request of Health, GetWorkload and
+        # the dry run in µs (nan where not measured).
+        names = ("Health/Check", "GetWorkload", "Allocate(dry_run)")
+        with open(args.rounds_out, "a") as out:
+            for r in range(args.rounds):
+                b = base[r]
+                fields = [round_rps[n][r] / b if b > 0 else float("nan")
+                          for n in ("Allocate(dry_run)", "GetWorkload")]
+                fields += [cpu_us[n][r] if r < len(cpu_us.get(n, [])) else float("nan")
+                           for n in names]
+                out.write(" ".join("%.4f" % x for x in fields) + "\n")
     if any(cpu_us.values()):
         print()
         print("server CPU per request (user + system, %d Hz ticks; median of rounds):"
@@ -356,6 +373,43 @@ def cmd_report(args):
             print("FAIL: " + f)
         return 1
     print("PASS: every request answered, OK counts match")
+    return 0
+
+
+def bootstrap_median_interval(values, resamples=2000, seed=1):
+    """A 95 % bootstrap interval of the median (seeded: reruns agree)."""
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values)))
+                     for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
+def cmd_ab_summary(args):
+    """Per binary: the median of every round's ratios with a bootstrap 95 %
+    interval, and the median server CPU per request."""
+    header = "%-6s %6s  %-26s  %-26s  %s" % (
+        "binary", "rounds", "dry run / Health", "GetWorkload / Health",
+        "server CPU µs/request: Health, GetWorkload, dry run")
+    print(header)
+    for label, files in (("A", args.a), ("B", args.b)):
+        rows = []
+        for path in files:
+            with open(path) as f:
+                rows += [[float(x) for x in line.split()] for line in f if line.strip()]
+        if not rows:
+            print("FAIL: no rounds for binary %s" % label)
+            return 1
+        cells = []
+        for col in (0, 1):
+            values = [r[col] for r in rows]
+            lo, hi = bootstrap_median_interval(values)
+            cells.append("%.3f (%.3f-%.3f)" % (statistics.median(values), lo, hi))
+        cpu = []
+        for col in (2, 3, 4):
+            values = [r[col] for r in rows if r[col] == r[col]]
+            cpu.append("%.1f" % statistics.median(values) if values else "n/a")
+        print("%-6s %6d  %-26s  %-26s  %s" % (label, len(rows), cells[0], cells[1],
+                                             " / ".join(cpu)))
     return 0
 
 
@@ -392,7 +446,12 @@ def main():
                    help="NAME:METRIC_METHOD|-:REPLY_BYTES:PREFIX, with the files "
                         "PREFIX.ROUND.log (h2load --log-file), PREFIX.ROUND.out "
                         "(its stdout) and PREFIX.ROUND.ticks (server CPU ticks)")
+    s.add_argument("--rounds-out", help="append each round's ratios and CPU here")
     s.set_defaults(fn=cmd_report)
+    s = sub.add_parser("ab-summary")
+    s.add_argument("--a", nargs="+", required=True, help="binary A's --rounds-out files")
+    s.add_argument("--b", nargs="+", required=True, help="binary B's --rounds-out files")
+    s.set_defaults(fn=cmd_ab_summary)
     args = p.parse_args()
     sys.exit(args.fn(args) or 0)
 
