@@ -89,9 +89,8 @@ std::string ShapeKey(const GangRequest& request) {
 
 // The gang minimum of a workload with no pod bound, without building its
 // request: `key` is ShapeKey(PlanGangMinimum(w).request) and `replicas` the
-// request's replica count. PlanGangMinimum takes, group by group in
-// placement order, the first min_replicas live replicas, each with all its
-// pods unbound: one run per group.
+// request's replica count. Group by group in placement order, its
+// UnboundMinimumReplicas, each with all its pods: one run per group.
 struct UnboundShape {
   std::string key;
   int64_t replicas = 0;
@@ -101,13 +100,8 @@ UnboundShape UnboundShapeOf(const Workload& w) {
   runs.reserve(w.group_order.size());
   UnboundShape shape;
   for (uint32_t g : w.group_order) {
-    const GroupState& state = w.groups[g];
-    int64_t live =
-        std::count_if(state.replica_live.begin(), state.replica_live.end(),
-                      [](uint8_t flag) { return flag != 0; });
-    int64_t n = std::min<int64_t>(std::max(state.min_replicas, 0), live);
-    runs.push_back(n);
-    shape.replicas += n;
+    runs.push_back(w.groups[g].UnboundMinimumReplicas());
+    shape.replicas += runs.back();
   }
   shape.key.reserve(128);
   Put(shape.key, w.spec.placement);

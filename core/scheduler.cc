@@ -945,11 +945,7 @@ ResourceVector Scheduler::MinimumNeed(const Workload& w) const {
   ResourceVector total;
   for (const GroupState& state : w.groups) {
     if (state.BoundPods() > 0) return TotalOf(PlanGangMinimum(w).request);
-    // PlanGangMinimum takes the group's first min_replicas live replicas.
-    int64_t live =
-        std::count_if(state.replica_live.begin(), state.replica_live.end(),
-                      [](uint8_t flag) { return flag != 0; });
-    int64_t replicas = std::min<int64_t>(std::max(state.min_replicas, 0), live);
+    int64_t replicas = state.UnboundMinimumReplicas();
     if (replicas > 0)
       total.AddScaled(state.pod, replicas * state.pods_per_replica);
   }

@@ -2,6 +2,7 @@
 // replicas are live (wanted) and where each pod is bound.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -83,6 +84,12 @@ struct GroupState {
   void ResizeSlots(size_t slots);
 
   int32_t LiveReplicas() const;
+  // With no pod bound: the replicas a gang minimum places (PlanGangMinimum
+  // takes the group's first min_replicas live replicas; the edge keeps
+  // min_count <= desired_count, so fewer live ones is only a guard).
+  int32_t UnboundMinimumReplicas() const {
+    return std::min(std::max(min_replicas, 0), LiveReplicas());
+  }
   bool ReplicaBound(int32_t replica) const;
   int32_t BoundReplicas() const;
   int32_t BoundPods() const;
