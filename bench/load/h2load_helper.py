@@ -379,7 +379,7 @@ def cmd_report(args):
 def bootstrap_median_interval(values, resamples=2000, seed=1):
     """A 95 % bootstrap interval of the median (seeded: reruns agree)."""
     rng = random.Random(seed)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values)))
+    medians = sorted(median(rng.choices(values, k=len(values)))
                      for _ in range(resamples))
     return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
 
@@ -403,11 +403,11 @@ def cmd_ab_summary(args):
         for col in (0, 1):
             values = [r[col] for r in rows]
             lo, hi = bootstrap_median_interval(values)
-            cells.append("%.3f (%.3f-%.3f)" % (statistics.median(values), lo, hi))
+            cells.append("%.3f (%.3f-%.3f)" % (median(values), lo, hi))
         cpu = []
         for col in (2, 3, 4):
             values = [r[col] for r in rows if r[col] == r[col]]
-            cpu.append("%.1f" % statistics.median(values) if values else "n/a")
+            cpu.append("%.1f" % median(values) if values else "n/a")
         print("%-6s %6d  %-26s  %-26s  %s" % (label, len(rows), cells[0], cells[1],
                                              " / ".join(cpu)))
     return 0
