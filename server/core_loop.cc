@@ -60,7 +60,6 @@ CoreLoop::CoreLoop(Options options, std::unique_ptr<Scheduler> scheduler,
       scheduler_(std::move(scheduler)),
       events_(events),
       store_(store),
-      commit_here_(store != nullptr && store->WritesWithoutWaiting()),
       idempotency_(options.idempotency_capacity) {}
 
 CoreLoop::~CoreLoop() { Stop(); }
@@ -68,7 +67,7 @@ CoreLoop::~CoreLoop() { Stop(); }
 void CoreLoop::Start() {
   // Named for top -H, perf and /proc: the core and the committer are the
   // threads that matter when the service is slow.
-  if (store_ != nullptr && !commit_here_) {
+  if (store_ != nullptr) {
     committer_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "gs-commit");
       Commit();
@@ -138,17 +137,17 @@ void CoreLoop::Commit() {
     for (const Pending& p : batch) {
       if (p.rows) rows.push_back(p.rows.get());
     }
-    if (!rows.empty()) WriteOrStop(rows);
+    if (!rows.empty()) {
+      if (absl::Status s = store_->Write(rows); !s.ok()) {
+        // Nothing of these batches was answered: stop, and a restart
+        // recovers the last committed state.
+        LogLine(spdlog::level::critical, "commit failed; stopping")
+            .Add("error", s.message());
+        spdlog::default_logger()->flush();
+        std::abort();
+      }
+    }
     for (Pending& p : batch) Release(p);
-  }
-}
-
-void CoreLoop::WriteOrStop(const std::vector<const StoreRows*>& rows) {
-  if (absl::Status s = store_->Write(rows); !s.ok()) {
-    LogLine(spdlog::level::critical, "commit failed; stopping")
-        .Add("error", s.message());
-    spdlog::default_logger()->flush();
-    std::abort();
   }
 }
 
@@ -188,10 +187,9 @@ void CoreLoop::Run() {
       if (item.reply) item.reply(ctx);
     }
     // Durable before anyone hears of it: replies and events wait for the
-    // commit, which this thread does itself when the store's writes do not
-    // wait on the disk, and otherwise the committer thread does while this
-    // thread goes on with the next batch. Reads queue behind earlier
-    // writes, so they never reveal what is not committed yet.
+    // commit, which the committer thread does while this thread goes on
+    // with the next batch. Reads queue behind earlier writes, so they never
+    // reveal what is not committed yet.
     ChangeSet changes = scheduler_->TakeChanges();
     std::vector<IdempotencyCache::Entry> answers = idempotency_.TakeNew();
     // Every batch counts, reads included: a reply computed here may have
@@ -210,9 +208,6 @@ void CoreLoop::Run() {
       pending.rows->answers_kept_from = idempotency_.oldest_kept_seq();
     }
     if (store_ == nullptr) {
-      Release(pending);
-    } else if (commit_here_) {
-      if (pending.rows) WriteOrStop({pending.rows.get()});
       Release(pending);
     } else {
       std::unique_lock lock(commit_mu_);

@@ -142,9 +142,6 @@ class CoreLoop {
   // The committer thread: writes queued batches (several per transaction
   // when they pile up), then releases their replies and events in order.
   void Commit();
-  // Writes the rows, or stops the process: nothing of them was answered,
-  // and a restart recovers the last committed state.
-  void WriteOrStop(const std::vector<const StoreRows*>& rows);
   void Release(Pending& pending);
 
   // A reader-writer lock that prefers the writer (the core thread), so
@@ -166,8 +163,6 @@ class CoreLoop {
   std::unique_ptr<Scheduler> scheduler_;
   EventLog* events_;
   Store* store_;
-  // The core thread writes each batch itself (no committer thread).
-  bool commit_here_;
   IdempotencyCache idempotency_;
   CycleObserver observer_;
 

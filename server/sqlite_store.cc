@@ -162,8 +162,7 @@ struct SqliteStore::Statements {
       del_queue, put_counters, put_request, trim_requests, begin, commit;
 };
 
-SqliteStore::SqliteStore(sqlite3* db, bool full_sync)
-    : db_(db), full_sync_(full_sync) {}
+SqliteStore::SqliteStore(sqlite3* db) : db_(db) {}
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     const Options& options) {
@@ -183,7 +182,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     sqlite3_close(db);
     return s;
   }
-  std::unique_ptr<SqliteStore> store(new SqliteStore(db, options.full_sync));
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
   // One process owns the database: EXCLUSIVE locking plus an immediate
   // write takes the lock now, so a second gangsched fails at start.
   for (const char* pragma :

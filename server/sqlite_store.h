@@ -34,19 +34,16 @@ class SqliteStore final : public Store {
   absl::StatusOr<Loaded> Load(Scheduler& scheduler,
                               IdempotencyCache& requests) override;
   absl::Status Write(const std::vector<const StoreRows*>& batches) override;
-  // `normal` syncs only at checkpoints; `full` syncs every commit.
-  bool WritesWithoutWaiting() const override { return !full_sync_; }
 
  private:
   struct Statements;  // prepared once, reused by every commit
-  SqliteStore(sqlite3* db, bool full_sync);
+  explicit SqliteStore(sqlite3* db);
   absl::Status Exec(const char* sql);
   absl::Status MigrateWorkloadsById();
   absl::Status LoadWorkloadSeqs();
   // Puts or deletes one workload row (keyed by submit sequence).
   bool WriteWorkload(const StoreRows::Row& row);
   sqlite3* db_;
-  bool full_sync_;
   std::unique_ptr<Statements> statements_;
   uint64_t trimmed_below_ = 0;  // answers below this are deleted
   // Which row holds each stored workload id.

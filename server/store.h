@@ -1,11 +1,8 @@
 // Durable state behind the core loop. The core thread encodes what a batch
 // changed (the names the Scheduler touched, read back from its state, plus
-// the answers of new request ids) into StoreRows. A store whose writes wait
-// on a disk flush or a network round trip is written by a committer thread,
-// one or more batches' rows per transaction, while the core goes on; one
-// whose writes do not is written by the core thread itself. Either way a
-// batch's replies go out only after its rows are written. On start the
-// state is loaded back into a Scheduler.
+// the answers of new request ids) into StoreRows; a committer thread writes
+// one or more batches' rows in one transaction and only then lets their
+// replies go out. On start the state is loaded back into a Scheduler.
 #pragma once
 
 #include <cstdint>
@@ -65,13 +62,6 @@ class Store {
                                       IdempotencyCache& requests) = 0;
   // Writes the batches, in order, atomically.
   virtual absl::Status Write(const std::vector<const StoreRows*>& batches) = 0;
-  // True when Write returns without waiting on a disk flush or a network
-  // round trip (SQLite `normal` appends to its WAL in the page cache and
-  // syncs only at its occasional checkpoints). The core thread then writes
-  // each batch itself: a hand-off to another thread would cost more than
-  // the write, and the requests that arrive meanwhile make its next batch
-  // larger. Otherwise a committer thread writes while the core goes on.
-  virtual bool WritesWithoutWaiting() const { return false; }
 };
 
 }  // namespace gangsched::server

@@ -2,8 +2,6 @@
 // every state whose reply was sent.
 #include "server/core_loop.h"
 
-#include <pthread.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <future>
@@ -21,24 +19,17 @@ using gangsched::testing::Group;
 using gangsched::testing::Queue;
 using gangsched::testing::Workload;
 
-// A store whose writes wait until the test opens the gate, written by the
-// committer thread or (`without_waiting`) by the core thread.
+// A store whose writes wait until the test opens the gate.
 class GatedStore : public Store {
  public:
-  explicit GatedStore(bool without_waiting = false)
-      : without_waiting_(without_waiting) {}
   absl::StatusOr<Loaded> Load(Scheduler&, IdempotencyCache&) override {
     return Loaded{};
   }
   absl::Status Write(const std::vector<const StoreRows*>&) override {
     std::unique_lock lock(mu_);
-    char name[16] = {};
-    pthread_getname_np(pthread_self(), name, sizeof name);
-    writers.push_back(name);
     cv_.wait(lock, [&] { return open_; });
     return absl::OkStatus();
   }
-  bool WritesWithoutWaiting() const override { return without_waiting_; }
   void Open() {
     {
       std::lock_guard lock(mu_);
@@ -47,14 +38,10 @@ class GatedStore : public Store {
     cv_.notify_all();
   }
 
-  // The name of each Write's thread, in order (under mu_).
-  std::vector<std::string> writers;
-  std::mutex mu_;
-
  private:
+  std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = false;
-  bool without_waiting_;
 };
 
 bool HasQueue(CoreLoop& core, const std::string& name, bool* read_here) {
@@ -66,17 +53,9 @@ bool HasQueue(CoreLoop& core, const std::string& name, bool* read_here) {
   return found;
 }
 
-// Both ways of committing: the committer thread, and the core thread itself
-// for a store whose writes do not wait on the disk.
-class CommitThreadTest : public ::testing::TestWithParam<bool> {};
-INSTANTIATE_TEST_SUITE_P(CoreLoopTest, CommitThreadTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "CoreThread" : "Committer";
-                         });
-
-TEST_P(CommitThreadTest, ReadsOffTheCoreThreadSeeOnlyCommittedState) {
+TEST(CoreLoopTest, ReadsOffTheCoreThreadSeeOnlyCommittedState) {
   EventLog events(1000);
-  GatedStore store(GetParam());
+  GatedStore store;
   CoreLoop core({}, std::make_unique<Scheduler>(), &events, &store);
   core.Start();
   bool here = false;
@@ -115,32 +94,6 @@ TEST_P(CommitThreadTest, ReadsOffTheCoreThreadSeeOnlyCommittedState) {
   EXPECT_TRUE(here);
   EXPECT_TRUE(found);
   core.Stop();
-}
-
-// The rows are written by the core thread when the store's writes do not
-// wait, by the committer otherwise; either way before the reply goes out.
-TEST_P(CommitThreadTest, TheCoreWritesOnlyStoresThatDoNotWait) {
-  EventLog events(1000);
-  GatedStore store(GetParam());
-  store.Open();
-  CoreLoop core({}, std::make_unique<Scheduler>(), &events, &store);
-  core.Start();
-  std::promise<size_t> answered;
-  ASSERT_TRUE(core.Post(
-      [&](CoreLoop::Context& c) {
-        ASSERT_TRUE(c.scheduler.UpsertQueue(Queue("q")).ok());
-      },
-      [&](CoreLoop::Context& c) {
-        c.Defer([&] {
-          std::lock_guard lock(store.mu_);
-          answered.set_value(store.writers.size());
-        });
-      }));
-  EXPECT_EQ(answered.get_future().get(), 1u);  // written before the reply
-  core.Stop();
-  std::lock_guard lock(store.mu_);
-  ASSERT_EQ(store.writers.size(), 1u);
-  EXPECT_EQ(store.writers[0], GetParam() ? "gs-core" : "gs-commit");
 }
 
 // Readers on other threads while the core keeps changing the state: every

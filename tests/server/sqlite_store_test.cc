@@ -121,19 +121,6 @@ class SqliteStoreTest : public ::testing::Test {
   absl::Time now_ = absl::FromUnixSeconds(1000);
 };
 
-// `normal` writes only reach the page cache (the core thread writes them);
-// `full` syncs every commit (a committer thread writes them).
-TEST_F(SqliteStoreTest, OnlyFullSyncWaitsOnTheDisk) {
-  {
-    auto store = Open();
-    ASSERT_NE(store, nullptr);
-    EXPECT_TRUE(store->WritesWithoutWaiting());
-  }
-  auto full = SqliteStore::Open({dir_.string(), /*full_sync=*/true});
-  ASSERT_TRUE(full.ok()) << full.status();
-  EXPECT_FALSE((*full)->WritesWithoutWaiting());
-}
-
 TEST_F(SqliteStoreTest, ResubmittedAndForgottenWorkloadsKeepOneRowPerId) {
   {
     auto store = Open();
