@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -172,14 +173,56 @@ class RecordingStore : public Store {
     return Loaded{};
   }
   absl::Status Write(const std::vector<const StoreRows*>& batches) override {
+    std::this_thread::sleep_for(write_delay);
     std::lock_guard lock(mu);
-    for (const StoreRows* b : batches)
+    for (const StoreRows* b : batches) {
       kept_from.push_back(b->answers_kept_from);
+      for (const StoreRows::Row& row : b->rows) keys.insert(row.key);
+    }
     return absl::OkStatus();
+  }
+  bool Wrote(const std::string& key) {
+    std::lock_guard lock(mu);
+    return keys.count(key) > 0;
   }
   std::mutex mu;
   std::vector<uint64_t> kept_from;
+  std::set<std::string> keys;  // every row key written
+  std::chrono::microseconds write_delay{0};
 };
+
+// Stop answers everything already posted, each reply only after its batch
+// was written. The store is slower than the posts, so batches still wait
+// for it when Stop is called.
+TEST(CoreLoopTest, StopAnswersEverythingQueuedAfterItIsWritten) {
+  EventLog events(1000);
+  RecordingStore store;
+  store.write_delay = std::chrono::milliseconds(2);
+  CoreLoop core({}, std::make_unique<Scheduler>(), &events, &store);
+  core.Start();
+  constexpr int kPosts = 200;
+  std::atomic<int> answered{0};
+  std::atomic<int> answered_unwritten{0};
+  for (int i = 0; i < kPosts; ++i) {
+    std::string name = "q" + std::to_string(i);
+    ASSERT_TRUE(core.Post(
+        [name](CoreLoop::Context& c) {
+          ASSERT_TRUE(c.scheduler.UpsertQueue(Queue(name)).ok());
+        },
+        [&, name](CoreLoop::Context& c) {
+          c.Defer([&, name] {
+            if (!store.Wrote(name)) ++answered_unwritten;
+            ++answered;
+          });
+        }));
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  core.Stop();  // without waiting for any reply first
+  EXPECT_EQ(answered.load(), kPosts);
+  EXPECT_EQ(answered_unwritten.load(), 0);
+  std::lock_guard lock(store.mu);
+  EXPECT_EQ(store.keys.size(), static_cast<size_t>(kPosts));
+}
 
 // The stores trim request answers to what the in-memory table still knows.
 TEST(CoreLoopTest, StoreKeepsTheAnswersTheRequestIdTableKeeps) {
