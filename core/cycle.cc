@@ -337,39 +337,38 @@ void Scheduler::PlaceGangMinimums(absl::Time now) {
       leaves, [](Leaf&) {},
       [&](Leaf& leaf) {
         Workload* w = leaf.list.back();
+        ResourceVector need = std::move(leaf.need.back());
         leaf.list.pop_back();
         leaf.need.pop_back();
         if (!leaf.list.empty()) leaf.order.Next(leaf.need.back());
-        TryGangMinimum(*w, now);
+        TryGangMinimum(*w, need, now);
       });
 }
 
-void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
+void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
+                               absl::Time now) {
   // Earlier picks of this cycle may have evicted it (or completed it).
   bool lost = w.state == WorkloadState::kRunning && !w.AtMinimum();
   if (w.state != WorkloadState::kPending && !lost) return;
   // The request is built only when something places or searches with it. A
-  // waiting gang with no pod bound (every pending gang) has its shape and
-  // its need from its groups alone, and a backlog of gangs whose shape
-  // already failed this cycle never builds one.
+  // waiting gang with no pod bound (every pending gang) has its shape from
+  // its groups alone, and a backlog of gangs whose shape already failed
+  // this cycle never builds one.
   std::optional<PlannedRequest> planned;
   auto plan = [&]() -> const PlannedRequest& {
     if (!planned) planned = PlanGangMinimum(w);
     return *planned;
   };
   std::string shape;  // empty: a lost gang, never cached
-  ResourceVector total;
   if (!lost && w.BoundPods() == 0) {
     UnboundShape unbound = UnboundShapeOf(w);
     if (unbound.replicas == 0) return;
     shape = std::move(unbound.key);
-    total = MinimumNeed(w);
   } else {
     if (plan().request.replicas.empty()) return;
-    total = TotalOf(plan().request);
     if (!lost) shape = ShapeKey(plan().request);
   }
-  PendingReason reason = CheckQueues(w, total);
+  PendingReason reason = CheckQueues(w, need);
   if (reason.code == PendingCode::kQueueLimit && !lost) {
     // Lower-priority work under the same limit can make room (SPEC §4.7);
     // victims are preemptible, so they never free non-preemptible quota.
@@ -400,7 +399,7 @@ void Scheduler::TryGangMinimum(Workload& w, absl::Time now) {
   ShapeFailure& failure = cached->second;
   auto what = [&] {
     return absl::StrCat("gang minimum of ", PodsOf(plan().request), " pods (",
-                        resources_.Describe(total), ")");
+                        resources_.Describe(need), ")");
   };
   if (!failure.ever) {
     failure.ever = TryPlaceGang(nodes_, resources_, plan().request,

@@ -386,8 +386,10 @@ class Scheduler {
   void PickInFairShareOrder(std::vector<Leaf>& leaves, Prepare&& prepare,
                             Take&& take);
   // Places one gang minimum, preempting or reclaiming if needed; sets the
-  // pending reason otherwise.
-  void TryGangMinimum(Workload& w, absl::Time now);
+  // pending reason otherwise. `need` is MinimumNeed(w), computed for the
+  // fair-share order (nothing earlier in the cycle changes it: victims'
+  // pods stay bound until their evictions are confirmed).
+  void TryGangMinimum(Workload& w, const ResourceVector& need, absl::Time now);
 
   // victims.cc: reclaim, preempt and evictions.
   std::optional<VictimPlan> FindVictims(const Workload& preemptor,
