@@ -7,6 +7,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "gangsched/internal/store.pb.h"
 #include "server/store_codec.h"
 
 namespace gangsched::server {
@@ -38,13 +39,20 @@ CREATE TABLE IF NOT EXISTS answers(seq INTEGER PRIMARY KEY, key TEXT NOT NULL,
                                    response BLOB NOT NULL,
                                    revision INTEGER NOT NULL DEFAULT 0,
                                    submit_seq INTEGER NOT NULL DEFAULT 0);
+-- One row per commit (a gangsched.internal.StoredCommit), appended at the
+-- end: a commit writes this and nothing else until the oldest rows are
+-- dropped. The tables above plus these rows, replayed in order, are the
+-- state. (Five row writes per Allocate + Release pair, and a dozen pages
+-- per commit, went into the tables before.)
+CREATE TABLE IF NOT EXISTS log(seq INTEGER PRIMARY KEY, data BLOB NOT NULL);
 )";
 
 // The layout this binary writes (`PRAGMA user_version`). Open migrates
 // older layouts up to it and refuses newer ones: an older binary would not
 // know where a newer one keeps the counters, and would hand out submit
 // sequences again. 1: the counters table, and counters in the answer rows.
-constexpr int kLayoutVersion = 1;
+// 2: the log, without which an older binary would lose what it holds.
+constexpr int kLayoutVersion = 2;
 
 // Databases written before the answers table kept them keyed by request id.
 constexpr const char* kMigrateRequests = R"(
@@ -127,6 +135,24 @@ absl::Status Error(sqlite3* db, absl::string_view what) {
       absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db)));
 }
 
+// A row's key with its table in front, so that one map holds every table's
+// keys.
+std::string TaggedKey(StoreRows::Table table, const std::string& key) {
+  char tag = table == StoreRows::Table::kWorkload ? 'w'
+             : table == StoreRows::Table::kNode   ? 'n'
+                                                  : 'q';
+  std::string out;
+  out.reserve(key.size() + 1);
+  out.push_back(tag);
+  out.append(key);
+  return out;
+}
+
+bool KnownTable(int32_t table) {
+  return table >= static_cast<int32_t>(StoreRows::Table::kWorkload) &&
+         table <= static_cast<int32_t>(StoreRows::Table::kQueue);
+}
+
 }  // namespace
 
 struct SqliteStore::Statements {
@@ -147,22 +173,36 @@ struct SqliteStore::Statements {
                     "response, revision, submit_seq) "
                     "VALUES(?, ?, ?, ?, ?, ?, ?)"),
         trim_requests(db, "DELETE FROM answers WHERE seq < ?"),
+        append_log(db, "INSERT INTO log(seq, data) VALUES(?, ?)"),
+        read_log(db, "SELECT data FROM log WHERE seq = ?"),
+        drop_log(db, "DELETE FROM log WHERE seq <= ?"),
         begin(db, "BEGIN"),
         commit(db, "COMMIT") {}
   bool ok() const {
     for (const Statement* st :
          {&put_workload, &del_workload, &put_node, &del_node, &put_queue,
-          &del_queue, &put_counters, &put_request, &trim_requests, &begin,
-          &commit}) {
+          &del_queue, &put_counters, &put_request, &trim_requests, &append_log,
+          &read_log, &drop_log, &begin, &commit}) {
       if (!st->ok()) return false;
     }
     return true;
   }
   Statement put_workload, del_workload, put_node, del_node, put_queue,
-      del_queue, put_counters, put_request, trim_requests, begin, commit;
+      del_queue, put_counters, put_request, trim_requests, append_log, read_log,
+      drop_log, begin, commit;
 };
 
-SqliteStore::SqliteStore(sqlite3* db) : db_(db) {}
+// Tagged key -> value of every stored row, the answers, and the counters.
+struct SqliteStore::Replay {
+  absl::flat_hash_map<std::string, std::string> rows;
+  std::vector<StoreRows::Answer> answers;
+  int64_t revision = 0;
+  uint64_t submit_seq = 0;
+  uint64_t answers_kept_from = 0;
+};
+
+SqliteStore::SqliteStore(sqlite3* db, const Options& options)
+    : db_(db), options_(options) {}
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     const Options& options) {
@@ -182,7 +222,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
     sqlite3_close(db);
     return s;
   }
-  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db, options));
   // One process owns the database: EXCLUSIVE locking plus an immediate
   // write takes the lock now, so a second gangsched fails at start.
   for (const char* pragma :
@@ -271,6 +311,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   store->statements_ = std::make_unique<Statements>(db);
   if (!store->statements_->ok()) return Error(db, "prepare");
   if (absl::Status s = store->LoadWorkloadSeqs(); !s.ok()) return s;
+  if (absl::Status s = store->ReadLog(nullptr); !s.ok()) return s;
   return store;
 }
 
@@ -318,42 +359,113 @@ absl::Status SqliteStore::LoadWorkloadSeqs() {
   return absl::OkStatus();
 }
 
+absl::Status SqliteStore::ReadLog(Replay* replay) {
+  log_.clear();
+  last_change_.clear();
+  log_entries_ = 0;
+  Statement q(db_, "SELECT seq, data FROM log ORDER BY seq");
+  if (!q.ok()) return Error(db_, "read log");
+  internal::StoredCommit commit;
+  while (q.Step() == SQLITE_ROW) {
+    LogCommit& meta = log_.emplace_back();
+    meta.seq = q.ColumnInt(0);
+    if (!commit.ParseFromString(q.ColumnBytes(1))) {
+      return absl::DataLossError(
+          absl::StrCat("sqlite: log row ", meta.seq, " does not parse"));
+    }
+    for (const internal::StoredCommit::Row& row : commit.rows()) {
+      if (!KnownTable(row.table())) {
+        return absl::DataLossError(absl::StrCat("sqlite: log row ", meta.seq,
+                                                " names table ", row.table()));
+      }
+      std::string key =
+          TaggedKey(static_cast<StoreRows::Table>(row.table()), row.key());
+      last_change_[key] = {meta.seq, !row.deleted()};
+      if (replay != nullptr) {
+        if (row.deleted()) {
+          replay->rows.erase(key);
+        } else {
+          replay->rows[key] = row.value();
+        }
+      }
+      meta.keys.push_back(std::move(key));
+    }
+    for (const internal::StoredAnswer& a : commit.answers()) {
+      meta.last_answer = std::max(meta.last_answer, a.seq());
+      if (replay != nullptr) {
+        replay->answers.push_back(
+            {a.key(), a.seq(), a.code(), a.message(), a.response()});
+      }
+    }
+    meta.answers = commit.answers_size();
+    log_entries_ += meta.keys.size() + meta.answers;
+    if (replay != nullptr) {
+      replay->revision = std::max(replay->revision, commit.revision());
+      replay->submit_seq = std::max(replay->submit_seq, commit.submit_seq());
+      replay->answers_kept_from =
+          std::max(replay->answers_kept_from, commit.answers_kept_from());
+    }
+    next_log_seq_ = std::max(next_log_seq_, meta.seq + 1);
+  }
+  if (!q.read_all()) return Error(db_, "read log");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
                                                 IdempotencyCache& requests) {
-  StoredState state;
-  for (auto [sql, out] : {std::pair<const char*, std::vector<std::string>*>{
-                              "SELECT data FROM queues", &state.queues},
-                          {"SELECT data FROM nodes", &state.nodes},
-                          {"SELECT data FROM workloads", &state.workloads}}) {
+  Replay replay;
+  for (auto [sql, table] :
+       {std::pair<const char*, StoreRows::Table>{
+            "SELECT name, data FROM queues", StoreRows::Table::kQueue},
+        {"SELECT name, data FROM nodes", StoreRows::Table::kNode},
+        {"SELECT id, data FROM workloads", StoreRows::Table::kWorkload}}) {
     Statement q(db_, sql);
-    while (q.Step() == SQLITE_ROW) out->push_back(q.ColumnBytes(0));
+    while (q.Step() == SQLITE_ROW) {
+      replay.rows[TaggedKey(table, q.ColumnBytes(0))] = q.ColumnBytes(1);
+    }
     if (!q.read_all()) return Error(db_, sql);
   }
   {
     Statement q(db_, "SELECT revision, submit_seq FROM counters WHERE id = 0");
     while (q.Step() == SQLITE_ROW) {
-      state.revision = q.ColumnInt(0);
-      state.submit_seq = static_cast<uint64_t>(q.ColumnInt(1));
+      replay.revision = q.ColumnInt(0);
+      replay.submit_seq = static_cast<uint64_t>(q.ColumnInt(1));
     }
     if (!q.read_all()) return Error(db_, "read counters");
-    // Commits with answers left the counters in their answer rows (the
-    // larger values win below).
+    // Commits with answers left the counters in their answer rows or log
+    // rows (the larger values win below).
   }
   {
     Statement q(db_,
                 "SELECT key, seq, code, message, response, revision, "
                 "submit_seq FROM answers");
     while (q.Step() == SQLITE_ROW) {
-      state.revision = std::max(state.revision, q.ColumnInt(5));
-      state.submit_seq =
-          std::max(state.submit_seq, static_cast<uint64_t>(q.ColumnInt(6)));
-      state.answers.push_back({q.ColumnBytes(0),
-                               static_cast<uint64_t>(q.ColumnInt(1)),
-                               static_cast<int>(q.ColumnInt(2)),
-                               q.ColumnBytes(3), q.ColumnBytes(4)});
+      replay.revision = std::max(replay.revision, q.ColumnInt(5));
+      replay.submit_seq =
+          std::max(replay.submit_seq, static_cast<uint64_t>(q.ColumnInt(6)));
+      replay.answers.push_back({q.ColumnBytes(0),
+                                static_cast<uint64_t>(q.ColumnInt(1)),
+                                static_cast<int>(q.ColumnInt(2)),
+                                q.ColumnBytes(3), q.ColumnBytes(4)});
     }
     if (!q.read_all()) return Error(db_, "read answers");
   }
+  if (absl::Status s = ReadLog(&replay); !s.ok()) return s;
+  StoredState state;
+  for (auto& [key, value] : replay.rows) {
+    std::vector<std::string>& out = key[0] == 'w'   ? state.workloads
+                                    : key[0] == 'n' ? state.nodes
+                                                    : state.queues;
+    out.push_back(std::move(value));
+  }
+  // Answers the request-id table had forgotten may still be stored (in
+  // log rows kept for newer answers, or not yet trimmed): they stay gone.
+  std::erase_if(replay.answers, [&](const StoreRows::Answer& a) {
+    return a.seq < replay.answers_kept_from;
+  });
+  state.answers = std::move(replay.answers);
+  state.revision = replay.revision;
+  state.submit_seq = replay.submit_seq;
   return RestoreState(state, scheduler, requests);
 }
 
@@ -377,61 +489,175 @@ bool SqliteStore::WriteWorkload(const StoreRows::Row& row) {
   return true;
 }
 
+bool SqliteStore::Fold(const LogCommit& commit, uint64_t answers_kept_from) {
+  Statements& st = *statements_;
+  bool spill = commit.answers > 0 && commit.last_answer >= answers_kept_from;
+  bool needs_row = spill;
+  for (const std::string& key : commit.keys) {
+    auto it = last_change_.find(key);
+    if (it != last_change_.end() && it->second.commit == commit.seq &&
+        it->second.present) {
+      needs_row = true;
+    }
+  }
+  internal::StoredCommit stored;
+  if (needs_row) {
+    st.read_log.Int(1, commit.seq);
+    bool parsed = st.read_log.Step() == SQLITE_ROW &&
+                  stored.ParseFromString(st.read_log.ColumnBytes(0));
+    st.read_log.Reset();
+    if (!parsed) return false;
+  }
+  // The row's last change of each key it holds the last change of; a key
+  // written twice in one commit keeps the later.
+  for (int i = stored.rows_size() - 1; i >= 0; --i) {
+    const internal::StoredCommit::Row& row = stored.rows(i);
+    auto table = static_cast<StoreRows::Table>(row.table());
+    auto it = last_change_.find(TaggedKey(table, row.key()));
+    if (it == last_change_.end() || it->second.commit != commit.seq) continue;
+    StoreRows::Row put{table, row.key(), std::nullopt, row.seq()};
+    if (!row.deleted()) put.value = row.value();
+    if (table == StoreRows::Table::kWorkload) {
+      if (!WriteWorkload(put)) return false;
+    } else {
+      bool node = table == StoreRows::Table::kNode;
+      Statement& write = put.value ? (node ? st.put_node : st.put_queue)
+                                   : (node ? st.del_node : st.del_queue);
+      write.Text(1, put.key);
+      if (put.value) write.Blob(2, *put.value);
+      if (!write.Run()) return false;
+    }
+    last_change_.erase(it);
+  }
+  // Deleted keys need no value: their rows go, if the tables have them.
+  for (const std::string& key : commit.keys) {
+    auto it = last_change_.find(key);
+    if (it == last_change_.end() || it->second.commit != commit.seq) continue;
+    std::string name = key.substr(1);
+    if (key[0] == 'w') {
+      if (!WriteWorkload({StoreRows::Table::kWorkload, name, std::nullopt})) {
+        return false;
+      }
+    } else {
+      Statement& del = key[0] == 'n' ? st.del_node : st.del_queue;
+      del.Text(1, name);
+      if (!del.Run()) return false;
+    }
+    last_change_.erase(it);
+  }
+  if (spill) {
+    for (const internal::StoredAnswer& a : stored.answers()) {
+      if (a.seq() < answers_kept_from) continue;
+      st.put_request.Text(1, a.key());
+      st.put_request.Int(2, static_cast<int64_t>(a.seq()));
+      st.put_request.Int(3, a.code());
+      st.put_request.Text(4, a.message());
+      st.put_request.Blob(5, a.response());
+      st.put_request.Int(6, stored.revision());
+      st.put_request.Int(7, static_cast<int64_t>(stored.submit_seq()));
+      if (!st.put_request.Run()) return false;
+    }
+  }
+  return true;
+}
+
+bool SqliteStore::Compact(const StoreRows& last, bool* trimmed) {
+  Statements& st = *statements_;
+  const uint64_t kept_from = last.answers_kept_from;
+  size_t answered = 0;  // oldest rows whose answers are all gone
+  while (answered < log_.size() && (log_[answered].answers == 0 ||
+                                    log_[answered].last_answer < kept_from)) {
+    ++answered;
+  }
+  bool over = log_entries_ > options_.max_log_entries;
+  if (answered < std::max<size_t>(options_.compact_commits, 1) && !over) {
+    return true;
+  }
+  // Over the bound, down to three quarters of it, so that it is not hit
+  // again by the next commit.
+  const size_t low = options_.max_log_entries / 4 * 3;
+  int64_t through = 0;
+  for (size_t dropped = 0;
+       !log_.empty() && (dropped < answered || (over && log_entries_ > low));
+       ++dropped) {
+    const LogCommit& oldest = log_.front();
+    if (!Fold(oldest, kept_from)) return false;
+    through = oldest.seq;
+    log_entries_ -= oldest.keys.size() + oldest.answers;
+    log_.pop_front();
+  }
+  st.drop_log.Int(1, through);
+  if (!st.drop_log.Run()) return false;
+  if (kept_from >= trimmed_below_ + kTrimStep) {
+    st.trim_requests.Int(1, static_cast<int64_t>(kept_from));
+    if (!st.trim_requests.Run()) return false;
+    *trimmed = true;
+  }
+  // The counters outlive the log rows that carried them.
+  st.put_counters.Int(1, last.revision);
+  st.put_counters.Int(2, static_cast<int64_t>(last.submit_seq));
+  return st.put_counters.Run();
+}
+
 absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
   Statements& st = *statements_;
   auto fail = [&](absl::string_view what) {
     absl::Status s = Error(db_, what);
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    // The id -> seq map ran ahead of the rolled-back rows. (The core loop
-    // stops the process on a failed write anyway; a store that is kept
-    // must not key rows by a stale map.)
+    // The maps ran ahead of the rolled-back rows. (The core loop stops the
+    // process on a failed write anyway; a store that is kept must not fold
+    // rows by stale maps.)
     LoadWorkloadSeqs().IgnoreError();
+    ReadLog(nullptr).IgnoreError();
     return s;
   };
-  if (!st.begin.Run()) return fail("begin");
   const StoreRows& last = *batches.back();
-  bool any_answer = false;
+  internal::StoredCommit stored;
+  LogCommit meta;
+  meta.seq = next_log_seq_;
   for (const StoreRows* batch : batches) {
     for (const StoreRows::Row& row : batch->rows) {
-      if (row.table == StoreRows::Table::kWorkload) {
-        if (!WriteWorkload(row)) return fail("write workload");
-        continue;
+      internal::StoredCommit::Row* out = stored.add_rows();
+      out->set_table(static_cast<int32_t>(row.table));
+      out->set_key(row.key);
+      if (row.value) {
+        out->set_value(*row.value);
+      } else {
+        out->set_deleted(true);
       }
-      bool node = row.table == StoreRows::Table::kNode;
-      Statement& put = row.value ? (node ? st.put_node : st.put_queue)
-                                 : (node ? st.del_node : st.del_queue);
-      put.Text(1, row.key);
-      if (row.value) put.Blob(2, *row.value);
-      if (!put.Run()) return fail("write row");
+      out->set_seq(row.seq);
+      meta.keys.push_back(TaggedKey(row.table, row.key));
     }
     for (const StoreRows::Answer& a : batch->answers) {
-      st.put_request.Text(1, a.key);
-      st.put_request.Int(2, static_cast<int64_t>(a.seq));
-      st.put_request.Int(3, a.code);
-      st.put_request.Text(4, a.message);
-      st.put_request.Blob(5, a.response);
-      st.put_request.Int(6, last.revision);
-      st.put_request.Int(7, static_cast<int64_t>(last.submit_seq));
-      if (!st.put_request.Run()) return fail("write request");
-      any_answer = true;
+      internal::StoredAnswer* out = stored.add_answers();
+      out->set_key(a.key);
+      out->set_seq(a.seq);
+      out->set_code(a.code);
+      out->set_message(a.message);
+      out->set_response(a.response);
+      meta.last_answer = std::max(meta.last_answer, a.seq);
     }
   }
-  // The table keeps what the in-memory table keeps, and fewer than
-  // kTrimStep older answers, which a restart drops again (Restore keeps the
-  // newest up to the table's capacity).
+  meta.answers = stored.answers_size();
+  stored.set_revision(last.revision);
+  stored.set_submit_seq(last.submit_seq);
+  stored.set_answers_kept_from(last.answers_kept_from);
+  encoded_.clear();
+  if (!stored.AppendToString(&encoded_)) {
+    return absl::InternalError("sqlite: log row does not encode");
+  }
+  if (!st.begin.Run()) return fail("begin");
+  st.append_log.Int(1, meta.seq);
+  st.append_log.Blob(2, encoded_);
+  if (!st.append_log.Run()) return fail("append log");
+  for (int i = 0; i < stored.rows_size(); ++i) {
+    last_change_[meta.keys[i]] = {meta.seq, !stored.rows(i).deleted()};
+  }
+  ++next_log_seq_;
+  log_entries_ += meta.keys.size() + meta.answers;
+  log_.push_back(std::move(meta));
   bool trimmed = false;
-  if (any_answer && last.answers_kept_from >= trimmed_below_ + kTrimStep) {
-    st.trim_requests.Int(1, static_cast<int64_t>(last.answers_kept_from));
-    if (!st.trim_requests.Run()) return fail("trim requests");
-    trimmed = true;
-  }
-  // The answer rows carry the counters; without any, the counters row does,
-  // and after a trim too (it may take every answer row of a tiny table).
-  if (!any_answer || trimmed) {
-    st.put_counters.Int(1, last.revision);
-    st.put_counters.Int(2, static_cast<int64_t>(last.submit_seq));
-    if (!st.put_counters.Run()) return fail("write counters");
-  }
+  if (!Compact(last, &trimmed)) return fail("compact log");
   if (!st.commit.Run()) return fail("commit");
   if (trimmed) trimmed_below_ = last.answers_kept_from;
   return absl::OkStatus();

@@ -1,10 +1,17 @@
-// The embedded default store: SQLite in --data-dir, WAL mode. One
-// transaction per batch; rows hold the current state (workloads, nodes,
-// queues, request answers), so restart time does not grow with history.
+// The embedded default store: SQLite in --data-dir, WAL mode, one
+// transaction per commit. A commit appends one row to a log table (what its
+// batches changed and their request-id answers); the tables of workloads,
+// nodes and queues catch up only when the oldest log rows are dropped, and
+// only with the keys whose last change those rows hold. A workload that is
+// submitted, released and forgotten within the log's span never reaches the
+// tables. Restart reads the tables and replays the log over them; the log is
+// bounded, so restart time does not grow with history.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -20,6 +27,12 @@ class SqliteStore final : public Store {
     std::string dir;
     // FULL survives power loss; NORMAL survives a killed process (WAL).
     bool full_sync = false;
+    // The oldest log rows are dropped once this many of them hold no
+    // request-id answer the request-id table still keeps...
+    size_t compact_commits = 64;
+    // ...or, whatever their answers, while the log holds more than this
+    // many rows and answers (their live answers move to the answers table).
+    size_t max_log_entries = size_t{1} << 19;
   };
   // Creates the directory and schema if needed; fails when another process
   // holds the database.
@@ -27,8 +40,8 @@ class SqliteStore final : public Store {
       const Options& options);
   ~SqliteStore() override;
 
-  // Old answers are deleted once this many are due, so most commits do not
-  // touch the first pages of the answers table.
+  // Old answers in the answers table (from older layouts, or moved out of
+  // the log) are deleted once this many are due.
   static constexpr uint64_t kTrimStep = 1024;
 
   absl::StatusOr<Loaded> Load(Scheduler& scheduler,
@@ -37,17 +50,46 @@ class SqliteStore final : public Store {
 
  private:
   struct Statements;  // prepared once, reused by every commit
-  explicit SqliteStore(sqlite3* db);
+  struct Replay;      // the stored state, as Load reads it
+  // One row of the log, as the store keeps it in memory.
+  struct LogCommit {
+    int64_t seq = 0;
+    std::vector<std::string> keys;  // tagged (TaggedKey) keys it changed
+    size_t answers = 0;
+    uint64_t last_answer = 0;  // the largest answer sequence
+  };
+  // A key's last change in the log.
+  struct LastChange {
+    int64_t commit = 0;  // log sequence
+    bool present = false;
+  };
+  SqliteStore(sqlite3* db, const Options& options);
   absl::Status Exec(const char* sql);
   absl::Status MigrateWorkloadsById();
   absl::Status LoadWorkloadSeqs();
+  // Reads the log in order: rebuilds log_ and last_change_, and applies
+  // each commit to `replay` when given.
+  absl::Status ReadLog(Replay* replay);
+  // Drops the oldest log rows when due (see Options), first writing to the
+  // tables the keys whose last change they hold. Sets `trimmed` when it
+  // deleted old answers from the answers table.
+  bool Compact(const StoreRows& last, bool* trimmed);
+  // Writes to the tables what `commit`'s log row says of the keys whose
+  // last change it holds, and its still-kept answers when `spill`.
+  bool Fold(const LogCommit& commit, uint64_t answers_kept_from);
   // Puts or deletes one workload row (keyed by submit sequence).
   bool WriteWorkload(const StoreRows::Row& row);
   sqlite3* db_;
+  const Options options_;
   std::unique_ptr<Statements> statements_;
   uint64_t trimmed_below_ = 0;  // answers below this are deleted
   // Which row holds each stored workload id.
   absl::flat_hash_map<std::string, int64_t> seq_of_;
+  std::deque<LogCommit> log_;
+  absl::flat_hash_map<std::string, LastChange> last_change_;
+  size_t log_entries_ = 0;  // rows and answers in log_
+  int64_t next_log_seq_ = 1;
+  std::string encoded_;  // the log row being written, reused
 };
 
 }  // namespace gangsched::server

@@ -1,6 +1,9 @@
 // SqliteStore: workload rows keyed by submit sequence round-trip through a
 // restart, a released id submitted again replaces its old row, forgotten
-// workloads leave the table, and a data dir keyed by id is migrated.
+// workloads leave the table, and a data dir keyed by id is migrated. The
+// fixture folds the log into the tables at every commit whose answers are
+// gone (compact_commits = 1), so that the tables can be read; the log's own
+// tests open the store with the defaults.
 #include "server/sqlite_store.h"
 
 #include <sqlite3.h>
@@ -35,7 +38,10 @@ class SqliteStoreTest : public ::testing::Test {
   ~SqliteStoreTest() override { std::filesystem::remove_all(dir_); }
 
   std::unique_ptr<SqliteStore> Open() {
-    auto store = SqliteStore::Open({dir_.string()});
+    return Open({.dir = dir_.string(), .compact_commits = 1});
+  }
+  std::unique_ptr<SqliteStore> Open(const SqliteStore::Options& options) {
+    auto store = SqliteStore::Open(options);
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
@@ -195,7 +201,9 @@ TEST_F(SqliteStoreTest, ResubmittedAndForgottenWorkloadsKeepOneRowPerId) {
   EXPECT_GT(rows["c"], rows["b"]);  // sequences go on after the restart
 }
 
-TEST_F(SqliteStoreTest, AnswersAreTrimmedInStepsAndRestoredToTheTableSize) {
+// Answers stay in their log row until the request-id table forgets them;
+// then the row goes, and a restart restores only what the table kept.
+TEST_F(SqliteStoreTest, AnswersStayInTheLogUntilTheRequestIdTableForgetsThem) {
   auto answers = [](uint64_t from, uint64_t to, uint64_t kept_from) {
     StoreRows rows;
     for (uint64_t seq = from; seq < to; ++seq) {
@@ -205,9 +213,9 @@ TEST_F(SqliteStoreTest, AnswersAreTrimmedInStepsAndRestoredToTheTableSize) {
     rows.answers_kept_from = kept_from;
     return rows;
   };
-  auto count = [&](std::unique_ptr<SqliteStore>& store) {
+  auto count = [&](std::unique_ptr<SqliteStore>& store, const char* sql) {
     store.reset();
-    int64_t n = Query("SELECT count(*) FROM answers");
+    int64_t n = Query(sql);
     store = Open();
     return n;
   };
@@ -216,7 +224,8 @@ TEST_F(SqliteStoreTest, AnswersAreTrimmedInStepsAndRestoredToTheTableSize) {
   // A request-id table of three: seq 0..9 written, 7..9 kept in memory.
   StoreRows first = answers(0, 10, 7);
   ASSERT_TRUE(store->Write({&first}).ok());
-  EXPECT_EQ(count(store), 10);  // fewer than a step to trim: kept for now
+  EXPECT_EQ(count(store, "SELECT count(*) FROM log"), 1);
+  EXPECT_EQ(count(store, "SELECT count(*) FROM answers"), 0);
   {
     Scheduler s;
     IdempotencyCache requests(3);
@@ -225,11 +234,18 @@ TEST_F(SqliteStoreTest, AnswersAreTrimmedInStepsAndRestoredToTheTableSize) {
     EXPECT_TRUE(requests.FindOrInsert("Allocate/r7").second);
     EXPECT_FALSE(requests.FindOrInsert("Allocate/r6").second);
   }
-  // A step's worth more: everything below the table's oldest goes.
-  uint64_t to = 10 + SqliteStore::kTrimStep + 20;
-  StoreRows second = answers(10, to, to - 3);
+  // More: every answer of the first row is forgotten, and the row goes.
+  StoreRows second = answers(10, 30, 27);
   ASSERT_TRUE(store->Write({&second}).ok());
-  EXPECT_EQ(count(store), 3);
+  EXPECT_EQ(count(store, "SELECT min(seq) FROM log"),
+            count(store, "SELECT max(seq) FROM log"));
+  EXPECT_EQ(count(store, "SELECT count(*) FROM answers"), 0);
+  Scheduler s;
+  IdempotencyCache requests(3);
+  ASSERT_TRUE(store->Load(s, requests).ok());
+  EXPECT_EQ(requests.size(), 3u);
+  EXPECT_TRUE(requests.FindOrInsert("Allocate/r29").second);
+  EXPECT_FALSE(requests.FindOrInsert("Allocate/r26").second);
 }
 
 // Several writes on one open store: its id -> sequence map must follow
@@ -331,9 +347,9 @@ TEST_F(SqliteStoreTest, WorkloadsKeyedByIdAreMigrated) {
             before.FindWorkload("y")->submit_seq);
 }
 
-// The revision and the submit sequence: a commit without request-id
-// answers rewrites the counters row, a commit with answers stores them in
-// its answer rows only, and a restart takes the larger. A data dir with the
+// The revision and the submit sequence: a commit folded into the tables
+// rewrites the counters row, a commit kept in the log for its answers holds
+// them in its log row, and a restart takes the larger. A data dir with the
 // older key-value `meta` table and answers without counters is migrated.
 TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldLayoutsAreMigrated) {
   auto store = Open();
@@ -353,7 +369,7 @@ TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldLayoutsAreMigrated) {
   const int64_t row_revision = before.revision();
   ASSERT_GT(row_revision, 0);
 
-  // With an answer: the counters ride in the answer row.
+  // With an answer: the counters ride in the log row.
   ASSERT_TRUE(before.Submit(Workload("w", {Group("w", 1, 1, 1)}), now_).ok());
   before.RunCycle(now_);
   StoreRows rows = EncodeChanges(before, before.TakeChanges(), {});
@@ -365,7 +381,7 @@ TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldLayoutsAreMigrated) {
   store.reset();
   EXPECT_EQ(Query("SELECT COUNT(*) FROM counters"), 1);
   EXPECT_EQ(Query("SELECT revision FROM counters WHERE id = 0"), row_revision);
-  EXPECT_EQ(Query("SELECT MAX(revision) FROM answers"), revision);
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM log"), 1);
 
   Scheduler restarted;
   {
@@ -460,6 +476,137 @@ TEST_F(SqliteStoreTest, PartlyMigratedAnswersAndStaleCountersAreRepaired) {
   EXPECT_EQ(after.submit_seq(), before.FindWorkload("y")->submit_seq);
   EXPECT_GE(after.revision(), before.FindWorkload("y")->revision);
   EXPECT_GT(after.revision(), 0);
+}
+
+// What a scheduler holds of each workload, to compare a restart with it.
+std::map<std::string, std::string> Summary(const Scheduler& s) {
+  std::map<std::string, std::string> out;
+  for (const auto& w : s.workloads()) {
+    if (!w) continue;
+    out[w->spec.id] = absl::StrCat(static_cast<int>(w->state), "/",
+                                   w->submit_seq, "/", w->revision);
+  }
+  return out;
+}
+
+// With the defaults, a commit only appends to the log. Workloads submitted,
+// released and forgotten while their log rows are kept never reach the
+// workloads table; one that keeps running does, when its row is dropped;
+// and a restart replays the log over the tables to the same state.
+TEST_F(SqliteStoreTest, TheLogIsReplayedAndChurnNeverReachesTheTables) {
+  {
+    auto store = Open();  // creates the schema
+    ASSERT_NE(store, nullptr);
+  }
+  Exec(
+      "CREATE TABLE seen(id TEXT); CREATE TRIGGER record AFTER INSERT ON "
+      "workloads BEGIN INSERT INTO seen VALUES(NEW.id); END;");
+  Scheduler s(SchedulerOptions{.released_retention = 2});
+  IdempotencyCache requests(8);  // forgets an answer 8 answers later
+  auto store = Open(
+      {.dir = dir_.string(), .compact_commits = 2, .max_log_entries = 1000});
+  ASSERT_NE(store, nullptr);
+  auto commit = [&](const std::string& answer) {
+    auto [reply, existed] = requests.FindOrInsert("Allocate/" + answer);
+    ASSERT_FALSE(existed);
+    reply->response = answer;
+    StoreRows rows = EncodeChanges(s, s.TakeChanges(), requests.TakeNew());
+    rows.answers_kept_from = requests.oldest_kept_seq();
+    ASSERT_TRUE(store->Write({&rows}).ok());
+  };
+  ASSERT_TRUE(s.UpsertQueue(Queue("default")).ok());
+  s.UpsertNodes({GpuNode("n0", 8)}, now_);
+  ASSERT_TRUE(s.Submit(Workload("long", {Group("w", 1, 1, 1)}), now_).ok());
+  s.RunCycle(now_);
+  commit("long");
+  for (int i = 0; i < 20; ++i) {
+    std::string id = absl::StrCat("c", i);
+    ASSERT_TRUE(s.Submit(Workload(id, {Group("w", 2, 1, 1)}), now_).ok());
+    s.RunCycle(now_);
+    commit(id);
+    ASSERT_TRUE(s.Release(id, {}, false, now_).ok());
+    s.RunCycle(now_);
+    commit(id + "/release");
+  }
+  store.reset();
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM seen WHERE id = 'long'"), 1);
+  // Each churned workload is forgotten two releases (four answers) after
+  // its own: its rows were still in the log (kept eight answers).
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM seen WHERE id != 'long'"), 0);
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM workloads"), 1);
+  // The eight commits with kept answers, and fewer than compact_commits
+  // whose answers are gone.
+  EXPECT_LE(Query("SELECT COUNT(*) FROM log"), 8 + 1);
+
+  Scheduler restarted(SchedulerOptions{.released_retention = 2});
+  IdempotencyCache restored(8);
+  auto loaded = Reload(restarted, restored);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(Summary(restarted), Summary(s));
+  EXPECT_EQ(Summary(s).size(), 3u);  // long, c18, c19
+  EXPECT_EQ(restarted.revision(), s.revision());
+  EXPECT_EQ(restarted.submit_seq(), s.submit_seq());
+  EXPECT_EQ(restored.size(), 8u);
+  EXPECT_TRUE(restored.FindOrInsert("Allocate/c19/release").second);
+  EXPECT_TRUE(restored.FindOrInsert("Allocate/c16").second);
+  EXPECT_FALSE(restored.FindOrInsert("Allocate/c15/release").second);
+}
+
+// A log over its bound drops its oldest rows even while their answers are
+// kept: those answers move to the answers table, and a restart has them all.
+TEST_F(SqliteStoreTest, AFullLogMovesKeptAnswersToTheAnswersTable) {
+  {
+    auto store = Open(
+        {.dir = dir_.string(), .compact_commits = 1000, .max_log_entries = 6});
+    ASSERT_NE(store, nullptr);
+    for (uint64_t seq = 0; seq < 10; seq += 2) {
+      StoreRows rows;
+      rows.revision = static_cast<int64_t>(seq);
+      for (uint64_t a : {seq, seq + 1}) {
+        rows.answers.push_back(
+            {"Allocate/r" + std::to_string(a), a, 0, "", "reply"});
+      }
+      ASSERT_TRUE(store->Write({&rows}).ok());
+    }
+  }
+  // 4 commits made 8 entries, over 6: three rows went, down to 3 quarters
+  // of the bound; the fifth commit makes 4 entries, under it.
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM log"), 2);
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM answers"), 6);
+  Scheduler s;
+  IdempotencyCache requests(100);
+  auto loaded = Reload(s, requests);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(requests.size(), 10u);
+  EXPECT_EQ(s.revision(), 8);
+  for (int a = 0; a < 10; ++a) {
+    auto [entry, existed] =
+        requests.FindOrInsert("Allocate/r" + std::to_string(a));
+    EXPECT_TRUE(existed) << a;
+  }
+}
+
+// A data dir of layout 1 (no log) opens, keeps its rows, and is recorded
+// as today's layout.
+TEST_F(SqliteStoreTest, ALayoutWithoutTheLogIsUpgraded) {
+  Scheduler before;
+  ASSERT_TRUE(before.UpsertQueue(Queue("default")).ok());
+  before.UpsertNodes({GpuNode("n0", 8)}, now_);
+  ASSERT_TRUE(before.Submit(Workload("x", {Group("w", 1, 1, 1)}), now_).ok());
+  before.RunCycle(now_);
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    Commit(before, *store);  // folded at once (the fixture's options)
+  }
+  ASSERT_EQ(Query("SELECT COUNT(*) FROM log"), 0);
+  Exec("DROP TABLE log; PRAGMA user_version = 1;");
+  Scheduler after;
+  auto loaded = Reload(after);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(Summary(after), Summary(before));
+  EXPECT_EQ(Query("PRAGMA user_version"), 2);
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM log"), 0);
 }
 
 // A data dir written by a newer layout is refused, with a reason, rather
