@@ -5,12 +5,18 @@
 // only with the keys whose last change those rows hold. A workload that is
 // submitted, released and forgotten within the log's span never reaches the
 // tables. Restart reads the tables and replays the log over them; the log is
-// bounded, so restart time does not grow with history.
+// bounded, so restart time does not grow with history. A second connection,
+// on its own thread, copies the WAL into the database (checkpoints), so that
+// no commit waits for it.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -33,9 +39,19 @@ class SqliteStore final : public Store {
     // ...or, whatever their answers, while the log holds more than this
     // many rows and answers (their live answers move to the answers table).
     size_t max_log_entries = size_t{1} << 19;
+    // The checkpointer copies the WAL into the database once it holds this
+    // many frames (pages) not yet copied; SQLite's own default, run by the
+    // committing connection inside a commit, is 1,000.
+    int checkpoint_frames = 1000;
+    // Past this many frames in all (a WAL the checkpoints never caught up
+    // with, as under steady load on a slow disk), the checkpointer makes
+    // the next commit wait until it has copied every frame, so that the WAL
+    // starts over instead of growing without bound. Past twice this many,
+    // the commit that finds them waits for that checkpoint.
+    int restart_frames = 16000;
   };
-  // Creates the directory and schema if needed; fails when another process
-  // holds the database.
+  // Creates the directory and schema if needed; fails when another store
+  // (in this process or another) holds the data dir.
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(
       const Options& options);
   ~SqliteStore() override;
@@ -63,7 +79,11 @@ class SqliteStore final : public Store {
     int64_t commit = 0;  // log sequence
     bool present = false;
   };
-  SqliteStore(sqlite3* db, const Options& options);
+  SqliteStore(sqlite3* db, int lock_fd, const Options& options);
+  // The WAL hook of the committing connection: runs after each commit with
+  // the frames now in the WAL, and wakes the checkpointer when due.
+  static int OnWal(void* store, sqlite3* db, const char* name, int frames);
+  void CheckpointLoop();
   absl::Status Exec(const char* sql);
   absl::Status MigrateWorkloadsById();
   absl::Status LoadWorkloadSeqs();
@@ -80,6 +100,7 @@ class SqliteStore final : public Store {
   // Puts or deletes one workload row (keyed by submit sequence).
   bool WriteWorkload(const StoreRows::Row& row);
   sqlite3* db_;
+  const int lock_fd_;  // flock'ed: one store per data dir
   const Options options_;
   std::unique_ptr<Statements> statements_;
   uint64_t trimmed_below_ = 0;  // answers below this are deleted
@@ -90,6 +111,16 @@ class SqliteStore final : public Store {
   size_t log_entries_ = 0;  // rows and answers in log_
   int64_t next_log_seq_ = 1;
   std::string encoded_;  // the log row being written, reused
+
+  sqlite3* checkpoint_db_ = nullptr;  // the checkpointer's connection
+  std::thread checkpointer_;
+  std::mutex checkpoint_mu_;
+  std::condition_variable checkpoint_cv_;
+  bool checkpoint_due_ = false;     // guarded by checkpoint_mu_
+  bool stopping_ = false;           // guarded by checkpoint_mu_
+  uint64_t restarts_ = 0;           // RESTART checkpoints run; checkpoint_mu_
+  std::atomic<int> wal_frames_{0};  // in the WAL after the last commit
+  std::atomic<int> copied_{0};      // copied by the last checkpoint
 };
 
 }  // namespace gangsched::server

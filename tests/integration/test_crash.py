@@ -185,6 +185,29 @@ class CrashTest(unittest.TestCase):
                            "too few acknowledged operations to mean anything")
 
 
+class DataDirLockTest(unittest.TestCase):
+    """One gangsched per data dir: a second exits at start and says why,
+    and the first serves on."""
+
+    def test_a_second_server_on_the_data_dir_exits(self):
+        datadir = tempfile.mkdtemp(prefix="gangsched-lock-")
+        first = e2e.ServerProcess(["--data-dir", datadir])
+        first.start()
+        try:
+            second = e2e.ServerProcess(["--data-dir", datadir])
+            with self.assertRaises(AssertionError) as failed:
+                second.start()
+            self.assertIn("exited with code", str(failed.exception))
+            self.assertIn("is in use by another gangsched", str(failed.exception))
+            self.assertEqual(e2e.health_check(first.channel, timeout=5), e2e.SERVING)
+        finally:
+            first.stop()
+        # Once the first is gone, the data dir is free.
+        again = e2e.ServerProcess(["--data-dir", datadir])
+        again.start()
+        again.stop()
+
+
 class MigrationTest(unittest.TestCase):
     """A data dir written before request-id answers moved to the `answers`
     table (keyed by arrival order) still replays its stored answers."""

@@ -609,6 +609,52 @@ TEST_F(SqliteStoreTest, ALayoutWithoutTheLogIsUpgraded) {
   EXPECT_EQ(Query("SELECT COUNT(*) FROM log"), 0);
 }
 
+// One store per data dir: a second one fails with a reason until the first
+// is closed, in this process as in another.
+TEST_F(SqliteStoreTest, AStoreHoldsItsDataDirAlone) {
+  auto first = Open();
+  ASSERT_NE(first, nullptr);
+  auto second = SqliteStore::Open({.dir = dir_.string()});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("in use by another gangsched"),
+            absl::string_view::npos)
+      << second.status();
+  first.reset();
+  EXPECT_NE(Open(), nullptr);
+}
+
+// The checkpointer copies the WAL on its own connection; however fast the
+// commits come (here as fast as the loop runs, faster than the disk takes
+// the copies), the WAL stays within twice restart_frames and a commit.
+TEST_F(SqliteStoreTest, TheCheckpointerKeepsTheWalBounded) {
+  constexpr int kRestartFrames = 100;
+  // No log row is dropped, so that every commit writes about as many
+  // frames (one log row) and the bound below is tight.
+  auto store = Open({.dir = dir_.string(),
+                     .compact_commits = 100000,
+                     .checkpoint_frames = 20,
+                     .restart_frames = kRestartFrames});
+  ASSERT_NE(store, nullptr);
+  std::string value(16 * 1024, 'x');  // four pages in every log row
+  constexpr int kCommits = 1500;
+  for (int i = 0; i < kCommits; ++i) {
+    StoreRows rows;
+    value[i % value.size()] = static_cast<char>('a' + i % 26);
+    rows.rows.push_back(
+        {StoreRows::Table::kQueue, absl::StrCat("q", i % 50), value});
+    ASSERT_TRUE(store->Write({&rows}).ok());
+  }
+  const std::filesystem::path wal = Db() + "-wal";
+  ASSERT_TRUE(std::filesystem::exists(wal));
+  const uintmax_t frame = 4096 + 24;
+  // Unchecked, the WAL would hold every commit's frames, over 6,000.
+  EXPECT_LE(std::filesystem::file_size(wal), (2 * kRestartFrames + 20) * frame);
+  // What the checkpoints copied is in the database file itself: the log
+  // rows, but for those still only in the WAL.
+  EXPECT_GE(std::filesystem::file_size(Db()), kCommits / 2 * value.size());
+}
+
 // A data dir written by a newer layout is refused, with a reason, rather
 // than read without knowing where it keeps its counters.
 TEST_F(SqliteStoreTest, ADataDirOfANewerLayoutIsRefused) {
