@@ -20,15 +20,16 @@ namespace gangsched::server {
 namespace {
 
 constexpr const char* kSchema = R"(
--- The revision and the submit sequence as of the last commit that had no
--- request-id answers or trimmed them. A commit with answers stores them in
--- its answer rows instead (below), so that it does not rewrite one more
--- page; a restart takes the larger of this row and the answers'. (A
--- key-value table with a TEXT key, its index a second b-tree, once put two
--- pages into every commit.)
+-- The revision, the submit sequence and the oldest answer the request-id
+-- table keeps, as of the last commit that dropped log rows; each log row
+-- holds them too, and a restart takes the largest. (A key-value table with
+-- a TEXT key, its index a second b-tree, once put two pages into every
+-- commit.)
 CREATE TABLE IF NOT EXISTS counters(id INTEGER PRIMARY KEY CHECK (id = 0),
                                     revision INTEGER NOT NULL,
-                                    submit_seq INTEGER NOT NULL);
+                                    submit_seq INTEGER NOT NULL,
+                                    answers_kept_from INTEGER NOT NULL
+                                      DEFAULT 0);
 CREATE TABLE IF NOT EXISTS queues(name TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS nodes(name TEXT PRIMARY KEY, data BLOB NOT NULL);
 -- Workloads keyed by submit sequence: a batch's new workloads append to the
@@ -36,10 +37,10 @@ CREATE TABLE IF NOT EXISTS nodes(name TEXT PRIMARY KEY, data BLOB NOT NULL);
 -- dirtied one page per workload (the id -> seq map is kept in memory).
 CREATE TABLE IF NOT EXISTS workloads(seq INTEGER PRIMARY KEY, id TEXT NOT NULL,
                                      data BLOB NOT NULL);
--- Request-id answers in arrival order: keyed by sequence number, a batch's
--- answers append to the last page instead of dirtying one page per random
--- key (the keys are looked up in memory, never here). Each row also holds
--- the counters as of the commit that wrote it.
+-- Request-id answers in arrival order, moved out of a log over its bound
+-- (and written by older layouts, which kept every answer here), with the
+-- counters as of their commit. The keys are looked up in memory, never
+-- here.
 CREATE TABLE IF NOT EXISTS answers(seq INTEGER PRIMARY KEY, key TEXT NOT NULL,
                                    code INTEGER NOT NULL, message TEXT NOT NULL,
                                    response BLOB NOT NULL,
@@ -83,10 +84,13 @@ DROP TABLE meta;
 COMMIT;
 )";
 
-// Answers tables written before their rows held the counters get each
-// missing column, in one transaction (SQLite's ALTER TABLE is
-// transactional): a crash leaves both or neither.
-constexpr const char* kAnswerCounterColumns[] = {"revision", "submit_seq"};
+// Tables written before they had these columns get each missing one, in
+// one transaction (SQLite's ALTER TABLE is transactional): a crash leaves
+// all or none.
+constexpr std::pair<const char*, const char*> kAddedColumns[] = {
+    {"answers", "revision"},
+    {"answers", "submit_seq"},
+    {"counters", "answers_kept_from"}};
 
 // Databases written before workloads were keyed by submit sequence: the
 // old table is renamed, and Open copies it over with each row's sequence.
@@ -155,16 +159,22 @@ std::string TaggedKey(StoreRows::Table table, const std::string& key) {
 }
 
 // Either connection's answer to a lock the other holds: try again every
-// 100 µs, for up to 10 s. (SQLite's own busy timeout sleeps 1, 2, 5, 10,
-// 15, 20, 25... ms between tries; with 5 ms syncs, the commits waiting for
-// a RESTART checkpoint then put p999 near 40 ms in four runs of nine,
-// against at most 17 ms this way; bench/RESULTS.md.)
-int RetryShortly(void*, int tries) {
-  constexpr int kMaxTries = 100000;
-  if (tries >= kMaxTries) return 0;
+// 100 µs, up to `*max_tries` times. (SQLite's own busy timeout sleeps 1, 2,
+// 5, 10, 15, 20, 25... ms between tries; with 5 ms syncs, the commits
+// waiting for a RESTART checkpoint then put p999 near 40 ms in four runs of
+// nine, against at most 17 ms this way; bench/RESULTS.md.)
+int RetryShortly(void* max_tries, int tries) {
+  if (tries >= *static_cast<const int*>(max_tries)) return 0;
   ::usleep(100);
   return 1;
 }
+// A commit waits at least a minute for a checkpoint (its copy and syncs)
+// before it fails, which stops the process: only a dead disk takes longer.
+constexpr int kCommitTries = 600000;
+// The checkpointer gives up after at least 100 ms (a RESTART then ends as
+// a PASSIVE one would), so that a reader outside gangsched holding a
+// transaction open does not make it hold the commits up for long.
+constexpr int kCheckpointTries = 1000;
 
 bool KnownTable(int32_t table) {
   return table >= static_cast<int32_t>(StoreRows::Table::kWorkload) &&
@@ -185,7 +195,7 @@ struct SqliteStore::Statements {
         del_queue(db, "DELETE FROM queues WHERE name = ?"),
         put_counters(db,
                      "INSERT OR REPLACE INTO counters(id, revision, "
-                     "submit_seq) VALUES(0, ?, ?)"),
+                     "submit_seq, answers_kept_from) VALUES(0, ?, ?, ?)"),
         put_request(db,
                     "INSERT OR REPLACE INTO answers(key, seq, code, message, "
                     "response, revision, submit_seq) "
@@ -194,7 +204,9 @@ struct SqliteStore::Statements {
         append_log(db, "INSERT INTO log(seq, data) VALUES(?, ?)"),
         read_log(db, "SELECT data FROM log WHERE seq = ?"),
         drop_log(db, "DELETE FROM log WHERE seq <= ?"),
-        begin(db, "BEGIN"),
+        // Immediate: the commit takes the write lock (waiting out a RESTART
+        // checkpoint) before it reads anything.
+        begin(db, "BEGIN IMMEDIATE"),
         commit(db, "COMMIT") {}
   bool ok() const {
     for (const Statement* st :
@@ -326,12 +338,12 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   }
   {
     std::string add;
-    for (const char* column : kAnswerCounterColumns) {
-      Statement q(db,
-                  "SELECT 1 FROM pragma_table_info('answers') WHERE name = ?");
-      q.Text(1, column);
+    for (auto [table, column] : kAddedColumns) {
+      Statement q(db, "SELECT 1 FROM pragma_table_info(?) WHERE name = ?");
+      q.Text(1, table);
+      q.Text(2, column);
       if (q.Step() != SQLITE_ROW) {
-        absl::StrAppend(&add, "ALTER TABLE answers ADD COLUMN ", column,
+        absl::StrAppend(&add, "ALTER TABLE ", table, " ADD COLUMN ", column,
                         " INTEGER NOT NULL DEFAULT 0;");
       }
     }
@@ -347,7 +359,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   store->statements_ = std::make_unique<Statements>(db);
   if (!store->statements_->ok()) return Error(db, "prepare");
   if (absl::Status s = store->LoadWorkloadSeqs(); !s.ok()) return s;
-  if (absl::Status s = store->ReadLog(nullptr); !s.ok()) return s;
+  // The log is read by Load (or by the first Write, without a Load).
 
   // The checkpointer: its own connection, with the same durability (a
   // checkpoint syncs the WAL and the database unless synchronous is OFF).
@@ -359,9 +371,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
                       SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
     return Error(store->checkpoint_db_, "open the checkpointer's connection");
   }
-  for (sqlite3* conn : {db, store->checkpoint_db_}) {
-    sqlite3_busy_handler(conn, &RetryShortly, nullptr);
-  }
+  sqlite3_busy_handler(db, &RetryShortly, const_cast<int*>(&kCommitTries));
+  sqlite3_busy_handler(store->checkpoint_db_, &RetryShortly,
+                       const_cast<int*>(&kCheckpointTries));
   if (sqlite3_exec(store->checkpoint_db_, synchronous, nullptr, nullptr,
                    nullptr) != SQLITE_OK) {
     return Error(store->checkpoint_db_, synchronous);
@@ -392,9 +404,10 @@ SqliteStore::~SqliteStore() {
 
 int SqliteStore::OnWal(void* arg, sqlite3*, const char*, int frames) {
   auto* self = static_cast<SqliteStore*>(arg);
-  self->wal_frames_.store(frames, std::memory_order_relaxed);
+  if (self->wal_frames_.exchange(frames, std::memory_order_relaxed) > frames) {
+    self->copied_.store(0, std::memory_order_relaxed);  // it started over
+  }
   int copied = self->copied_.load(std::memory_order_relaxed);
-  if (frames < copied) copied = 0;  // the WAL started over
   const bool wait = frames >= 2 * self->options_.restart_frames;
   if (!wait && frames - copied < self->options_.checkpoint_frames &&
       frames < self->options_.restart_frames) {
@@ -425,9 +438,11 @@ void SqliteStore::CheckpointLoop() {
     lock.unlock();
     // PASSIVE copies what it can without holding up a commit. A WAL that
     // commits keep ahead of is never wholly copied, so it never starts
-    // over; past restart_frames, RESTART copies it all, holding up the
-    // next commit for the last frames, so that the next commit starts it
-    // over.
+    // over; past restart_frames, RESTART takes the write lock, copies what
+    // PASSIVE had not and syncs (commits meanwhile wait), so that the next
+    // commit starts the WAL over. A commit waiting at twice the mark goes
+    // on after the attempt even if it failed (a reader outside gangsched
+    // holding a transaction open): a growing WAL beats a stopped one.
     const bool restart =
         wal_frames_.load(std::memory_order_relaxed) >= options_.restart_frames;
     int frames = 0;
@@ -438,7 +453,16 @@ void SqliteStore::CheckpointLoop() {
         &frames, &copied);
     if (rc == SQLITE_OK) {
       copied_.store(copied, std::memory_order_relaxed);
-    } else if (rc != SQLITE_BUSY) {
+      restart_blocked_ = false;
+    } else if (rc == SQLITE_BUSY) {
+      if (restart && !restart_blocked_) {
+        LogLine(spdlog::level::warn,
+                "sqlite checkpoint cannot restart the WAL; another "
+                "connection holds it")
+            .Add("wal_frames", static_cast<int64_t>(frames));
+      }
+      restart_blocked_ = restart;
+    } else {
       // The WAL keeps growing until a checkpoint succeeds; the commits go
       // on (they do not need one).
       LogLine(spdlog::level::warn, "sqlite checkpoint failed")
@@ -492,6 +516,7 @@ absl::Status SqliteStore::LoadWorkloadSeqs() {
 }
 
 absl::Status SqliteStore::ReadLog(Replay* replay) {
+  log_indexed_ = false;
   log_.clear();
   last_change_.clear();
   log_entries_ = 0;
@@ -540,6 +565,7 @@ absl::Status SqliteStore::ReadLog(Replay* replay) {
     next_log_seq_ = std::max(next_log_seq_, meta.seq + 1);
   }
   if (!q.read_all()) return Error(db_, "read log");
+  log_indexed_ = true;
   return absl::OkStatus();
 }
 
@@ -558,10 +584,13 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
     if (!q.read_all()) return Error(db_, sql);
   }
   {
-    Statement q(db_, "SELECT revision, submit_seq FROM counters WHERE id = 0");
+    Statement q(db_,
+                "SELECT revision, submit_seq, answers_kept_from FROM counters "
+                "WHERE id = 0");
     while (q.Step() == SQLITE_ROW) {
       replay.revision = q.ColumnInt(0);
       replay.submit_seq = static_cast<uint64_t>(q.ColumnInt(1));
+      replay.answers_kept_from = static_cast<uint64_t>(q.ColumnInt(2));
     }
     if (!q.read_all()) return Error(db_, "read counters");
     // Commits with answers left the counters in their answer rows or log
@@ -640,28 +669,30 @@ bool SqliteStore::Fold(const LogCommit& commit, uint64_t answers_kept_from) {
     st.read_log.Reset();
     if (!parsed) return false;
   }
-  // The row's last change of each key it holds the last change of; a key
-  // written twice in one commit keeps the later.
+  // The values of the keys whose last change this row holds; a key written
+  // twice in one commit keeps the later.
   for (int i = stored.rows_size() - 1; i >= 0; --i) {
     const internal::StoredCommit::Row& row = stored.rows(i);
     auto table = static_cast<StoreRows::Table>(row.table());
     auto it = last_change_.find(TaggedKey(table, row.key()));
-    if (it == last_change_.end() || it->second.commit != commit.seq) continue;
-    StoreRows::Row put{table, row.key(), std::nullopt, row.seq()};
-    if (!row.deleted()) put.value = row.value();
+    if (it == last_change_.end() || it->second.commit != commit.seq ||
+        !it->second.present) {
+      continue;
+    }
     if (table == StoreRows::Table::kWorkload) {
-      if (!WriteWorkload(put)) return false;
+      if (!WriteWorkload({table, row.key(), row.value(), row.seq()})) {
+        return false;
+      }
     } else {
-      bool node = table == StoreRows::Table::kNode;
-      Statement& write = put.value ? (node ? st.put_node : st.put_queue)
-                                   : (node ? st.del_node : st.del_queue);
-      write.Text(1, put.key);
-      if (put.value) write.Blob(2, *put.value);
-      if (!write.Run()) return false;
+      Statement& put =
+          table == StoreRows::Table::kNode ? st.put_node : st.put_queue;
+      put.Text(1, row.key());
+      put.Blob(2, row.value());
+      if (!put.Run()) return false;
     }
     last_change_.erase(it);
   }
-  // Deleted keys need no value: their rows go, if the tables have them.
+  // The keys left are deleted: their rows go, if the tables have them.
   for (const std::string& key : commit.keys) {
     auto it = last_change_.find(key);
     if (it == last_change_.end() || it->second.commit != commit.seq) continue;
@@ -707,7 +738,7 @@ bool SqliteStore::Compact(const StoreRows& last, bool* trimmed) {
   }
   // Over the bound, down to three quarters of it, so that it is not hit
   // again by the next commit.
-  const size_t low = options_.max_log_entries / 4 * 3;
+  const size_t low = options_.max_log_entries * 3 / 4;
   int64_t through = 0;
   for (size_t dropped = 0;
        !log_.empty() && (dropped < answered || (over && log_entries_ > low));
@@ -728,6 +759,7 @@ bool SqliteStore::Compact(const StoreRows& last, bool* trimmed) {
   // The counters outlive the log rows that carried them.
   st.put_counters.Int(1, last.revision);
   st.put_counters.Int(2, static_cast<int64_t>(last.submit_seq));
+  st.put_counters.Int(3, static_cast<int64_t>(kept_from));
   return st.put_counters.Run();
 }
 
@@ -743,6 +775,10 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
     ReadLog(nullptr).IgnoreError();
     return s;
   };
+  // Rows are dropped from the front of the log as the store knows it.
+  if (!log_indexed_) {
+    if (absl::Status s = ReadLog(nullptr); !s.ok()) return s;
+  }
   const StoreRows& last = *batches.back();
   internal::StoredCommit stored;
   LogCommit meta;

@@ -6,8 +6,8 @@
 // submitted, released and forgotten within the log's span never reaches the
 // tables. Restart reads the tables and replays the log over them; the log is
 // bounded, so restart time does not grow with history. A second connection,
-// on its own thread, copies the WAL into the database (checkpoints), so that
-// no commit waits for it.
+// on its own thread, copies the WAL into the database (checkpoints); commits
+// wait for it only while it makes the WAL start over (past restart_frames).
 #pragma once
 
 #include <atomic>
@@ -87,8 +87,8 @@ class SqliteStore final : public Store {
   absl::Status Exec(const char* sql);
   absl::Status MigrateWorkloadsById();
   absl::Status LoadWorkloadSeqs();
-  // Reads the log in order: rebuilds log_ and last_change_, and applies
-  // each commit to `replay` when given.
+  // Reads the log in order: rebuilds log_ and last_change_ (and sets
+  // log_indexed_), and applies each commit to `replay` when given.
   absl::Status ReadLog(Replay* replay);
   // Drops the oldest log rows when due (see Options), first writing to the
   // tables the keys whose last change they hold. Sets `trimmed` when it
@@ -106,6 +106,7 @@ class SqliteStore final : public Store {
   uint64_t trimmed_below_ = 0;  // answers below this are deleted
   // Which row holds each stored workload id.
   absl::flat_hash_map<std::string, int64_t> seq_of_;
+  bool log_indexed_ = false;  // log_ and last_change_ hold the whole log
   std::deque<LogCommit> log_;
   absl::flat_hash_map<std::string, LastChange> last_change_;
   size_t log_entries_ = 0;  // rows and answers in log_
@@ -119,6 +120,7 @@ class SqliteStore final : public Store {
   bool checkpoint_due_ = false;     // guarded by checkpoint_mu_
   bool stopping_ = false;           // guarded by checkpoint_mu_
   uint64_t restarts_ = 0;           // RESTART checkpoints run; checkpoint_mu_
+  bool restart_blocked_ = false;    // the last RESTART could not end (thread)
   std::atomic<int> wal_frames_{0};  // in the WAL after the last commit
   std::atomic<int> copied_{0};      // copied by the last checkpoint
 };

@@ -13,6 +13,7 @@ got is an acknowledged decision and must be there after the restart.
 
 import os
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -187,7 +188,8 @@ class CrashTest(unittest.TestCase):
 
 class DataDirLockTest(unittest.TestCase):
     """One gangsched per data dir: a second exits at start and says why,
-    and the first serves on."""
+    and the first serves on. (ServerProcess passes a --data-dir of its own
+    first; the last one given wins.)"""
 
     def test_a_second_server_on_the_data_dir_exits(self):
         datadir = tempfile.mkdtemp(prefix="gangsched-lock-")
@@ -206,6 +208,7 @@ class DataDirLockTest(unittest.TestCase):
         again = e2e.ServerProcess(["--data-dir", datadir])
         again.start()
         again.stop()
+        shutil.rmtree(datadir)
 
 
 class MigrationTest(unittest.TestCase):
