@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -171,10 +172,11 @@ int RetryShortly(void* max_tries, int tries) {
 // A commit waits at least a minute for a checkpoint (its copy and syncs)
 // before it fails, which stops the process: only a dead disk takes longer.
 constexpr int kCommitTries = 600000;
-// The checkpointer gives up after at least 100 ms (a RESTART then ends as
-// a PASSIVE one would), so that a reader outside gangsched holding a
-// transaction open does not make it hold the commits up for long.
-constexpr int kCheckpointTries = 1000;
+// The checkpointer gives up after at least 20 ms (longer than a commit holds
+// the write lock, even a synchronous=FULL one on a slow disk; a RESTART
+// then ends as a PASSIVE one would), so that a reader outside gangsched
+// holding a transaction open holds the commits up only that long per try.
+constexpr int kCheckpointTries = 200;
 
 bool KnownTable(int32_t table) {
   return table >= static_cast<int32_t>(StoreRows::Table::kWorkload) &&
@@ -416,7 +418,7 @@ int SqliteStore::OnWal(void* arg, sqlite3*, const char*, int frames) {
   std::unique_lock lock(self->checkpoint_mu_);
   self->checkpoint_due_ = true;
   self->checkpoint_cv_.notify_all();
-  if (wait) {
+  if (wait && !self->restart_blocked_) {
     // Commits outran the checkpointer this far (faster than the disk takes
     // the copies): this one waits for a RESTART checkpoint, as a commit
     // waited for SQLite's own checkpoint, so that the WAL stays bounded.
@@ -430,6 +432,12 @@ int SqliteStore::OnWal(void* arg, sqlite3*, const char*, int frames) {
 }
 
 void SqliteStore::CheckpointLoop() {
+  // After a RESTART that could not end, the next waits 1 s, then 2, 4...
+  // up to a minute: each attempt holds the commits up while it waits.
+  constexpr auto kFirstBackoff = std::chrono::seconds(1);
+  constexpr auto kMaxBackoff = std::chrono::seconds(60);
+  auto backoff = std::chrono::steady_clock::duration(kFirstBackoff);
+  auto next_restart = std::chrono::steady_clock::time_point::min();
   std::unique_lock lock(checkpoint_mu_);
   while (true) {
     checkpoint_cv_.wait(lock, [&] { return checkpoint_due_ || stopping_; });
@@ -443,25 +451,37 @@ void SqliteStore::CheckpointLoop() {
     // commit starts the WAL over. A commit waiting at twice the mark goes
     // on after the attempt even if it failed (a reader outside gangsched
     // holding a transaction open): a growing WAL beats a stopped one.
-    const bool restart =
-        wal_frames_.load(std::memory_order_relaxed) >= options_.restart_frames;
+    const auto now = std::chrono::steady_clock::now();
+    const bool restart = wal_frames_.load(std::memory_order_relaxed) >=
+                             options_.restart_frames &&
+                         now >= next_restart;
     int frames = 0;
     int copied = 0;
     int rc = sqlite3_wal_checkpoint_v2(
         checkpoint_db_, nullptr,
         restart ? SQLITE_CHECKPOINT_RESTART : SQLITE_CHECKPOINT_PASSIVE,
         &frames, &copied);
+    const bool blocked = restart && rc == SQLITE_BUSY;
+    if (blocked) {
+      next_restart = now + backoff;
+      backoff = std::min<std::chrono::steady_clock::duration>(2 * backoff,
+                                                              kMaxBackoff);
+    } else if (restart) {
+      backoff = kFirstBackoff;
+    }
     if (rc == SQLITE_OK) {
       copied_.store(copied, std::memory_order_relaxed);
-      restart_blocked_ = false;
+      if (restart && restart_blocked_) {  // this thread writes it
+        LogLine(spdlog::level::info, "sqlite checkpoint restarts the WAL again")
+            .Add("wal_frames", static_cast<int64_t>(frames));
+      }
     } else if (rc == SQLITE_BUSY) {
-      if (restart && !restart_blocked_) {
+      if (blocked && !restart_blocked_) {  // this thread writes it
         LogLine(spdlog::level::warn,
                 "sqlite checkpoint cannot restart the WAL; another "
                 "connection holds it")
             .Add("wal_frames", static_cast<int64_t>(frames));
       }
-      restart_blocked_ = restart;
     } else {
       // The WAL keeps growing until a checkpoint succeeds; the commits go
       // on (they do not need one).
@@ -470,6 +490,9 @@ void SqliteStore::CheckpointLoop() {
     }
     lock.lock();
     if (restart) {
+      // While a RESTART cannot end, commits past twice the mark do not wait
+      // for the next attempt.
+      restart_blocked_ = blocked;
       ++restarts_;
       checkpoint_cv_.notify_all();
     }

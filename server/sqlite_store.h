@@ -64,6 +64,12 @@ class SqliteStore final : public Store {
                               IdempotencyCache& requests) override;
   absl::Status Write(const std::vector<const StoreRows*>& batches) override;
 
+  // RESTART checkpoints tried so far.
+  uint64_t restarts() const {
+    std::lock_guard lock(checkpoint_mu_);
+    return restarts_;
+  }
+
  private:
   struct Statements;  // prepared once, reused by every commit
   struct Replay;      // the stored state, as Load reads it
@@ -115,12 +121,14 @@ class SqliteStore final : public Store {
 
   sqlite3* checkpoint_db_ = nullptr;  // the checkpointer's connection
   std::thread checkpointer_;
-  std::mutex checkpoint_mu_;
+  mutable std::mutex checkpoint_mu_;
   std::condition_variable checkpoint_cv_;
-  bool checkpoint_due_ = false;     // guarded by checkpoint_mu_
-  bool stopping_ = false;           // guarded by checkpoint_mu_
-  uint64_t restarts_ = 0;           // RESTART checkpoints run; checkpoint_mu_
-  bool restart_blocked_ = false;    // the last RESTART could not end (thread)
+  bool checkpoint_due_ = false;  // guarded by checkpoint_mu_
+  bool stopping_ = false;        // guarded by checkpoint_mu_
+  uint64_t restarts_ = 0;        // RESTART checkpoints run; checkpoint_mu_
+  // The last RESTART could not end; written by the checkpointer under
+  // checkpoint_mu_.
+  bool restart_blocked_ = false;
   std::atomic<int> wal_frames_{0};  // in the WAL after the last commit
   std::atomic<int> copied_{0};      // copied by the last checkpoint
 };

@@ -8,6 +8,7 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <vector>
@@ -756,6 +757,46 @@ TEST_F(SqliteStoreTest, TheCheckpointerKeepsTheWalBounded) {
   // What the checkpoints copied is in the database file itself: the log
   // rows, but for those still only in the WAL.
   EXPECT_GE(std::filesystem::file_size(Db()), kCommits / 2 * value.size());
+}
+
+// A reader outside gangsched holding a transaction open keeps the WAL from
+// starting over. The commits go on (the WAL grows past the bound), and the
+// checkpointer tries a RESTART, which holds them up while it waits, only
+// after a back-off (1 s, 2 s, ...), not at every commit.
+TEST_F(SqliteStoreTest, AnOutsideReaderDelaysRestartsButNotCommits) {
+  constexpr int kRestartFrames = 100;
+  auto store = Open({.dir = dir_.string(),
+                     .compact_commits = 100000,
+                     .checkpoint_frames = 20,
+                     .restart_frames = kRestartFrames});
+  ASSERT_NE(store, nullptr);
+  std::string value(16 * 1024, 'x');
+  auto write = [&](int i) {
+    StoreRows rows;
+    rows.rows.push_back(
+        {StoreRows::Table::kQueue, absl::StrCat("q", i % 50), value});
+    ASSERT_TRUE(store->Write({&rows}).ok());
+  };
+  write(0);
+  sqlite3* reader = nullptr;
+  ASSERT_EQ(sqlite3_open(Db().c_str(), &reader), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(reader, "BEGIN; SELECT COUNT(*) FROM log;", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(reader);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 1; i < 1500; ++i) write(i);
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+  // One try, then one per back-off: 1 + log2(seconds) or so. Retried at
+  // every commit past the mark, it would be hundreds.
+  EXPECT_LE(store->restarts(), 2u + static_cast<uint64_t>(seconds));
+  const uintmax_t frame = 4096 + 24;
+  EXPECT_GT(std::filesystem::file_size(Db() + "-wal"),
+            2 * kRestartFrames * frame);
+  sqlite3_exec(reader, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(reader);
 }
 
 // A data dir written by a newer layout is refused, with a reason, rather
