@@ -217,8 +217,7 @@ absl::StatusOr<Store::Loaded> EtcdStore::Load(Scheduler& scheduler,
     internal::StoredAnswer a;
     if (!a.ParseFromString(kv.value()))
       return absl::DataLossError("stored answer does not parse");
-    state.answers.push_back(
-        {a.key(), a.seq(), a.code(), a.message(), a.response()});
+    state.answers.push_back(FromStored(a));
   }
   return RestoreState(state, scheduler, requests);
 }
@@ -248,11 +247,7 @@ absl::Status EtcdStore::Write(const std::vector<const StoreRows*>& batches) {
     }
     for (const StoreRows::Answer& a : batch->answers) {
       internal::StoredAnswer stored;
-      stored.set_key(a.key);
-      stored.set_seq(a.seq);
-      stored.set_code(a.code);
-      stored.set_message(a.message);
-      stored.set_response(a.response);
+      ToStored(a, &stored);
       auto* put = txn.add_success()->mutable_request_put();
       put->set_key(Key("requests", SeqKey(a.seq)));
       put->set_value(stored.SerializeAsString());

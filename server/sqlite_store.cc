@@ -573,8 +573,7 @@ absl::Status SqliteStore::ReadLog(Replay* replay) {
     for (const internal::StoredAnswer& a : commit.answers()) {
       meta.last_answer = std::max(meta.last_answer, a.seq());
       if (replay != nullptr) {
-        replay->answers.push_back(
-            {a.key(), a.seq(), a.code(), a.message(), a.response()});
+        replay->answers.push_back(FromStored(a));
       }
     }
     meta.answers = commit.answers_size();
@@ -820,12 +819,7 @@ absl::Status SqliteStore::Write(const std::vector<const StoreRows*>& batches) {
       meta.keys.push_back(TaggedKey(row.table, row.key));
     }
     for (const StoreRows::Answer& a : batch->answers) {
-      internal::StoredAnswer* out = stored.add_answers();
-      out->set_key(a.key);
-      out->set_seq(a.seq);
-      out->set_code(a.code);
-      out->set_message(a.message);
-      out->set_response(a.response);
+      ToStored(a, stored.add_answers());
       meta.last_answer = std::max(meta.last_answer, a.seq);
     }
   }

@@ -185,6 +185,19 @@ StoreRows EncodeChanges(const Scheduler& scheduler, const ChangeSet& changes,
   return out;
 }
 
+void ToStored(const StoreRows::Answer& answer, internal::StoredAnswer* out) {
+  out->set_key(answer.key);
+  out->set_seq(answer.seq);
+  out->set_code(answer.code);
+  out->set_message(answer.message);
+  out->set_response(answer.response);
+}
+
+StoreRows::Answer FromStored(const internal::StoredAnswer& stored) {
+  return {stored.key(), stored.seq(), stored.code(), stored.message(),
+          stored.response()};
+}
+
 std::string EncodeWorkload(const WorkloadRecord& r) {
   return EncodeOnArena<internal::StoredWorkload>(
       [&](internal::StoredWorkload& out) {

@@ -32,6 +32,10 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
                                            Scheduler& scheduler,
                                            IdempotencyCache& requests);
 
+// A request-id answer as stored (etcd values, SQLite log rows) and back.
+void ToStored(const StoreRows::Answer& answer, internal::StoredAnswer* out);
+StoreRows::Answer FromStored(const internal::StoredAnswer& stored);
+
 std::string EncodeWorkload(const WorkloadRecord& record);
 absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes);
 
