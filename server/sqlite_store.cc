@@ -224,12 +224,11 @@ struct SqliteStore::Statements {
       drop_log, begin, commit;
 };
 
-// Tagged key -> value of every stored row, the answers, and the counters.
+// What Load reads: every stored row by tagged key (the log replayed over
+// the tables), and the answers and counters as RestoreState takes them.
 struct SqliteStore::Replay {
   absl::flat_hash_map<std::string, std::string> rows;
-  std::vector<StoreRows::Answer> answers;
-  int64_t revision = 0;
-  uint64_t submit_seq = 0;
+  StoredState state;  // its row vectors are filled from `rows` last
   uint64_t answers_kept_from = 0;
 };
 
@@ -553,7 +552,7 @@ absl::Status SqliteStore::ReadLog(Replay* replay) {
       return absl::DataLossError(
           absl::StrCat("sqlite: log row ", meta.seq, " does not parse"));
     }
-    for (const internal::StoredCommit::Row& row : commit.rows()) {
+    for (internal::StoredCommit::Row& row : *commit.mutable_rows()) {
       if (!KnownTable(row.table())) {
         return absl::DataLossError(absl::StrCat("sqlite: log row ", meta.seq,
                                                 " names table ", row.table()));
@@ -565,7 +564,7 @@ absl::Status SqliteStore::ReadLog(Replay* replay) {
         if (row.deleted()) {
           replay->rows.erase(key);
         } else {
-          replay->rows[key] = row.value();
+          replay->rows[key] = std::move(*row.mutable_value());
         }
       }
       meta.keys.push_back(std::move(key));
@@ -573,14 +572,15 @@ absl::Status SqliteStore::ReadLog(Replay* replay) {
     for (const internal::StoredAnswer& a : commit.answers()) {
       meta.last_answer = std::max(meta.last_answer, a.seq());
       if (replay != nullptr) {
-        replay->answers.push_back(FromStored(a));
+        replay->state.answers.push_back(FromStored(a));
       }
     }
     meta.answers = commit.answers_size();
     log_entries_ += meta.keys.size() + meta.answers;
     if (replay != nullptr) {
-      replay->revision = std::max(replay->revision, commit.revision());
-      replay->submit_seq = std::max(replay->submit_seq, commit.submit_seq());
+      StoredState& state = replay->state;
+      state.revision = std::max(state.revision, commit.revision());
+      state.submit_seq = std::max(state.submit_seq, commit.submit_seq());
       replay->answers_kept_from =
           std::max(replay->answers_kept_from, commit.answers_kept_from());
     }
@@ -610,8 +610,8 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
                 "SELECT revision, submit_seq, answers_kept_from FROM counters "
                 "WHERE id = 0");
     while (q.Step() == SQLITE_ROW) {
-      replay.revision = q.ColumnInt(0);
-      replay.submit_seq = static_cast<uint64_t>(q.ColumnInt(1));
+      replay.state.revision = q.ColumnInt(0);
+      replay.state.submit_seq = static_cast<uint64_t>(q.ColumnInt(1));
       replay.answers_kept_from = static_cast<uint64_t>(q.ColumnInt(2));
     }
     if (!q.read_all()) return Error(db_, "read counters");
@@ -622,19 +622,20 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
     Statement q(db_,
                 "SELECT key, seq, code, message, response, revision, "
                 "submit_seq FROM answers");
+    StoredState& state = replay.state;
     while (q.Step() == SQLITE_ROW) {
-      replay.revision = std::max(replay.revision, q.ColumnInt(5));
-      replay.submit_seq =
-          std::max(replay.submit_seq, static_cast<uint64_t>(q.ColumnInt(6)));
-      replay.answers.push_back({q.ColumnBytes(0),
-                                static_cast<uint64_t>(q.ColumnInt(1)),
-                                static_cast<int>(q.ColumnInt(2)),
-                                q.ColumnBytes(3), q.ColumnBytes(4)});
+      state.revision = std::max(state.revision, q.ColumnInt(5));
+      state.submit_seq =
+          std::max(state.submit_seq, static_cast<uint64_t>(q.ColumnInt(6)));
+      state.answers.push_back({q.ColumnBytes(0),
+                               static_cast<uint64_t>(q.ColumnInt(1)),
+                               static_cast<int>(q.ColumnInt(2)),
+                               q.ColumnBytes(3), q.ColumnBytes(4)});
     }
     if (!q.read_all()) return Error(db_, "read answers");
   }
   if (absl::Status s = ReadLog(&replay); !s.ok()) return s;
-  StoredState state;
+  StoredState& state = replay.state;
   for (auto& [key, value] : replay.rows) {
     std::vector<std::string>& out = key[0] == 'w'   ? state.workloads
                                     : key[0] == 'n' ? state.nodes
@@ -643,12 +644,9 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
   }
   // Answers the request-id table had forgotten may still be stored (in
   // log rows kept for newer answers, or not yet trimmed): they stay gone.
-  std::erase_if(replay.answers, [&](const StoreRows::Answer& a) {
+  std::erase_if(state.answers, [&](const StoreRows::Answer& a) {
     return a.seq < replay.answers_kept_from;
   });
-  state.answers = std::move(replay.answers);
-  state.revision = replay.revision;
-  state.submit_seq = replay.submit_seq;
   return RestoreState(state, scheduler, requests);
 }
 
