@@ -124,6 +124,27 @@ class SqliteStoreTest : public ::testing::Test {
   }
   std::string Db() const { return (dir_ / "gangsched.db").string(); }
 
+  // For the WAL tests: a checkpoint every 20 frames, a RESTART past
+  // kRestartFrames, and no log row ever dropped, so that every commit of
+  // WriteQueue writes about as many frames (one log row of four pages).
+  static constexpr int kRestartFrames = 100;
+  static constexpr uintmax_t kFrameBytes = 4096 + 24;
+  std::unique_ptr<SqliteStore> OpenWithSmallWal() {
+    return Open({.dir = dir_.string(),
+                 .compact_commits = 100000,
+                 .checkpoint_frames = 20,
+                 .restart_frames = kRestartFrames});
+  }
+  // Commits one queue row of 16 KiB, key and contents varying with `i`.
+  static void WriteQueue(SqliteStore& store, int i) {
+    std::string value(16 * 1024, 'x');
+    value[i % value.size()] = static_cast<char>('a' + i % 26);
+    StoreRows rows;
+    rows.rows.push_back({StoreRows::Table::kQueue, absl::StrCat("q", i % 50),
+                         std::move(value)});
+    ASSERT_TRUE(store.Write({&rows}).ok());
+  }
+
   std::filesystem::path dir_;
   absl::Time now_ = absl::FromUnixSeconds(1000);
 };
@@ -732,31 +753,18 @@ TEST_F(SqliteStoreTest, AStoreHoldsItsDataDirAlone) {
 // commits come (here as fast as the loop runs, faster than the disk takes
 // the copies), the WAL stays within twice restart_frames and a commit.
 TEST_F(SqliteStoreTest, TheCheckpointerKeepsTheWalBounded) {
-  constexpr int kRestartFrames = 100;
-  // No log row is dropped, so that every commit writes about as many
-  // frames (one log row) and the bound below is tight.
-  auto store = Open({.dir = dir_.string(),
-                     .compact_commits = 100000,
-                     .checkpoint_frames = 20,
-                     .restart_frames = kRestartFrames});
+  auto store = OpenWithSmallWal();
   ASSERT_NE(store, nullptr);
-  std::string value(16 * 1024, 'x');  // four pages in every log row
   constexpr int kCommits = 1500;
-  for (int i = 0; i < kCommits; ++i) {
-    StoreRows rows;
-    value[i % value.size()] = static_cast<char>('a' + i % 26);
-    rows.rows.push_back(
-        {StoreRows::Table::kQueue, absl::StrCat("q", i % 50), value});
-    ASSERT_TRUE(store->Write({&rows}).ok());
-  }
+  for (int i = 0; i < kCommits; ++i) WriteQueue(*store, i);
   const std::filesystem::path wal = Db() + "-wal";
   ASSERT_TRUE(std::filesystem::exists(wal));
-  const uintmax_t frame = 4096 + 24;
   // Unchecked, the WAL would hold every commit's frames, over 6,000.
-  EXPECT_LE(std::filesystem::file_size(wal), (2 * kRestartFrames + 20) * frame);
+  EXPECT_LE(std::filesystem::file_size(wal),
+            (2 * kRestartFrames + 20) * kFrameBytes);
   // What the checkpoints copied is in the database file itself: the log
   // rows, but for those still only in the WAL.
-  EXPECT_GE(std::filesystem::file_size(Db()), kCommits / 2 * value.size());
+  EXPECT_GE(std::filesystem::file_size(Db()), kCommits / 2 * 16 * 1024);
 }
 
 // A reader outside gangsched holding a transaction open keeps the WAL from
@@ -764,20 +772,9 @@ TEST_F(SqliteStoreTest, TheCheckpointerKeepsTheWalBounded) {
 // checkpointer tries a RESTART, which holds them up while it waits, only
 // after a back-off (1 s, 2 s, ...), not at every commit.
 TEST_F(SqliteStoreTest, AnOutsideReaderDelaysRestartsButNotCommits) {
-  constexpr int kRestartFrames = 100;
-  auto store = Open({.dir = dir_.string(),
-                     .compact_commits = 100000,
-                     .checkpoint_frames = 20,
-                     .restart_frames = kRestartFrames});
+  auto store = OpenWithSmallWal();
   ASSERT_NE(store, nullptr);
-  std::string value(16 * 1024, 'x');
-  auto write = [&](int i) {
-    StoreRows rows;
-    rows.rows.push_back(
-        {StoreRows::Table::kQueue, absl::StrCat("q", i % 50), value});
-    ASSERT_TRUE(store->Write({&rows}).ok());
-  };
-  write(0);
+  WriteQueue(*store, 0);
   sqlite3* reader = nullptr;
   ASSERT_EQ(sqlite3_open(Db().c_str(), &reader), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(reader, "BEGIN; SELECT COUNT(*) FROM log;", nullptr,
@@ -785,16 +782,17 @@ TEST_F(SqliteStoreTest, AnOutsideReaderDelaysRestartsButNotCommits) {
             SQLITE_OK)
       << sqlite3_errmsg(reader);
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 1; i < 1500; ++i) write(i);
+  for (int i = 1; i < 1500; ++i) WriteQueue(*store, i);
   const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
                            std::chrono::steady_clock::now() - start)
                            .count();
   // One try, then one per back-off: 1 + log2(seconds) or so. Retried at
   // every commit past the mark, it would be hundreds.
   EXPECT_LE(store->restarts(), 2u + static_cast<uint64_t>(seconds));
-  const uintmax_t frame = 4096 + 24;
+  // The reader did keep the WAL from starting over (else the count above
+  // would prove nothing), and the commits went on past the bound.
   EXPECT_GT(std::filesystem::file_size(Db() + "-wal"),
-            2 * kRestartFrames * frame);
+            2 * kRestartFrames * kFrameBytes);
   sqlite3_exec(reader, "COMMIT", nullptr, nullptr, nullptr);
   sqlite3_close(reader);
 }
