@@ -40,7 +40,7 @@ void TopologyIndex::SetNode(const Node& node, uint32_t id) {
     Key& key = keys_[kit->second];
     auto [dit, new_domain] = key.domain_ids.try_emplace(
         value, static_cast<uint32_t>(key.domains.size()));
-    if (new_domain) key.domains.push_back(Domain{value});
+    if (new_domain) key.domains.emplace_back().value = std::string(value);
     if (key.node_domain.size() <= id) key.node_domain.resize(id + 1, kNoDomain);
     key.node_domain[id] = dit->second;
     ++key.domains[dit->second].nodes;
