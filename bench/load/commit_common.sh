@@ -9,6 +9,8 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# Which machine the figures below came from.
+bash "$(dirname "${BASH_SOURCE[0]}")/machine.sh"
 
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -153,6 +153,7 @@ run_h2load() {  # NAME PATH BODY ROUND
   fi
 }
 
+bash "$REPO/bench/load/machine.sh"
 echo "h2load: -n $REQUESTS -c $CLIENTS -m $STREAMS -t $THREADS per endpoint, $ROUNDS round(s)"
 $PY "$HELPER" scrape "$METRICS" "$TMP/before.prom"
 for round in $(seq "$ROUNDS"); do

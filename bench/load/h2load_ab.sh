@@ -27,6 +27,7 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
+bash "$ROOT/bench/load/machine.sh"
 echo "A = $BIN_A"
 echo "B = $BIN_B"
 echo "$TURNS turn(s), each binary $ROUNDS round(s) of $REQUESTS requests per endpoint per turn"
