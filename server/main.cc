@@ -212,6 +212,7 @@ int Run(int argc, char** argv) {
   }
 
   std::unique_ptr<Store> store;
+  const SqliteStore* sqlite = nullptr;  // `store`, when it is SQLite
   if (flags->store == "etcd") {
     auto connected = EtcdStore::Connect(
         {.endpoints = flags->etcd_endpoints,
@@ -242,6 +243,7 @@ int Run(int argc, char** argv) {
           .Add("error", opened.status().message());
       return 1;
     }
+    sqlite = opened->get();
     store = *std::move(opened);
   }
   Metrics metrics(flags->role);
@@ -296,6 +298,7 @@ int Run(int argc, char** argv) {
       last_status = now;
       metrics.RefreshGauges(scheduler);
       metrics.RefreshSpecCache(specs);
+      if (sqlite != nullptr) metrics.RefreshCheckpoints(sqlite->checkpoints());
       http.Publish(std::make_shared<StatusSnapshot>(
           BuildStatus(scheduler, now, stats.cycle)));
     }

@@ -248,6 +248,66 @@ void Metrics::RefreshSpecCache(const SpecCache& specs) {
   spec_cache_entries_.Set(static_cast<double>(specs.size()));
 }
 
+struct Metrics::SqliteMetrics {
+  using C = SqliteStore::Checkpoints;
+  prometheus::Counter* runs[C::kModes][C::kResults] = {};
+  prometheus::Counter* commits_waited = nullptr;
+  prometheus::Gauge* wal_frames = nullptr;
+  C seen;
+};
+
+Metrics::~Metrics() = default;
+
+void Metrics::RefreshCheckpoints(const SqliteStore::Checkpoints& now) {
+  using C = SqliteStore::Checkpoints;
+  if (sqlite_ == nullptr) {
+    sqlite_ = std::make_unique<SqliteMetrics>();
+    auto& runs = prometheus::BuildCounter()
+                     .Name("gangsched_sqlite_checkpoints_total")
+                     .Help(
+                         "SQLite WAL checkpoints by mode (passive copies "
+                         "what it can; restart makes the WAL start over, "
+                         "holding commits meanwhile) and result (done; busy: "
+                         "another connection held what it needed; failed).")
+                     .Register(*registry_);
+    const char* modes[C::kModes] = {"passive", "restart"};
+    const char* results[C::kResults] = {"done", "busy", "failed"};
+    for (int m = 0; m < C::kModes; ++m) {
+      for (int r = 0; r < C::kResults; ++r) {
+        sqlite_->runs[m][r] =
+            &runs.Add({{"mode", modes[m]}, {"result", results[r]}});
+      }
+    }
+    sqlite_->commits_waited =
+        &prometheus::BuildCounter()
+             .Name("gangsched_sqlite_commits_waited_total")
+             .Help(
+                 "Commits held until a restart checkpoint ran, because the "
+                 "WAL had grown to twice its restart mark.")
+             .Register(*registry_)
+             .Add({});
+    sqlite_->wal_frames =
+        &prometheus::BuildGauge()
+             .Name("gangsched_sqlite_wal_frames")
+             .Help(
+                 "Frames (one database page each) in the SQLite WAL after "
+                 "the last commit.")
+             .Register(*registry_)
+             .Add({});
+  }
+  C& seen = sqlite_->seen;
+  for (int m = 0; m < C::kModes; ++m) {
+    for (int r = 0; r < C::kResults; ++r) {
+      sqlite_->runs[m][r]->Increment(
+          static_cast<double>(now.runs[m][r] - seen.runs[m][r]));
+    }
+  }
+  sqlite_->commits_waited->Increment(
+      static_cast<double>(now.commits_waited - seen.commits_waited));
+  sqlite_->wal_frames->Set(static_cast<double>(now.wal_frames));
+  seen = now;
+}
+
 void Metrics::RecordCycle(const CycleStats& stats, const Scheduler& scheduler,
                           const std::vector<Event>& events) {
   cycle_duration_.Observe(absl::ToDoubleSeconds(stats.duration));

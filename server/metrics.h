@@ -24,6 +24,7 @@
 #include "prometheus/registry.h"
 #include "server/core_loop.h"
 #include "server/spec_cache.h"
+#include "server/sqlite_store.h"
 
 namespace gangsched::server {
 
@@ -34,6 +35,7 @@ class Metrics {
   // The registry is served by HttpServer on /metrics.
   // `role`: all, core or frontend (the gangsched_leader label).
   explicit Metrics(const std::string& role = "all");
+  ~Metrics();
 
   void RecordRequest(absl::string_view method, grpc::StatusCode code,
                      absl::Duration latency);
@@ -48,6 +50,11 @@ class Metrics {
   // last call (any one thread at a time; the core thread calls it with the
   // gauges).
   void RefreshSpecCache(const SpecCache& specs);
+  // The SQLite store's checkpoints since it opened, the commits that waited
+  // for one and the WAL's frames (any one thread at a time). The
+  // gangsched_sqlite_* metrics appear with the first call: a server with
+  // another store exports none.
+  void RefreshCheckpoints(const SqliteStore::Checkpoints& checkpoints);
 
   std::shared_ptr<prometheus::Registry> registry() { return registry_; }
 
@@ -82,6 +89,8 @@ class Metrics {
   int64_t spec_hits_seen_ = 0;
   int64_t spec_misses_seen_ = 0;
   int64_t spec_evictions_seen_ = 0;
+  struct SqliteMetrics;  // made by the first RefreshCheckpoints
+  std::unique_ptr<SqliteMetrics> sqlite_;
 
   // Label sets currently exported per gauge family (core thread only).
   using LiveGauges =

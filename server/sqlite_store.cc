@@ -423,9 +423,11 @@ int SqliteStore::OnWal(void* arg, sqlite3*, const char*, int frames) {
     // waited for SQLite's own checkpoint, so that the WAL stays bounded.
     // (It cannot checkpoint itself: the checkpointer holds SQLite's
     // checkpoint lock, which SQLite does not wait for.)
-    const uint64_t seen = self->restarts_;
-    self->checkpoint_cv_.wait(
-        lock, [&] { return self->restarts_ != seen || self->stopping_; });
+    ++self->counts_.commits_waited;
+    const uint64_t seen = self->counts_.restarts();
+    self->checkpoint_cv_.wait(lock, [&] {
+      return self->counts_.restarts() != seen || self->stopping_;
+    });
   }
   return SQLITE_OK;
 }
@@ -488,14 +490,25 @@ void SqliteStore::CheckpointLoop() {
           .Add("error", sqlite3_errmsg(checkpoint_db_));
     }
     lock.lock();
+    using C = Checkpoints;
+    ++counts_.runs[restart ? C::kRestart : C::kPassive]
+                  [rc == SQLITE_OK     ? C::kDone
+                   : rc == SQLITE_BUSY ? C::kBusy
+                                       : C::kFailed];
     if (restart) {
       // While a RESTART cannot end, commits past twice the mark do not wait
       // for the next attempt.
       restart_blocked_ = blocked;
-      ++restarts_;
       checkpoint_cv_.notify_all();
     }
   }
+}
+
+SqliteStore::Checkpoints SqliteStore::checkpoints() const {
+  std::lock_guard lock(checkpoint_mu_);
+  Checkpoints out = counts_;
+  out.wal_frames = wal_frames_.load(std::memory_order_relaxed);
+  return out;
 }
 
 absl::Status SqliteStore::Exec(const char* sql) {

@@ -64,11 +64,23 @@ class SqliteStore final : public Store {
                               IdempotencyCache& requests) override;
   absl::Status Write(const std::vector<const StoreRows*>& batches) override;
 
-  // RESTART checkpoints tried so far.
-  uint64_t restarts() const {
-    std::lock_guard lock(checkpoint_mu_);
-    return restarts_;
-  }
+  // What the checkpointer did since the store opened, for the metrics.
+  // Per mode (PASSIVE copies what it can, RESTART makes the WAL start over)
+  // and result: done; busy (another connection held what it needed: a
+  // reader outside gangsched keeps a RESTART from ending); failed.
+  struct Checkpoints {
+    enum Mode { kPassive, kRestart, kModes };
+    enum Result { kDone, kBusy, kFailed, kResults };
+    uint64_t runs[kModes][kResults] = {};
+    // Commits that waited for a RESTART (the WAL at twice restart_frames).
+    uint64_t commits_waited = 0;
+    int64_t wal_frames = 0;  // in the WAL after the last commit
+    uint64_t restarts() const {
+      return runs[kRestart][kDone] + runs[kRestart][kBusy] +
+             runs[kRestart][kFailed];
+    }
+  };
+  Checkpoints checkpoints() const;
 
  private:
   struct Statements;  // prepared once, reused by every commit
@@ -125,7 +137,7 @@ class SqliteStore final : public Store {
   std::condition_variable checkpoint_cv_;
   bool checkpoint_due_ = false;  // guarded by checkpoint_mu_
   bool stopping_ = false;        // guarded by checkpoint_mu_
-  uint64_t restarts_ = 0;        // RESTART checkpoints run; checkpoint_mu_
+  Checkpoints counts_;           // guarded by checkpoint_mu_
   // The last RESTART could not end; written by the checkpointer under
   // checkpoint_mu_.
   bool restart_blocked_ = false;

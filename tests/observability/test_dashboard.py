@@ -292,6 +292,19 @@ class DashboardAgainstServerTest(unittest.TestCase):
         self.assertGreaterEqual(self.value("gangsched_evictions_total", reason="preempt"), 1)
         self.assertEqual(self.value("gangsched_evictions_unconfirmed"), 0)
 
+    def test_sqlite_checkpoints_exported(self):
+        """The server stores in SQLite (--data-dir): its WAL holds the
+        scenario's commits, and every checkpoint mode and result has a
+        series (the scenario is too small for a checkpoint to have run)."""
+        self.assertGreater(self.value("gangsched_sqlite_wal_frames"), 0)
+        for mode in ("passive", "restart"):
+            for result in ("done", "busy", "failed"):
+                self.assertGreaterEqual(self.value(
+                    "gangsched_sqlite_checkpoints_total", mode=mode, result=result), 0)
+        self.assertEqual(self.value("gangsched_sqlite_checkpoints_total",
+                                    mode="restart", result="busy"), 0)
+        self.assertEqual(self.value("gangsched_sqlite_commits_waited_total"), 0)
+
     def spec_cache_counts(self):
         _, samples = harness.parse_metrics(self.server.scrape())
         counts = {l.get("result"): v for n, l, v in samples

@@ -92,5 +92,55 @@ TEST(MetricsTest, RepeatedCallsOfAMethodShareItsSeries) {
   EXPECT_EQ(got.latency_samples["Release"], 1u);
 }
 
+// Every gangsched_sqlite_* series, by name and labels, as the registry
+// exports it.
+std::map<std::string, double> SqliteSeries(Metrics& metrics) {
+  std::map<std::string, double> out;
+  for (const auto& family : metrics.registry()->Collect()) {
+    if (family.name.rfind("gangsched_sqlite_", 0) != 0) continue;
+    for (const auto& metric : family.metric) {
+      std::string key = family.name;
+      for (const auto& label : metric.label)
+        key += "," + label.name + "=" + label.value;
+      out[key] = family.type == prometheus::MetricType::Gauge
+                     ? metric.gauge.value
+                     : metric.counter.value;
+    }
+  }
+  return out;
+}
+
+// The store's counts are since it opened; each refresh adds what was new,
+// so the counters equal the store's counts, and the WAL gauge is the last.
+TEST(MetricsTest, CheckpointCountsBecomeCountersOnTheFirstRefresh) {
+  Metrics metrics;
+  EXPECT_TRUE(SqliteSeries(metrics).empty());  // no SQLite store, no series
+  using C = SqliteStore::Checkpoints;
+  C counts;
+  counts.runs[C::kPassive][C::kDone] = 5;
+  counts.runs[C::kRestart][C::kBusy] = 1;
+  counts.wal_frames = 900;
+  metrics.RefreshCheckpoints(counts);
+  counts.runs[C::kPassive][C::kDone] = 12;
+  counts.runs[C::kRestart][C::kDone] = 2;
+  counts.runs[C::kRestart][C::kFailed] = 1;
+  counts.commits_waited = 3;
+  counts.wal_frames = 40;
+  metrics.RefreshCheckpoints(counts);
+  metrics.RefreshCheckpoints(counts);  // nothing new: no change
+  const std::string runs = "gangsched_sqlite_checkpoints_total";
+  EXPECT_EQ(SqliteSeries(metrics),
+            (std::map<std::string, double>{
+                {runs + ",mode=passive,result=busy", 0},
+                {runs + ",mode=passive,result=done", 12},
+                {runs + ",mode=passive,result=failed", 0},
+                {runs + ",mode=restart,result=busy", 1},
+                {runs + ",mode=restart,result=done", 2},
+                {runs + ",mode=restart,result=failed", 1},
+                {"gangsched_sqlite_commits_waited_total", 3},
+                {"gangsched_sqlite_wal_frames", 40},
+            }));
+}
+
 }  // namespace
 }  // namespace gangsched::server

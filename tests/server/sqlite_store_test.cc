@@ -765,6 +765,19 @@ TEST_F(SqliteStoreTest, TheCheckpointerKeepsTheWalBounded) {
   // What the checkpoints copied is in the database file itself: the log
   // rows, but for those still only in the WAL.
   EXPECT_GE(std::filesystem::file_size(Db()), kCommits / 2 * 16 * 1024);
+  // What the metrics report: copies and restarts that ended, none that
+  // failed, and the WAL's frames within the bound. (A RESTART may still
+  // have been busy once: the commits of this loop hold the write lock
+  // nearly all the time.)
+  using C = SqliteStore::Checkpoints;
+  const C counts = store->checkpoints();
+  EXPECT_GT(counts.runs[C::kPassive][C::kDone], 0u);
+  EXPECT_GT(counts.runs[C::kRestart][C::kDone], 0u);
+  EXPECT_EQ(counts.runs[C::kPassive][C::kFailed] +
+                counts.runs[C::kRestart][C::kFailed],
+            0u);
+  EXPECT_GT(counts.wal_frames, 0);
+  EXPECT_LE(counts.wal_frames, 2 * kRestartFrames + 20);
 }
 
 // A reader outside gangsched holding a transaction open keeps the WAL from
@@ -788,7 +801,13 @@ TEST_F(SqliteStoreTest, AnOutsideReaderDelaysRestartsButNotCommits) {
                            .count();
   // One try, then one per back-off: 1 + log2(seconds) or so. Retried at
   // every commit past the mark, it would be hundreds.
-  EXPECT_LE(store->restarts(), 2u + static_cast<uint64_t>(seconds));
+  using C = SqliteStore::Checkpoints;
+  const C counts = store->checkpoints();
+  EXPECT_LE(counts.restarts(), 2u + static_cast<uint64_t>(seconds));
+  // Each of them found the reader in the way, and the metrics say so.
+  EXPECT_GE(counts.runs[C::kRestart][C::kBusy], 1u);
+  EXPECT_EQ(counts.runs[C::kRestart][C::kDone], 0u);
+  EXPECT_GT(counts.wal_frames, 2 * kRestartFrames);
   // The reader did keep the WAL from starting over (else the count above
   // would prove nothing), and the commits went on past the bound.
   EXPECT_GT(std::filesystem::file_size(Db() + "-wal"),
