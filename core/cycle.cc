@@ -140,15 +140,8 @@ bool PinnedByBoundPods(const GangRequest& request) {
 void Scheduler::RunCycle(absl::Time now) {
   // Resources only shrink during a cycle: a shape that failed stays failed.
   shape_failures_.clear();
-  // Root-to-queue paths, for comparing leaves where their paths part.
-  queue_paths_.assign(queues_.size(), {});
-  for (const Queue& q : queues_) {
-    if (!q.live) continue;
-    std::vector<QueueId>& path = queue_paths_[q.id.value()];
-    for (QueueId x = q.id; x.valid(); x = queues_[x.value()].parent)
-      path.push_back(x);
-    std::reverse(path.begin(), path.end());
-  }
+  // Commands settle what they unsettle; this only catches a restore's.
+  SettleUnsettled(now);
   RecomputeQueueCounters();
   if (fair_share_dirty_) RecomputeFairShares();
   CompletePipelined(now);

@@ -6,6 +6,45 @@
 #include "core/scheduler.h"
 
 namespace gangsched {
+namespace {
+
+// The victim search's notes in words: which rule kept each candidate out.
+std::string WhyNoVictims(const VictimSearchNotes& notes) {
+  std::vector<std::string> parts;
+  if (notes.protected_preempt_runtime > 0) {
+    parts.push_back(absl::StrCat(
+        notes.protected_preempt_runtime,
+        " lower-priority workload(s) in its queue started less than "
+        "preempt_min_runtime (",
+        absl::FormatDuration(notes.preempt_min_runtime),
+        ") ago and cannot be pushed below their minimum yet"));
+  }
+  if (notes.protected_reclaim_runtime > 0) {
+    parts.push_back(absl::StrCat(
+        notes.protected_reclaim_runtime,
+        " workload(s) of queues above their fair share started less than "
+        "reclaim_min_runtime (",
+        absl::FormatDuration(notes.reclaim_min_runtime),
+        ") ago and cannot be pushed below their minimum yet"));
+  }
+  int32_t unprotected =
+      notes.in_queue_lower_priority + notes.reclaimable_elsewhere -
+      notes.protected_preempt_runtime - notes.protected_reclaim_runtime;
+  if (unprotected > 0) {
+    parts.push_back(absl::StrCat(
+        unprotected,
+        " candidate workload(s) would not free enough room, or not without "
+        "taking their queue below its fair share"));
+  }
+  if (parts.empty()) {
+    return "there is no lower-priority preemptible work in its queue, and no "
+           "other queue is above its fair share while this one stays within "
+           "its own";
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+}  // namespace
 
 absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
                                                  absl::Time now) {
@@ -44,45 +83,15 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
       gang_step ? "Its gang minimum" : "Its next elastic replica", " needs ",
       PodsOf(plan.request), " pods: ", resources_.Describe(need), "."));
 
-  // Quota, limit and fair share on every level of the path.
+  // Quota, limit and fair share on every level of the path: the very
+  // checks the cycle decides with (QueueChecks), reserved room included.
   lines.push_back("Queue checks (leaf first):");
-  for (QueueId qid = w.queue; qid.valid(); qid = queues_[qid.value()].parent) {
-    const Queue& q = queues_[qid.value()];
-    for (size_t i = 0; i < need.size(); ++i) {
-      ResourceId r(static_cast<uint32_t>(i));
-      if (need.Get(r) <= 0) continue;
-      QuantityScale scale = resources_.Scale(r);
-      auto fmt = [&](int64_t v) {
-        return v == kUnlimited ? std::string("none") : FormatQuantity(v, scale);
-      };
-      QueueCheck check;
-      check.queue = q.spec.name;
-      check.resource = resources_.Name(r);
-      check.quota = q.QuotaOf(r);
-      check.limit = q.LimitOf(r);
-      check.allocated = q.allocated.Get(r);
-      check.request = need.Get(r);
-      check.fair_share = q.fair_share.Get(r);
-      std::vector<std::string> problems;
-      if (check.limit != kUnlimited &&
-          check.allocated + check.request > check.limit) {
-        problems.push_back("over its limit");
-      }
-      if (!w.preemptible && check.quota != kUnlimited &&
-          q.allocated_non_preemptible.Get(r) + check.request > check.quota) {
-        problems.push_back("non-preemptible work over quota");
-      }
-      check.ok = problems.empty();
-      check.message = absl::StrCat(
-          q.spec.name, " ", check.resource, ": allocated ",
-          fmt(check.allocated), " + ", fmt(check.request), " needed; quota ",
-          fmt(check.quota), ", limit ", fmt(check.limit), ", fair share ",
-          fmt(check.fair_share),
-          check.ok ? " — ok"
-                   : absl::StrCat(" — ", absl::StrJoin(problems, ", ")));
-      lines.push_back(absl::StrCat("  ", check.message));
-      answer.queue_checks.push_back(std::move(check));
-    }
+  answer.queue_checks =
+      QueueChecks(w, need, /*removed=*/nullptr, /*stop_at_failure=*/false);
+  for (const QueueCheck& check : answer.queue_checks) {
+    lines.push_back(absl::StrCat("  ", check.message));
+    if (!check.ok && answer.queue_verdict.code == PendingCode::kNone)
+      answer.queue_verdict = {check.code, check.reason};
   }
 
   GangPlacement now_placement =
@@ -95,9 +104,12 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
     answer.node_rejections = now_placement.rejections;
     lines.push_back(absl::StrCat("Nodes: ", now_placement.message, "."));
     if (w.state == WorkloadState::kPending && gang_step) {
-      if (std::optional<VictimPlan> victims = FindVictims(w, plan, now)) {
+      VictimSearchNotes notes;
+      if (std::optional<VictimPlan> victims =
+              FindVictims(w, plan, now, &notes)) {
         std::map<std::string, Eviction> merged;
         for (const VictimUnit& u : victims->units) {
+          if (u.inherited) continue;  // already being evicted for it
           Eviction& e = merged[u.workload->spec.id];
           e.workload = u.workload->spec.id;
           e.reason = u.reason;
@@ -111,14 +123,15 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
                                        ToString(e.reason), ")"));
           answer.would_evict.push_back(std::move(e));
         }
-        lines.push_back(absl::StrCat(
-            "A preemption would evict: ", absl::StrJoin(names, ", "), "."));
-      } else {
         lines.push_back(
-            "No preemption or reclaim can make room: there is no "
-            "lower-priority "
-            "preemptible work in its queue, and no other queue is above its "
-            "fair share while this one stays within its own.");
+            names.empty()
+                ? std::string("It fits once the evictions already made for it "
+                              "are confirmed.")
+                : absl::StrCat("A preemption would evict: ",
+                               absl::StrJoin(names, ", "), "."));
+      } else {
+        lines.push_back(absl::StrCat("No preemption or reclaim can make room: ",
+                                     WhyNoVictims(notes), "."));
       }
     }
   }

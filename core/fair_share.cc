@@ -4,10 +4,14 @@
 //
 // Choices where the spec is silent:
 // - Oversubscribed quotas (Σ min(quota, requestable) > T at one level): T is
-//   divided over the in-quota amounts strictly by queue priority (a higher
-//   priority level is fully served first) and, inside a level, in proportion
-//   to each queue's in-quota amount, capped at it, with the same whole-unit and
-//   largest-remainder rounding as the over-quota phase.
+//   divided strictly by queue priority (a higher priority level is fully
+//   served first) and, inside a level, in proportion to each queue's quota,
+//   water-filled: a queue that can use less than its part takes what it can
+//   use (min(quota, requestable)) and the rest is split again among the
+//   others, with the same whole-unit and largest-remainder rounding as the
+//   over-quota phase. So equal quotas are equal claims, and a queue that asks
+//   for less than its part gets all it asks for, as KAI's in-quota phase
+//   gives every queue min(quota, request) (docs/SCHEDULING.md, Fair share).
 // - Weights are scaled to integers (× 1e6, rounded; a positive weight never
 //   rounds to 0; capped at 1e12) so proportions are exact and platform
 //   independent; products are taken in 128 bits.
@@ -82,6 +86,7 @@ class Divider {
   std::vector<int32_t> by_priority_;
   // Scratch, reused across levels; indexed like by_priority_.
   std::vector<int64_t> requestable_;
+  std::vector<int64_t> quota_;  // -1 taken as the amount divided
   std::vector<int64_t> in_quota_;
   std::vector<Claim> claims_;
 };
@@ -178,14 +183,15 @@ void Divider::DivideLevel(std::span<const int32_t> siblings, int64_t amount) {
 
   requestable_.resize(by_priority_.size());
   in_quota_.resize(by_priority_.size());
+  quota_.resize(by_priority_.size());
   int128 in_quota_sum = 0;
   for (size_t i = 0; i < by_priority_.size(); ++i) {
     const FairShareInput& q = queues_[by_priority_[i]];
     int64_t requestable = std::max<int64_t>(q.request, 0);
     if (q.limit >= 0) requestable = std::min(requestable, q.limit);
     requestable_[i] = requestable;
-    int64_t quota = q.quota < 0 ? amount : q.quota;
-    in_quota_[i] = std::min(quota, requestable);
+    quota_[i] = q.quota < 0 ? amount : q.quota;
+    in_quota_[i] = std::min(quota_[i], requestable);
     in_quota_sum += in_quota_[i];
   }
 
@@ -196,15 +202,17 @@ void Divider::DivideLevel(std::span<const int32_t> siblings, int64_t amount) {
     }
     left -= static_cast<int64_t>(in_quota_sum);
   } else {
-    // Oversubscribed quotas: priority first, then in proportion to the
-    // in-quota amounts (see the file comment).
+    // Oversubscribed quotas: priority first, then in proportion to quota,
+    // each capped at what it can use (see the file comment).
     size_t offset = 0;
     for_each_priority([&](std::span<const int32_t> level) {
       claims_.clear();
       for (size_t i = 0; i < level.size(); ++i) {
         int64_t want = in_quota_[offset + i];
-        if (want > 0)
-          claims_.push_back({.queue = level[i], .want = want, .weight = want});
+        if (want > 0) {
+          claims_.push_back(
+              {.queue = level[i], .want = want, .weight = quota_[offset + i]});
+        }
       }
       offset += level.size();
       left -= Distribute(claims_, left);

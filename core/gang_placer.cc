@@ -175,6 +175,7 @@ class Attempt {
     if (placement.topology_key.empty()) return PlaceReplicas(begin, end, out);
     // Snapshot to roll back a failed domain.
     auto extra = extra_;
+    auto booked_pods = booked_pods_;
     auto group_nodes = group_nodes_[g];
     auto left = left_;
     int64_t placed = placed_pods_;
@@ -182,6 +183,7 @@ class Attempt {
     int32_t replicas = out->replicas;
     auto restore = [&] {
       extra_ = extra;
+      booked_pods_ = booked_pods;
       group_nodes_[g] = group_nodes;
       left_ = left;
       placed_pods_ = placed;
@@ -262,6 +264,7 @@ class Attempt {
           return false;
         }
         extra_[node->value()] += group.pod;
+        ++booked_pods_[node->value()];
         ++group_nodes_[replica.group][node->value()];
         --left_[replica.group];
         ++placed_pods_;
@@ -279,20 +282,27 @@ class Attempt {
   // walks builds no vectors; a view left empty reads as zero.
   struct Free {
     ResourceVector::View allocatable, used, reserved, booked;
+    int64_t pods = 0;  // more pods the node may hold (its pod capacity)
     int64_t Of(ResourceId r) const {
       return allocatable.Get(r) - used.Get(r) - reserved.Get(r) - booked.Get(r);
     }
   };
   Free FreeOn(const Node& node) const {
     Free free;
+    uint32_t id = static_cast<uint32_t>(&node - nodes_.data());
     free.allocatable = node.allocatable.view();
+    free.pods = node.max_pods;
     if (!options_.ignore_usage) {
       free.used = node.used.view();
-      if (!options_.ignore_reserved) free.reserved = node.reserved.view();
+      free.pods -= node.pods_used;
+      if (!options_.ignore_reserved) {
+        free.reserved = node.reserved.view();
+        free.pods -= node.reserved_pods;
+      }
     }
-    if (const ResourceVector* booked =
-            extra_.Find(static_cast<uint32_t>(&node - nodes_.data()))) {
+    if (const ResourceVector* booked = extra_.Find(id)) {
       free.booked = booked->view();
+      free.pods -= *booked_pods_.Find(id);
     }
     return free;
   }
@@ -300,7 +310,7 @@ class Attempt {
   // How many pods of `pod` fit into `free`, at most `cap`.
   static int64_t PodsThatFit(const Free& free, const ResourceVector& pod,
                              int64_t cap) {
-    int64_t n = cap;
+    int64_t n = std::min(cap, free.pods);
     for (size_t i = 0; i < pod.size(); ++i) {
       ResourceId r(static_cast<uint32_t>(i));
       if (pod.Get(r) > 0) n = std::min(n, free.Of(r) / pod.Get(r));
@@ -384,6 +394,7 @@ class Attempt {
         used_by_group.empty()) {
       pods = pods_left;  // the first node must take the group
     }
+    if (pods > free.pods) return why("at its pod capacity");
     const ResourceVector::View pod = group.pod.view();
     for (size_t r = 0; r < pod.size(); ++r) {
       ResourceId rid(static_cast<uint32_t>(r));
@@ -504,6 +515,7 @@ class Attempt {
   // Per attempt scratch, sized for a gang of a few groups on a few nodes so
   // that the usual attempt allocates nothing (SmallIdMap).
   SmallIdMap<ResourceVector> extra_;  // node id -> booked by this attempt
+  SmallIdMap<int64_t> booked_pods_;   // node id -> pods booked on it
   absl::InlinedVector<SmallIdMap<int>, 4> group_nodes_;  // per group
   // (reason, nodes) for the pod being placed: a handful of reasons.
   absl::InlinedVector<std::pair<Rejection, int32_t>, 8> rejections_;

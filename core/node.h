@@ -1,5 +1,5 @@
 // A node as the core keeps it: allocatable, what is booked on it, labels,
-// cordon flag, and which slots sit on it.
+// cordon flag, which slots sit on it, and how many pods it may hold.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,11 @@ struct SlotKey {
   bool operator==(const SlotKey&) const = default;
 };
 
+// Kubernetes' default pod capacity of a node (the kubelet's --max-pods),
+// for a node whose allocatable does not name `pods`.
+inline constexpr int64_t kDefaultMaxPods = 110;
+inline constexpr absl::string_view kPodsResource = "pods";
+
 struct Node {
   std::string name;
   ResourceVector allocatable;
@@ -35,9 +40,20 @@ struct Node {
   Labels labels;
   bool schedulable = true;
   bool live = false;  // false: the id is free for reuse
+  // Every bound slot; a slot knows its position here (GroupState::slot_pos),
+  // so unbinding one is O(1) however many pods the node holds.
   std::vector<SlotKey> slots;
+  // Pods, counted apart from resources as Kubernetes does: the node's
+  // `pods` allocatable (kDefaultMaxPods when it does not say), the pods
+  // bound to it (slots.size()) and those nominated onto it.
+  int64_t max_pods = kDefaultMaxPods;
+  bool declares_pods = false;  // allocatable named `pods`
+  int64_t pods_used = 0;       // == slots.size(), but a victim search may
+                               // lower it tentatively
+  int64_t reserved_pods = 0;
 
   ResourceVector Free() const { return allocatable - used - reserved; }
+  int64_t FreePods() const { return max_pods - pods_used - reserved_pods; }
   // Empty view when the label is missing.
   absl::string_view Label(absl::string_view key) const;
   bool Matches(const Labels& selector) const;

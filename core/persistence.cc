@@ -41,13 +41,23 @@ WorkloadRecord Scheduler::RecordOf(const Workload& w) const {
   r.revision = w.revision;
   r.submit_seq = w.submit_seq;
   r.requeue_after_eviction = w.requeue_after_eviction;
+  r.has_class = true;
+  r.priority = w.priority;
+  r.preemptible = w.preemptible;
   return r;
 }
 
 absl::Status Scheduler::RestoreQueue(const QueueSpec& spec,
                                      uint64_t created_seq) {
-  absl::StatusOr<QueueId> id = UpsertQueue(spec);
+  absl::StatusOr<QueueId> id = UpsertQueue(spec, /*restoring=*/true);
   if (!id.ok()) return id.status();
+  if (static_cast<int32_t>(queue_paths_[id->value()].size()) >
+      options_.max_queue_depth) {
+    warnings_.push_back(absl::StrCat(
+        "stored queue ", spec.name, " sits ", queue_paths_[id->value()].size(),
+        " levels deep, deeper than the ", options_.max_queue_depth,
+        " allowed; it is kept, but no queue can be added below it"));
+  }
   queues_[id->value()].created_seq = created_seq;
   queue_seq_ = std::max(queue_seq_, created_seq);
   return absl::OkStatus();
@@ -60,15 +70,35 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   };
   if (workload_ids_.contains(r.spec.id)) return fail("restored twice");
   const Queue* queue = FindQueue(r.spec.queue);
+  bool released = r.state == WorkloadState::kReleased;
+  if (queue == nullptr && released) {
+    // History of a deleted queue (written by a version that kept it):
+    // nothing to restore it into, and nothing it holds.
+    warnings_.push_back(absl::StrCat("released workload ", r.spec.id,
+                                     " of deleted queue ", r.spec.queue,
+                                     " is dropped"));
+    dropped_at_restore_.push_back(r.spec.id);
+    return absl::OkStatus();
+  }
   if (queue == nullptr)
     return fail(absl::StrCat("queue ", r.spec.queue, " is gone"));
-  const PriorityClass* cls = FindClass(r.spec.priority_class);
-  if (cls == nullptr) {
-    return fail(
-        absl::StrCat("priority class ", r.spec.priority_class, " is gone"));
-  }
   if (r.replica_live.size() != r.spec.groups.size())
     return fail("group count differs");
+  // The values it was admitted with; a record from before they were
+  // stored takes its class's, else the default class's.
+  const PriorityClass* cls = FindClass(r.spec.priority_class);
+  if (cls == nullptr && !released) {
+    warnings_.push_back(absl::StrCat(
+        "workload ", r.spec.id, " uses priority class \"",
+        r.spec.priority_class,
+        "\", which the configuration no longer defines; it keeps ",
+        r.has_class
+            ? absl::StrCat("the priority ", r.priority, " (",
+                           r.preemptible ? "preemptible" : "non-preemptible",
+                           ") it was admitted with")
+            : "the default class's priority"));
+  }
+  if (cls == nullptr) cls = FindClass("");
 
   WorkloadId id = NewWorkloadId();
   auto owned = std::make_unique<Workload>();
@@ -76,8 +106,8 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   w.id = id;
   w.spec = r.spec;
   w.queue = queue->id;
-  w.priority = cls->value;
-  w.preemptible = cls->preemptible;
+  w.priority = r.has_class ? r.priority : cls->value;
+  w.preemptible = r.has_class ? r.preemptible : cls->preemptible;
   w.state = r.state;
   w.pending = r.pending;
   w.created = r.created;
@@ -103,6 +133,10 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   } else {
     SetActive(w, true);
     ++queues_[w.queue.value()].workload_count;
+    // Stuck by an older version (its evicted slots vanished with their
+    // node): the first cycle settles it.
+    if (w.state == WorkloadState::kReleasing && w.evictions.empty())
+      unsettled_.push_back(id);
   }
   for (const WorkloadRecord::Slot& slot : r.slots) {
     if (slot.group >= w.groups.size() || slot.index < 0 ||
@@ -123,8 +157,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
       if (!node.valid())
         return fail(absl::StrCat("node ", slot.nominated, " is gone"));
       w.groups[slot.group].slot_nominated[slot.index] = node;
-      nodes_[node.value()].reserved += w.groups[slot.group].pod;
-      TouchNode(node);
+      Reserve(node, w.groups[slot.group].pod);
       AddReservedToQueuePath(w.queue, w.groups[slot.group].pod, !w.preemptible);
     }
   }
@@ -132,25 +165,51 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   return absl::OkStatus();
 }
 
-void Scheduler::RestoreCounters(int64_t revision, uint64_t submit_seq) {
+void Scheduler::RestoreCounters(int64_t revision, uint64_t submit_seq,
+                                absl::Time now) {
   revision_ = std::max(revision_, revision);
   submit_seq_ = std::max(submit_seq_, submit_seq);
   RecomputeQueueCounters();
   changes_ = {};
   events_.clear();
+  // The dropped records are deleted by the first commit.
+  for (std::string& id : dropped_at_restore_)
+    changes_.workloads.insert(std::move(id));
+  dropped_at_restore_.clear();
+  // What an older version left stuck moves on now, as real changes (events
+  // and rows the first commit writes).
+  SettleUnsettled(now);
 }
 
 absl::Status Scheduler::CheckConsistency() const {
   std::vector<ResourceVector> used(nodes_.size()), reserved(nodes_.size());
+  std::vector<int64_t> pods(nodes_.size()), reserved_pods(nodes_.size());
   std::vector<ResourceVector> allocated(queues_.size());
   for (const auto& w : workloads_) {
     if (!w) continue;
-    for (const auto& g : w->groups) {
+    for (uint32_t gi = 0; gi < w->groups.size(); ++gi) {
+      const GroupState& g = w->groups[gi];
       for (size_t i = 0; i < g.slot_node.size(); ++i) {
-        if (g.slot_node[i].valid()) used[g.slot_node[i].value()] += g.pod;
-        if (g.slot_nominated[i].valid())
+        if (NodeId n = g.slot_node[i]; n.valid()) {
+          used[n.value()] += g.pod;
+          ++pods[n.value()];
+          const std::vector<SlotKey>& keys = nodes_[n.value()].slots;
+          if (g.slot_pos[i] >= keys.size() ||
+              !(keys[g.slot_pos[i]] ==
+                SlotKey{w->id, gi, static_cast<int32_t>(i)})) {
+            return absl::InternalError(absl::StrCat(
+                w->spec.id, ": slot ", gi, "/", i, " has a stale position"));
+          }
+        }
+        if (g.slot_nominated[i].valid()) {
           reserved[g.slot_nominated[i].value()] += g.pod;
+          ++reserved_pods[g.slot_nominated[i].value()];
+        }
       }
+    }
+    if (w->state == WorkloadState::kReleasing && w->evictions.empty()) {
+      return absl::InternalError(
+          absl::StrCat(w->spec.id, ": RELEASING with nothing left to evict"));
     }
     for (QueueId q = w->queue; q.valid(); q = queues_[q.value()].parent) {
       allocated[q.value()] += w->BoundResources();
@@ -169,6 +228,13 @@ absl::Status Scheduler::CheckConsistency() const {
     }
     if (!n.used.FitsIn(n.allocatable)) {
       return absl::InternalError(absl::StrCat(n.name, ": over allocatable"));
+    }
+    if (static_cast<int64_t>(n.slots.size()) != pods[i] ||
+        n.pods_used != pods[i] || n.reserved_pods != reserved_pods[i]) {
+      return absl::InternalError(absl::StrCat(n.name, ": pod count differs"));
+    }
+    if (pods[i] > n.max_pods) {
+      return absl::InternalError(absl::StrCat(n.name, ": over its pod limit"));
     }
   }
   for (uint32_t i = 0; i < workloads_.size(); ++i) {
@@ -190,9 +256,19 @@ absl::Status Scheduler::CheckConsistency() const {
     return absl::InternalError("topology index is stale");
   }
   for (size_t i = 0; i < queues_.size(); ++i) {
-    if (queues_[i].live && !(queues_[i].allocated == allocated[i])) {
+    const Queue& q = queues_[i];
+    if (!q.live) continue;
+    if (!(q.allocated == allocated[i])) {
       return absl::InternalError(
-          absl::StrCat("queue ", queues_[i].spec.name, ": allocated differs"));
+          absl::StrCat("queue ", q.spec.name, ": allocated differs"));
+    }
+    const std::vector<QueueId>& path = queue_paths_[i];
+    std::vector<QueueId> walked;
+    for (QueueId x = q.id; x.valid(); x = queues_[x.value()].parent)
+      walked.insert(walked.begin(), x);
+    if (path != walked) {
+      return absl::InternalError(
+          absl::StrCat("queue ", q.spec.name, ": path is stale"));
     }
   }
   return absl::OkStatus();

@@ -12,7 +12,8 @@ int64_t Queue::LimitOf(ResourceId resource) const {
   return limit.Get(resource);
 }
 
-double Queue::DominantShare() const {
+double DominantShareOf(const ResourceVector& allocated,
+                       const ResourceVector& fair_share) {
   double share = 0;
   for (size_t i = 0; i < allocated.size(); ++i) {
     ResourceId r(static_cast<uint32_t>(i));
@@ -22,6 +23,10 @@ double Queue::DominantShare() const {
                                 static_cast<double>(fair_share.Get(r)));
   }
   return share;
+}
+
+double Queue::DominantShare() const {
+  return DominantShareOf(allocated, fair_share);
 }
 
 int64_t Queue::QuotaOf(ResourceId resource) const {

@@ -14,6 +14,11 @@
 
 namespace gangsched {
 
+// max over resources of allocated / fair share; a resource held without
+// any fair share is infinite (SPEC §4.4's dominant share).
+double DominantShareOf(const ResourceVector& allocated,
+                       const ResourceVector& fair_share);
+
 struct Queue {
   QueueSpec spec;
   QueueId id;

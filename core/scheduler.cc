@@ -1,6 +1,7 @@
 #include "core/scheduler.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -31,7 +32,8 @@ Scheduler::Scheduler(SchedulerOptions options) : options_(options) {
 // Configuration
 
 absl::Status Scheduler::SetPriorityClasses(std::vector<PriorityClass> classes,
-                                           std::string default_class) {
+                                           std::string default_class,
+                                           ClassRemoval removal) {
   absl::flat_hash_map<std::string, bool> seen;
   for (const auto& c : classes) {
     if (c.name.empty()) {
@@ -48,6 +50,78 @@ absl::Status Scheduler::SetPriorityClasses(std::vector<PriorityClass> classes,
         absl::StrCat("default_priority_class: \"", default_class,
                      "\" is not a defined class"));
   }
+  if (removal == ClassRemoval::kRefuse) {
+    if (absl::Status s = CheckClassRemoval(classes); !s.ok()) return s;
+  }
+  priority_classes_ = std::move(classes);
+  default_class_ = std::move(default_class);
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::CheckClassRemoval(
+    const std::vector<PriorityClass>& classes) const {
+  // Only classes that exist now: a workload whose class was already gone
+  // when the server started (it kept its admitted values) blocks nothing.
+  for (uint32_t id : active_) {
+    const Workload& w = *workloads_[id];
+    const std::string& name = w.spec.priority_class;
+    if (name.empty() || FindClass(name) == nullptr) continue;
+    bool kept =
+        std::any_of(classes.begin(), classes.end(),
+                    [&](const PriorityClass& c) { return c.name == name; });
+    if (!kept) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "priority_classes: class \"", name, "\" is used by workload \"",
+          w.spec.id, "\" (", ToString(w.state),
+          "); release or resubmit it with another class before removing the "
+          "class"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Reconfigure(std::vector<PriorityClass> classes,
+                                    std::string default_class,
+                                    const std::vector<QueueSpec>& queues,
+                                    ClassRemoval removal) {
+  // Classes are checked first and set last, so a queue that fails leaves
+  // them as they were.
+  std::vector<PriorityClass> old_classes = priority_classes_;
+  std::string old_default = default_class_;
+  if (absl::Status s = SetPriorityClasses(classes, default_class, removal);
+      !s.ok()) {
+    return s;
+  }
+  priority_classes_ = old_classes;
+  default_class_ = old_default;
+  // Queues one by one, each checked against the tree the earlier ones
+  // made; on a failure they are undone in reverse order, each undo taking
+  // the tree back to the state before that step (which was valid).
+  struct Undo {
+    std::optional<QueueSpec> previous;  // nullopt: the queue was new
+    std::string name;
+  };
+  std::vector<Undo> undo;
+  for (const QueueSpec& q : queues) {
+    const Queue* existing = FindQueue(q.name);
+    Undo step{
+        existing ? std::optional<QueueSpec>(existing->spec) : std::nullopt,
+        q.name};
+    absl::StatusOr<QueueId> done = UpsertQueue(q);
+    if (!done.ok()) {
+      for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+        if (it->previous) {
+          UpsertQueue(*it->previous).IgnoreError();
+        } else {
+          DeleteQueue(it->name).IgnoreError();
+        }
+      }
+      return absl::Status(
+          done.status().code(),
+          absl::StrCat("queues[\"", q.name, "\"]: ", done.status().message()));
+    }
+    undo.push_back(std::move(step));
+  }
   priority_classes_ = std::move(classes);
   default_class_ = std::move(default_class);
   return absl::OkStatus();
@@ -61,32 +135,98 @@ const PriorityClass* Scheduler::FindClass(absl::string_view name) const {
   return nullptr;
 }
 
-absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
-  changes_.queues.insert(spec.name);
+absl::Status Scheduler::CheckQueueUpsert(const QueueSpec& spec,
+                                         bool restoring) const {
   auto existing = queue_ids_.find(spec.name);
-  QueueId parent;
-  if (!spec.parent.empty()) {
-    auto it = queue_ids_.find(spec.parent);
-    if (it == queue_ids_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("queue.parent: queue \"", spec.parent, "\" not found"));
-    }
-    parent = it->second;
-    // Walking up from the parent must not reach the queue itself.
-    for (QueueId q = parent; q.valid(); q = queues_[q.value()].parent) {
-      if (queues_[q.value()].spec.name == spec.name) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "queue.parent: \"", spec.parent, "\" would make a cycle"));
-      }
-    }
-    if (queues_[parent.value()].workload_count > 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("queue.parent: queue \"", spec.parent,
-                       "\" holds workloads; only leaf queues hold workloads"));
+  if (spec.parent.empty()) return absl::OkStatus();
+  auto it = queue_ids_.find(spec.parent);
+  if (it == queue_ids_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("queue.parent: queue \"", spec.parent, "\" not found"));
+  }
+  QueueId parent = it->second;
+  // Walking up from the parent must not reach the queue itself: O(depth).
+  for (QueueId q = parent; q.valid(); q = queues_[q.value()].parent) {
+    if (queues_[q.value()].spec.name == spec.name) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "queue.parent: \"", spec.parent, "\" would make a cycle"));
     }
   }
+  if (queues_[parent.value()].workload_count > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("queue.parent: queue \"", spec.parent,
+                     "\" holds workloads; only leaf queues hold workloads"));
+  }
+  if (restoring) return absl::OkStatus();
+  // The deepest queue of the subtree after the move.
+  int32_t height = 0;
+  if (existing != queue_ids_.end() &&
+      queues_[existing->second.value()].parent != parent) {
+    std::vector<std::pair<QueueId, int32_t>> walk{{existing->second, 0}};
+    while (!walk.empty()) {
+      auto [q, h] = walk.back();
+      walk.pop_back();
+      height = std::max(height, h);
+      for (QueueId c : queues_[q.value()].children) walk.push_back({c, h + 1});
+    }
+  } else if (existing != queue_ids_.end()) {
+    return absl::OkStatus();  // same parent: the depth does not change
+  }
+  int32_t depth =
+      static_cast<int32_t>(queue_paths_[parent.value()].size()) + 1 + height;
+  if (depth > options_.max_queue_depth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "queue.parent: queue \"", spec.name, "\" under \"", spec.parent,
+        "\" would make the tree ", depth, " levels deep; at most ",
+        options_.max_queue_depth, " are allowed (--max-queue-depth)"));
+  }
+  return absl::OkStatus();
+}
 
+void Scheduler::RebuildPaths(QueueId root) {
+  queue_paths_.resize(queues_.size());
+  std::vector<QueueId> walk{root};
+  while (!walk.empty()) {
+    QueueId q = walk.back();
+    walk.pop_back();
+    const Queue& queue = queues_[q.value()];
+    std::vector<QueueId>& path = queue_paths_[q.value()];
+    path.clear();
+    if (queue.parent.valid()) path = queue_paths_[queue.parent.value()];
+    path.push_back(q);
+    for (QueueId c : queue.children) walk.push_back(c);
+  }
+}
+
+void Scheduler::MoveRollups(const Queue& q, QueueId old_parent,
+                            QueueId new_parent) {
+  auto add = [&](QueueId from, int64_t sign) {
+    for (QueueId a = from; a.valid(); a = queues_[a.value()].parent) {
+      Queue& up = queues_[a.value()];
+      ++up.version;
+      up.allocated.AddScaled(q.allocated, sign);
+      up.allocated_non_preemptible.AddScaled(q.allocated_non_preemptible, sign);
+      up.reserved.AddScaled(q.reserved, sign);
+      up.reserved_non_preemptible.AddScaled(q.reserved_non_preemptible, sign);
+      up.requested.AddScaled(q.requested, sign);
+    }
+  };
+  add(old_parent, -1);
+  add(new_parent, 1);
+}
+
+absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
+  return UpsertQueue(spec, /*restoring=*/false);
+}
+
+absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec,
+                                               bool restoring) {
+  if (absl::Status s = CheckQueueUpsert(spec, restoring); !s.ok()) return s;
+  changes_.queues.insert(spec.name);
+  auto existing = queue_ids_.find(spec.name);
+  QueueId parent = spec.parent.empty() ? QueueId() : queue_ids_.at(spec.parent);
   QueueId id;
+  bool moved = false;
   if (existing != queue_ids_.end()) {
     id = existing->second;
     Queue& q = queues_[id.value()];
@@ -96,6 +236,8 @@ absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
         siblings.erase(std::find(siblings.begin(), siblings.end(), id));
       }
       if (parent.valid()) queues_[parent.value()].children.push_back(id);
+      MoveRollups(q, q.parent, parent);
+      moved = true;
     }
   } else {
     id = QueueId(static_cast<uint32_t>(queues_.size()));
@@ -105,10 +247,12 @@ absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
     queues_.back().created_seq = ++queue_seq_;
     queue_ids_.emplace(spec.name, id);
     if (parent.valid()) queues_[parent.value()].children.push_back(id);
+    moved = true;
   }
   Queue& q = queues_[id.value()];
   q.spec = spec;
   q.parent = parent;
+  ++q.version;
   q.quota.Clear();
   q.limit.Clear();
   size_t n = resources_.size() + spec.resources.size();
@@ -135,25 +279,10 @@ absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
       q.has_limit[r.value()] = true;
     }
   }
-  // The tree may have changed shape: rebuild the roll-ups from the bindings.
-  for (Queue& each : queues_) {
-    each.allocated.Clear();
-    each.allocated_non_preemptible.Clear();
-    each.reserved.Clear();
-    each.reserved_non_preemptible.Clear();
-  }
-  for (const auto& w : workloads_) {
-    if (!w || w->state == WorkloadState::kReleased) continue;
-    AddToQueuePath(w->queue, w->BoundResources(), !w->preemptible);
-    for (const auto& group : w->groups) {
-      for (NodeId n : group.slot_nominated) {
-        if (n.valid())
-          AddReservedToQueuePath(w->queue, group.pod, !w->preemptible);
-      }
-    }
-  }
+  // Only a move changes paths and roll-ups, and only of the moved subtree
+  // and the two chains of ancestors: O(depth), not O(queues × depth).
+  if (moved) RebuildPaths(id);
   fair_share_dirty_ = true;
-  RecomputeQueueCounters();
   return id;
 }
 
@@ -163,7 +292,6 @@ absl::Status Scheduler::DeleteQueue(absl::string_view name) {
     return absl::NotFoundError(
         absl::StrCat("name: queue \"", name, "\" not found"));
   }
-  changes_.queues.insert(std::string(name));
   Queue& q = queues_[it->second.value()];
   if (!q.children.empty()) {
     return absl::FailedPreconditionError(
@@ -173,12 +301,19 @@ absl::Status Scheduler::DeleteQueue(absl::string_view name) {
     return absl::FailedPreconditionError(absl::StrCat(
         "name: queue \"", name, "\" holds ", q.workload_count, " workloads"));
   }
+  changes_.queues.insert(std::string(name));
+  // Its RELEASED history goes with it: a record naming a queue that no
+  // longer exists could not be restored.
+  for (const auto& w : workloads_) {
+    if (w && w->queue == q.id) Forget(*w);
+  }
   if (q.parent.valid()) {
     auto& siblings = queues_[q.parent.value()].children;
     siblings.erase(std::find(siblings.begin(), siblings.end(), q.id));
   }
   q.live = false;
   q.spec.name.clear();
+  queue_paths_[q.id.value()].clear();
   fair_share_dirty_ = true;
   queue_ids_.erase(it);
   return absl::OkStatus();
@@ -221,24 +356,41 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
   }
   Node& node = nodes_[id.value()];
   fair_share_dirty_ = true;  // the amount divided may change
-  node.allocatable = resources_.FromNamed(spec.allocatable);
+  // `pods` is the node's pod capacity, not a resource pods request.
+  NamedResources allocatable = spec.allocatable;
+  node.max_pods = kDefaultMaxPods;
+  node.declares_pods = false;
+  for (auto it = allocatable.begin(); it != allocatable.end(); ++it) {
+    if (it->first != kPodsResource) continue;
+    node.max_pods = it->second / UnitOf(QuantityScale::kMilli);
+    node.declares_pods = true;
+    allocatable.erase(it);
+    break;
+  }
+  node.allocatable = resources_.FromNamed(allocatable);
   node.labels = spec.labels;
   node.schedulable = spec.schedulable;
   topology_.SetNode(node, id.value());
   TouchNode(id);
   // Lost capacity loses slots, newest bindings first, until the node holds
-  // no more than its allocatable. Their pods still run there: the shim is
-  // told to delete them (node_lost); they are placed again elsewhere.
-  absl::flat_hash_map<uint32_t, std::vector<SlotRef>> lost;
-  while (!node.used.FitsIn(node.allocatable) && !node.slots.empty()) {
+  // no more than its allocatable and its pod capacity. Their pods still run
+  // there: the shim is told to delete them (node_lost); they are placed
+  // again elsewhere.
+  // By submission, so the events come out in the same order everywhere.
+  std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>> lost;
+  while ((!node.used.FitsIn(node.allocatable) ||
+          static_cast<int64_t>(node.slots.size()) > node.max_pods) &&
+         !node.slots.empty()) {
     SlotKey key = node.slots.back();
     Workload& w = *workloads_[key.workload.value()];
     Unbind(w, key.group, key.index);
-    lost[key.workload.value()].push_back(
-        {w.spec.groups[key.group].name, key.index});
+    auto& [wid, slots] = lost[w.submit_seq];
+    wid = w.id;
+    slots.push_back({w.spec.groups[key.group].name, key.index});
   }
-  for (auto& [wid, slots] : lost) {
-    Workload& w = *workloads_[wid];
+  for (auto& [seq, lost_slots] : lost) {
+    auto& [wid, slots] = lost_slots;
+    Workload& w = *workloads_[wid.value()];
     Event& e = Record(EventType::kEvicted, w, now);
     e.evictions.push_back(
         {w.spec.id, std::move(slots), EvictionReason::kNodeLost, ""});
@@ -250,17 +402,20 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
 void Scheduler::RemoveNode(NodeId id, absl::Time now) {
   changes_.nodes.insert(nodes_[id.value()].name);
   Node& node = nodes_[id.value()];
-  // Group the lost slots per workload so each gets one event.
-  absl::flat_hash_map<uint32_t, std::vector<SlotRef>> lost;
+  // Group the lost slots per workload so each gets one event, in
+  // submission order.
+  std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>> lost;
   while (!node.slots.empty()) {
     SlotKey key = node.slots.back();
     Workload& w = *workloads_[key.workload.value()];
     Unbind(w, key.group, key.index);
-    lost[key.workload.value()].push_back(
-        {w.spec.groups[key.group].name, key.index});
+    auto& [wid, slots] = lost[w.submit_seq];
+    wid = w.id;
+    slots.push_back({w.spec.groups[key.group].name, key.index});
   }
-  for (auto& [wid, slots] : lost) {
-    Workload& w = *workloads_[wid];
+  for (auto& [seq, lost_slots] : lost) {
+    auto& [wid, slots] = lost_slots;
+    Workload& w = *workloads_[wid.value()];
     Event& e = Record(EventType::kReleased, w, now);
     e.released = std::move(slots);
   }
@@ -276,7 +431,7 @@ void Scheduler::RemoveNode(NodeId id, absl::Time now) {
 
 void Scheduler::DropNominationsOn(NodeId id, absl::Time now) {
   const Node& node = nodes_[id.value()];
-  if (node.reserved.IsZero() && node.used.FitsIn(node.allocatable)) return;
+  if (node.reserved_pods == 0) return;
   for (const auto& w : workloads_) {
     if (!w || w->state != WorkloadState::kPipelined) continue;
     bool uses = false;
@@ -285,8 +440,9 @@ void Scheduler::DropNominationsOn(NodeId id, absl::Time now) {
     }
     // A removed node, or one whose room no longer holds the reservation:
     // the gang is planned again from scratch.
-    if (uses && (!nodes_[id.value()].live || !node.live ||
-                 !(node.used + node.reserved).FitsIn(node.allocatable))) {
+    if (uses &&
+        (!node.live || !(node.used + node.reserved).FitsIn(node.allocatable) ||
+         node.FreePods() < 0)) {
       ClearNominations(*w);
       SetState(*w, WorkloadState::kPending, now);
       SetPending(*w, {PendingCode::kCapacity, "its planned node changed"}, now);
@@ -298,6 +454,7 @@ NodeChangeAnswer Scheduler::UpsertNodes(const std::vector<NodeSpec>& nodes,
                                         absl::Time now) {
   NodeChangeAnswer answer;
   for (const auto& spec : nodes) ApplyNode(spec, now, &answer);
+  SettleUnsettled(now);
   return answer;
 }
 
@@ -313,6 +470,7 @@ NodeChangeAnswer Scheduler::RemoveNodes(const std::vector<std::string>& names,
     RemoveNode(id, now);
     answer.removed.push_back(name);
   }
+  SettleUnsettled(now);
   return answer;
 }
 
@@ -327,6 +485,7 @@ NodeChangeAnswer Scheduler::SyncNodes(const std::vector<NodeSpec>& nodes,
   std::sort(gone.begin(), gone.end());
   NodeChangeAnswer answer = RemoveNodes(gone, now);
   for (const auto& spec : nodes) ApplyNode(spec, now, &answer);
+  SettleUnsettled(now);
   return answer;
 }
 
@@ -387,6 +546,36 @@ absl::Status Scheduler::ValidateAgainstState(const WorkloadSpec& spec,
                        "]: resources and "
                        "pods_per_replica of group \"",
                        it->name, "\" cannot change while it has bound pods"));
+    }
+  }
+  // A class change that makes bound pods non-preemptible must pass the
+  // quota check a new non-preemptible gang of that size would (SPEC §4.3):
+  // else a queue could hold non-preemptible work beyond its quota, which no
+  // other queue can ever reclaim.
+  const PriorityClass* cls = FindClass(spec.priority_class);
+  ResourceVector held = existing->BoundResources();
+  if (existing->preemptible && !cls->preemptible && !held.IsZero()) {
+    for (QueueId qid = existing->queue; qid.valid();
+         qid = queues_[qid.value()].parent) {
+      const Queue& q = queues_[qid.value()];
+      for (size_t i = 0; i < held.size(); ++i) {
+        ResourceId r(static_cast<uint32_t>(i));
+        int64_t quota = q.QuotaOf(r);
+        if (held.Get(r) <= 0 || quota == kUnlimited) continue;
+        int64_t np = q.allocated_non_preemptible.Get(r) +
+                     q.reserved_non_preemptible.Get(r);
+        if (np + held.Get(r) > quota) {
+          QuantityScale scale = resources_.Scale(r);
+          return absl::FailedPreconditionError(absl::StrCat(
+              "workload.priority_class: class \"", cls->name,
+              "\" is non-preemptible, and the bound pods (", resources_.Name(r),
+              " ", FormatQuantity(held.Get(r), scale), ") would take queue ",
+              q.spec.name, "'s non-preemptible use to ",
+              FormatQuantity(np + held.Get(r), scale), ", over its quota ",
+              FormatQuantity(quota, scale),
+              "; release the pods or keep a preemptible class"));
+        }
+      }
     }
   }
   return absl::OkStatus();
@@ -473,16 +662,10 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
   w.spec.groups = std::move(merged);
   for (uint32_t g = 0; g < w.groups.size(); ++g) {
     if (old_index[g] == g) continue;
-    for (int32_t i = 0; i < static_cast<int32_t>(w.groups[g].slot_node.size());
-         ++i) {
-      NodeId n = w.groups[g].slot_node[i];
-      if (!n.valid()) continue;
-      for (SlotKey& key : nodes_[n.value()].slots) {
-        if (key.workload == w.id && key.group == old_index[g] &&
-            key.index == i) {
-          key.group = g;
-        }
-      }
+    const GroupState& state = w.groups[g];
+    for (int32_t i = 0; i < static_cast<int32_t>(state.slot_node.size()); ++i) {
+      NodeId n = state.slot_node[i];
+      if (n.valid()) nodes_[n.value()].slots[state.slot_pos[i]].group = g;
     }
   }
 
@@ -535,6 +718,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
     Event& e = Record(EventType::kReleased, w, now);
     e.released = std::move(dropped);
   }
+  SettleUnsettled(now);
   return absl::OkStatus();
 }
 
@@ -642,6 +826,7 @@ absl::StatusOr<ReleaseAnswer> Scheduler::Release(
   Event& e = Record(EventType::kReleased, w, now);
   e.released = answer.released;
   SettleEvictions(w, now);
+  SettleUnsettled(now);
   answer.state = w.state;
   return answer;
 }
@@ -683,17 +868,38 @@ void Scheduler::SettleEvictions(Workload& w, absl::Time now) {
   }
 }
 
+void Scheduler::SettleUnsettled(absl::Time now) {
+  std::vector<WorkloadId> ids;
+  ids.swap(unsettled_);
+  for (WorkloadId id : ids) {
+    if (workloads_[id.value()]) SettleEvictions(*workloads_[id.value()], now);
+  }
+}
+
 void Scheduler::ClearNominations(Workload& w) {
   changes_.workloads.insert(w.spec.id);
   for (auto& group : w.groups) {
     for (NodeId& n : group.slot_nominated) {
       if (!n.valid()) continue;
-      nodes_[n.value()].reserved -= group.pod;
-      TouchNode(n);
+      Unreserve(n, group.pod);
       AddReservedToQueuePath(w.queue, group.pod * -1, !w.preemptible);
       n = NodeId();
     }
   }
+}
+
+void Scheduler::Reserve(NodeId node, const ResourceVector& pod) {
+  Node& n = nodes_[node.value()];
+  n.reserved += pod;
+  ++n.reserved_pods;
+  TouchNode(node);
+}
+
+void Scheduler::Unreserve(NodeId node, const ResourceVector& pod) {
+  Node& n = nodes_[node.value()];
+  n.reserved -= pod;
+  --n.reserved_pods;
+  TouchNode(node);
 }
 
 std::vector<Eviction> Scheduler::EvictionsOf(const Workload& w) const {
@@ -762,7 +968,9 @@ void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node) {
   state.slot_node[slot] = node;
   Node& n = nodes_[node.value()];
   n.used += state.pod;
+  state.slot_pos[slot] = static_cast<uint32_t>(n.slots.size());
   n.slots.push_back({w.id, group, slot});
+  ++n.pods_used;
   TouchNode(node);
   AddToQueuePath(w.queue, state.pod, !w.preemptible);
 }
@@ -773,7 +981,9 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
   NodeId node = state.slot_node[slot];
   state.slot_node[slot] = NodeId();
   if (state.slot_evicting[slot]) {
-    // Confirmed (or lost with its node): the eviction of this slot is done.
+    // Confirmed (or lost with its node, or dropped by a spec update): the
+    // eviction of this slot is done; a RELEASING workload with nothing
+    // left to evict moves on when the command ends (SettleUnsettled).
     state.slot_evicting[slot] = 0;
     const std::string& name = w.spec.groups[group].name;
     for (auto it = w.evictions.begin(); it != w.evictions.end();) {
@@ -782,16 +992,21 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
       });
       it = it->slots.empty() ? w.evictions.erase(it) : it + 1;
     }
+    if (w.evictions.empty()) unsettled_.push_back(w.id);
   }
   Node& n = nodes_[node.value()];
   n.used -= state.pod;
   TouchNode(node);
-  SlotKey key{w.id, group, slot};
-  auto it = std::find(n.slots.begin(), n.slots.end(), key);
-  if (it != n.slots.end()) {
-    *it = n.slots.back();
-    n.slots.pop_back();
+  // The last key takes the slot's place: O(1) however full the node is.
+  uint32_t pos = state.slot_pos[slot];
+  const SlotKey& last = n.slots.back();
+  if (pos + 1 != n.slots.size()) {
+    n.slots[pos] = last;
+    workloads_[last.workload.value()]->groups[last.group].slot_pos[last.index] =
+        pos;
   }
+  n.slots.pop_back();
+  --n.pods_used;
   AddToQueuePath(w.queue, state.pod * -1, !w.preemptible);
 }
 
@@ -832,6 +1047,12 @@ void Scheduler::SetPending(Workload& w, const PendingReason& reason,
 std::vector<Event> Scheduler::TakeEvents() {
   std::vector<Event> out;
   out.swap(events_);
+  return out;
+}
+
+std::vector<std::string> Scheduler::TakeWarnings() {
+  std::vector<std::string> out;
+  out.swap(warnings_);
   return out;
 }
 
@@ -974,9 +1195,11 @@ Scheduler::PlannedRequest Scheduler::PlanElasticReplica(
   return plan;
 }
 
-PendingReason Scheduler::CheckQueues(
+std::vector<QueueCheck> Scheduler::QueueChecks(
     const Workload& w, const ResourceVector& extra,
-    const absl::flat_hash_map<uint32_t, ResourceVector>* removed) const {
+    const absl::flat_hash_map<uint32_t, ResourceVector>* removed,
+    bool stop_at_failure) const {
+  std::vector<QueueCheck> out;
   for (QueueId qid = w.queue; qid.valid(); qid = queues_[qid.value()].parent) {
     const Queue& q = queues_[qid.value()];
     ResourceVector freed;
@@ -989,30 +1212,63 @@ PendingReason Scheduler::CheckQueues(
       int64_t need = extra.Get(r);
       if (need <= 0) continue;
       QuantityScale scale = resources_.Scale(r);
-      int64_t limit = q.LimitOf(r);
+      auto fmt = [&](int64_t v) {
+        return v == kUnlimited ? std::string("none") : FormatQuantity(v, scale);
+      };
+      QueueCheck check;
+      check.queue = q.spec.name;
+      check.resource = resources_.Name(r);
+      check.quota = q.QuotaOf(r);
+      check.limit = q.LimitOf(r);
+      check.request = need;
+      check.fair_share = q.fair_share.Get(r);
+      // Room held for PIPELINED gangs counts like allocated: it is theirs.
       int64_t held = q.allocated.Get(r) + q.reserved.Get(r) - freed.Get(r);
-      if (limit != kUnlimited && held + need > limit) {
-        return {PendingCode::kQueueLimit,
-                absl::StrCat("queue ", q.spec.name, ": ", resources_.Name(r),
-                             " limit ", FormatQuantity(limit, scale), ", held ",
-                             FormatQuantity(held, scale), ", this needs ",
-                             FormatQuantity(need, scale), " more")};
-      }
-      int64_t quota = q.QuotaOf(r);
       int64_t held_np = q.allocated_non_preemptible.Get(r) +
                         q.reserved_non_preemptible.Get(r);
-      if (!w.preemptible && quota != kUnlimited && held_np + need > quota) {
-        return {PendingCode::kQueueQuota,
-                absl::StrCat("queue ", q.spec.name, ": non-preemptible ",
-                             resources_.Name(r), " would exceed quota ",
-                             FormatQuantity(quota, scale),
-                             " (non-preemptible held ",
-                             FormatQuantity(held_np, scale), ", this needs ",
-                             FormatQuantity(need, scale), ")")};
+      check.allocated = held;
+      std::string problem;
+      if (check.limit != kUnlimited && held + need > check.limit) {
+        check.ok = false;
+        check.code = PendingCode::kQueueLimit;
+        problem = "over its limit";
+        check.reason =
+            absl::StrCat("queue ", q.spec.name, ": ", check.resource, " limit ",
+                         fmt(check.limit), ", held ", fmt(held),
+                         ", this needs ", fmt(need), " more");
+      } else if (!w.preemptible && check.quota != kUnlimited &&
+                 held_np + need > check.quota) {
+        check.ok = false;
+        check.code = PendingCode::kQueueQuota;
+        problem = "non-preemptible work over quota";
+        check.reason = absl::StrCat(
+            "queue ", q.spec.name, ": non-preemptible ", check.resource,
+            " would exceed quota ", fmt(check.quota), " (non-preemptible held ",
+            fmt(held_np), ", this needs ", fmt(need), ")");
       }
+      check.message = absl::StrCat(
+          q.spec.name, " ", check.resource, ": held ", fmt(held),
+          q.reserved.Get(r) > 0 ? absl::StrCat(" (", fmt(q.reserved.Get(r)),
+                                               " of it for pipelined gangs)")
+                                : "",
+          " + ", fmt(need), " needed; quota ", fmt(check.quota), ", limit ",
+          fmt(check.limit), ", fair share ", fmt(check.fair_share),
+          check.ok ? " — ok" : absl::StrCat(" — ", problem));
+      bool failed = !check.ok;
+      out.push_back(std::move(check));
+      if (failed && stop_at_failure) return out;
     }
   }
-  return {};
+  return out;
+}
+
+PendingReason Scheduler::CheckQueues(
+    const Workload& w, const ResourceVector& extra,
+    const absl::flat_hash_map<uint32_t, ResourceVector>* removed) const {
+  std::vector<QueueCheck> checks =
+      QueueChecks(w, extra, removed, /*stop_at_failure=*/true);
+  if (checks.empty() || checks.back().ok) return {};
+  return {checks.back().code, std::move(checks.back().reason)};
 }
 
 void Scheduler::AddReservedToQueuePath(QueueId leaf,
@@ -1052,6 +1308,15 @@ void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
 std::vector<Binding> Scheduler::BindingsOf(const Workload& w) const {
   std::vector<Binding> out;
   ForEachBinding(
+      w, [&](const std::string& group, int32_t index, const std::string& node) {
+        out.push_back({group, index, node});
+      });
+  return out;
+}
+
+std::vector<Binding> Scheduler::NominationsOf(const Workload& w) const {
+  std::vector<Binding> out;
+  ForEachNomination(
       w, [&](const std::string& group, int32_t index, const std::string& node) {
         out.push_back({group, index, node});
       });
@@ -1126,6 +1391,7 @@ absl::StatusOr<AllocateAnswer> Scheduler::Answer(
   answer.workload_id = w->spec.id;
   answer.state = w->state;
   answer.bindings = BindingsOf(*w);
+  answer.nominated = NominationsOf(*w);
   answer.pending = w->pending;
   answer.scale_hints = ScaleHintsOf(*w);
   answer.evictions = EvictionsFor(*w);

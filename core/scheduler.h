@@ -67,9 +67,11 @@ struct ScaleHint {
 struct AllocateAnswer {
   std::string workload_id;
   WorkloadState state = WorkloadState::kPending;
-  // RUNNING: every bound slot; PIPELINED: the nodes the gang will be bound
-  // to once its victims are gone.
+  // Every bound slot: what the shim may bind now.
   std::vector<Binding> bindings;
+  // PIPELINED: the nodes the rest of the gang will be bound to once its
+  // victims are gone (never bindings: victims still hold that room).
+  std::vector<Binding> nominated;
   // Unconfirmed evictions made to make room for this workload.
   std::vector<Eviction> evictions;
   PendingReason pending;
@@ -96,17 +98,24 @@ struct QueueCheck {
   std::string resource;
   int64_t quota = kUnlimited;
   int64_t limit = kUnlimited;
-  int64_t allocated = 0;
-  int64_t request = 0;  // what the workload's next step needs
+  int64_t allocated = 0;  // held: allocated plus room held for pipelined
+  int64_t request = 0;    // what the workload's next step needs
   int64_t fair_share = 0;
   bool ok = true;
-  std::string message;
+  std::string message;  // the check in words, for Explain
+  // When not ok: the pending reason the cycle gives (QUEUE_LIMIT or
+  // QUEUE_QUOTA) and its text.
+  PendingCode code = PendingCode::kNone;
+  std::string reason;
 };
 
 struct ExplainAnswer {
   std::string workload_id;
   WorkloadState state = WorkloadState::kPending;
   PendingReason pending;
+  // The first failing queue check, as the cycle would report it (code
+  // kNone when every check passes).
+  PendingReason queue_verdict;
   std::string text;  // for people, several lines
   std::vector<QueueCheck> queue_checks;
   std::vector<std::pair<std::string, int32_t>>
@@ -145,6 +154,21 @@ struct WorkloadRecord {
   int64_t revision = 0;
   uint64_t submit_seq = 0;
   bool requeue_after_eviction = true;
+  // The priority value and preemptibility the workload was admitted with;
+  // a record written before they were stored has none (has_class false).
+  bool has_class = false;
+  int32_t priority = 0;
+  bool preemptible = true;
+};
+
+// Why a victim search found nothing, for Explain: the workloads that would
+// have been candidates but for a rule, counted per rule.
+struct VictimSearchNotes {
+  int32_t in_queue_lower_priority = 0;    // preemptible, lower priority
+  int32_t protected_preempt_runtime = 0;  // by preempt_min_runtime
+  int32_t protected_reclaim_runtime = 0;  // by reclaim_min_runtime
+  int32_t reclaimable_elsewhere = 0;      // other queues' candidates
+  absl::Duration preempt_min_runtime, reclaim_min_runtime;
 };
 
 struct SchedulerOptions {
@@ -153,6 +177,15 @@ struct SchedulerOptions {
   // A running gang below its minimum for longer than this has its remaining
   // slots evicted and goes back to PENDING.
   absl::Duration stale_gang_grace = absl::Seconds(60);
+  // The deepest a queue may sit in the tree (a top-level queue is at depth
+  // 1). Checked when queues change; a stored tree is restored as it is.
+  int32_t max_queue_depth = 16;
+};
+
+// What a priority-class change does to classes live workloads still use.
+enum class ClassRemoval {
+  kRefuse,  // a reload: removing a class a live workload uses is an error
+  kKeep,    // a start: such workloads keep the values they were admitted with
 };
 
 class Scheduler {
@@ -160,14 +193,26 @@ class Scheduler {
   explicit Scheduler(SchedulerOptions options = {});
 
   // --- configuration -----------------------------------------------------
+  // Replaces the priority classes. With kRefuse, removing a class that a
+  // live (not RELEASED) workload uses fails and changes nothing; workloads
+  // always keep the value and preemptibility they were admitted with.
   absl::Status SetPriorityClasses(std::vector<PriorityClass> classes,
-                                  std::string default_class);
+                                  std::string default_class,
+                                  ClassRemoval removal = ClassRemoval::kRefuse);
+  // A whole configuration at once: the classes, then every queue upserted in
+  // order (parents first). All or nothing: on any error nothing changes.
+  absl::Status Reconfigure(std::vector<PriorityClass> classes,
+                           std::string default_class,
+                           const std::vector<QueueSpec>& queues,
+                           ClassRemoval removal);
   const std::vector<PriorityClass>& priority_classes() const {
     return priority_classes_;
   }
   const std::string& default_priority_class() const { return default_class_; }
 
   absl::StatusOr<QueueId> UpsertQueue(const QueueSpec& spec);
+  // Refused while the queue has children or workloads that are not
+  // RELEASED; the RELEASED history of the queue is forgotten with it.
   absl::Status DeleteQueue(absl::string_view name);
 
   // --- nodes -------------------------------------------------------------
@@ -226,10 +271,18 @@ class Scheduler {
   }
   const ResourceTable& resources() const { return resources_; }
   std::vector<Binding> BindingsOf(const Workload& workload) const;
+  std::vector<Binding> NominationsOf(const Workload& workload) const;
   // The same without copies: fn(group name, slot index, node name) per
-  // bound (or nominated) slot, groups in placement order.
+  // bound slot (ForEachBinding) or per nominated slot (ForEachNomination),
+  // groups in placement order.
   template <typename Fn>
   void ForEachBinding(const Workload& workload, Fn&& fn) const;
+  template <typename Fn>
+  void ForEachNomination(const Workload& workload, Fn&& fn) const;
+  // Root-first path of a live queue.
+  const std::vector<QueueId>& QueuePath(QueueId queue) const {
+    return queue_paths_[queue.value()];
+  }
   std::vector<ScaleHint> ScaleHintsOf(const Workload& workload) const;
   // Announced, unconfirmed evictions of this workload's own slots.
   std::vector<Eviction> EvictionsOf(const Workload& workload) const;
@@ -238,15 +291,26 @@ class Scheduler {
   const SchedulerOptions& options() const { return options_; }
   // Events recorded since the last call, in revision order.
   std::vector<Event> TakeEvents();
+  // Things a restore or a reconfiguration let pass that people should hear
+  // of (a live workload whose class is gone, released history dropped with
+  // its queue...), since the last call.
+  std::vector<std::string> TakeWarnings();
 
   // --- persistence --------------------------------------------------------
   ChangeSet TakeChanges();
   WorkloadRecord RecordOf(const Workload& workload) const;
   // Restore order: priority classes, queues (parents first, with their
-  // creation sequence), nodes, then workloads, then the counters.
+  // creation sequence), nodes, then workloads, then the counters. What an
+  // earlier version or an admin action could leave behind never stops a
+  // restore: a RELEASED record whose queue is gone is dropped (and deleted
+  // by the next commit), a live workload whose class is gone keeps the
+  // values it was admitted with, a tree deeper than max_queue_depth stays;
+  // each with a warning (TakeWarnings).
   absl::Status RestoreQueue(const QueueSpec& spec, uint64_t created_seq);
   absl::Status RestoreWorkload(const WorkloadRecord& record);
-  void RestoreCounters(int64_t revision, uint64_t submit_seq);
+  // Also settles what the records left stuck (a RELEASING workload with
+  // nothing left to evict), as changes of `now`.
+  void RestoreCounters(int64_t revision, uint64_t submit_seq, absl::Time now);
   uint64_t submit_seq() const { return submit_seq_; }
   // Checks the state's invariants (bookkeeping adds up, nothing over
   // capacity); used after a restore and by tests.
@@ -278,15 +342,25 @@ class Scheduler {
     std::vector<std::pair<uint32_t, int32_t>> slots;  // (group, slot)
     bool whole_gang = false;
     EvictionReason reason = EvictionReason::kPreempt;
+    // Already being evicted for this preemptor: counted, not evicted again.
+    bool inherited = false;
   };
   struct VictimPlan {
     std::vector<VictimUnit> units;
     GangPlacement placement;  // the preemptor's nodes once they are gone
   };
-
   // scheduler.cc: commands and bookkeeping.
   absl::Status ValidateAgainstState(const WorkloadSpec& spec,
                                     const Workload* existing) const;
+  absl::StatusOr<QueueId> UpsertQueue(const QueueSpec& spec, bool restoring);
+  // UpsertQueue's checks against the current tree; nothing changes.
+  absl::Status CheckQueueUpsert(const QueueSpec& spec, bool restoring) const;
+  // Keeps queue_paths_ of `root`'s subtree after a change of the tree.
+  void RebuildPaths(QueueId root);
+  // Moves `q`'s roll-ups from its old ancestors to its new ones.
+  void MoveRollups(const Queue& q, QueueId old_parent, QueueId new_parent);
+  absl::Status CheckClassRemoval(
+      const std::vector<PriorityClass>& classes) const;
   const PriorityClass* FindClass(absl::string_view name) const;
   NodeId FindNodeId(absl::string_view name) const;
   void ApplyNode(const NodeSpec& spec, absl::Time now,
@@ -305,6 +379,9 @@ class Scheduler {
   }
   void Bind(Workload& w, uint32_t group, int32_t slot, NodeId node);
   void Unbind(Workload& w, uint32_t group, int32_t slot);
+  // Room (and a pod) held on a node for a nominated slot.
+  void Reserve(NodeId node, const ResourceVector& pod);
+  void Unreserve(NodeId node, const ResourceVector& pod);
   void AddToQueuePath(QueueId leaf, const ResourceVector& amount,
                       bool non_preemptible);
   void SetState(Workload& w, WorkloadState state, absl::Time now);
@@ -322,6 +399,10 @@ class Scheduler {
   // A RELEASING workload whose evictions are all confirmed goes back to
   // PENDING (requeue) or RELEASED.
   void SettleEvictions(Workload& w, absl::Time now);
+  // Settles every workload whose last eviction went away since the last
+  // call (Unbind notes them: a confirmation, a lost node, a spec update):
+  // no command leaves a RELEASING workload with nothing left to evict.
+  void SettleUnsettled(absl::Time now);
   void ClearNominations(Workload& w);
   GangRequest BaseRequest(const Workload& w) const;
   // The gang-minimum request of `w` (pods needed to reach min), or one
@@ -331,8 +412,14 @@ class Scheduler {
   // no pod of `w` is bound (every pending gang's case).
   ResourceVector MinimumNeed(const Workload& w) const;
   PlannedRequest PlanElasticReplica(const Workload& w) const;
-  // Quota / limit checks along the queue path for `extra` more resources.
-  // `removed`: resources victims would free, per queue id on their paths.
+  // The quota / limit checks along the queue path for `extra` more
+  // resources, leaf first: what the cycle decides with (CheckQueues, the
+  // first failure) and what Explain shows (all of them). `removed`:
+  // resources victims would free, per queue id on their paths.
+  std::vector<QueueCheck> QueueChecks(
+      const Workload& w, const ResourceVector& extra,
+      const absl::flat_hash_map<uint32_t, ResourceVector>* removed,
+      bool stop_at_failure) const;
   PendingReason CheckQueues(const Workload& w, const ResourceVector& extra,
                             const absl::flat_hash_map<uint32_t, ResourceVector>*
                                 removed = nullptr) const;
@@ -394,12 +481,17 @@ class Scheduler {
   // victims.cc: reclaim, preempt and evictions.
   std::optional<VictimPlan> FindVictims(const Workload& preemptor,
                                         const PlannedRequest& plan,
-                                        absl::Time now);
-  // Candidate units in reverse scheduling order; reclaim candidates only
-  // from workloads whose units could ever be Eligible for `need`.
+                                        absl::Time now,
+                                        VictimSearchNotes* notes = nullptr);
+  // Candidate units; reclaim candidates only from workloads whose units
+  // could ever be Eligible for `need`. FindVictims orders them.
   std::vector<VictimUnit> VictimCandidates(const Workload& preemptor,
                                            const ResourceVector& need,
-                                           absl::Time now);
+                                           absl::Time now,
+                                           VictimSearchNotes* notes);
+  // Slots already being evicted to make room for `preemptor` (a PIPELINED
+  // gang that was updated and planned again): room it counts as its own.
+  std::vector<VictimUnit> InheritedVictims(const Workload& preemptor);
   bool Eligible(const Workload& preemptor, const VictimUnit& unit,
                 const ResourceVector& need,
                 const std::vector<VictimUnit>& chosen) const;
@@ -488,8 +580,15 @@ class Scheduler {
     absl::flat_hash_set<Preemptor> no_victims;
   };
   absl::flat_hash_map<std::string, ShapeFailure> shape_failures_;
-  // Per queue id, its path from the top level (rebuilt every cycle).
+  // Per queue id, its path from the top level (kept by RebuildPaths when
+  // the tree changes).
   std::vector<std::vector<QueueId>> queue_paths_;
+  // Workloads whose eviction went away since SettleUnsettled last ran.
+  std::vector<WorkloadId> unsettled_;
+  std::vector<std::string> warnings_;
+  // Records restored with nothing to hold them (see RestoreWorkload): the
+  // first commit after the restore deletes them.
+  std::vector<std::string> dropped_at_restore_;
   // Set when a fair-share input changed (requests, queues, nodes).
   bool fair_share_dirty_ = true;
   std::vector<Event> events_;
@@ -501,8 +600,18 @@ void Scheduler::ForEachBinding(const Workload& w, Fn&& fn) const {
   for (uint32_t g : w.group_order) {
     const GroupState& state = w.groups[g];
     for (int32_t i = 0; i < static_cast<int32_t>(state.slot_node.size()); ++i) {
-      NodeId n = state.slot_node[i].valid() ? state.slot_node[i]
-                                            : state.slot_nominated[i];
+      NodeId n = state.slot_node[i];
+      if (n.valid()) fn(w.spec.groups[g].name, i, nodes_[n.value()].name);
+    }
+  }
+}
+
+template <typename Fn>
+void Scheduler::ForEachNomination(const Workload& w, Fn&& fn) const {
+  for (uint32_t g : w.group_order) {
+    const GroupState& state = w.groups[g];
+    for (int32_t i = 0; i < static_cast<int32_t>(state.slot_node.size()); ++i) {
+      NodeId n = state.slot_nominated[i];
       if (n.valid()) fn(w.spec.groups[g].name, i, nodes_[n.value()].name);
     }
   }

@@ -67,14 +67,9 @@ absl::Duration Scheduler::MinRuntime(QueueId leaf, bool reclaim) const {
 }
 
 std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
-    const Workload& preemptor, const ResourceVector& need, absl::Time now) {
-  struct Ranked {
-    VictimUnit unit;
-    double overshare;
-    int32_t priority;
-    uint64_t seq;
-  };
-  std::vector<Ranked> ranked;
+    const Workload& preemptor, const ResourceVector& need, absl::Time now,
+    VictimSearchNotes* notes) {
+  std::vector<VictimUnit> out;
   // Victims come from the preemptor's own queue (preempt) and from the
   // leaves where reclaim could free something the preemptor needs (the same
   // for every workload of a leaf): the other leaves are not walked.
@@ -107,41 +102,49 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
       if (!same_queue && !frees_reclaimable(v)) continue;
       EvictionReason reason =
           same_queue ? EvictionReason::kPreempt : EvictionReason::kReclaim;
-      double overshare = queues_[v.queue.value()].DominantShare();
+      bool reclaim = reason == EvictionReason::kReclaim;
+      if (notes != nullptr) {
+        ++(reclaim ? notes->reclaimable_elsewhere
+                   : notes->in_queue_lower_priority);
+      }
       for (auto& replica : ElasticReplicas(v)) {
-        ranked.push_back({{&v, std::move(replica), false, reason},
-                          overshare,
-                          v.priority,
-                          v.submit_seq});
+        out.push_back({&v, std::move(replica), false, reason});
       }
       // The whole gang only once it has run its minimum time.
-      if (now - v.running_since <
-          MinRuntime(v.queue, reason == EvictionReason::kReclaim)) {
+      absl::Duration min_runtime = MinRuntime(v.queue, reclaim);
+      if (now - v.running_since < min_runtime) {
+        if (notes != nullptr) {
+          ++(reclaim ? notes->protected_reclaim_runtime
+                     : notes->protected_preempt_runtime);
+          (reclaim ? notes->reclaim_min_runtime : notes->preempt_min_runtime) =
+              min_runtime;
+        }
         continue;
       }
       auto slots = v.EvictableSlots();
-      if (!slots.empty()) {
-        ranked.push_back({{&v, std::move(slots), true, reason},
-                          overshare,
-                          v.priority,
-                          v.submit_seq});
-      }
+      if (!slots.empty()) out.push_back({&v, std::move(slots), true, reason});
     }
   }
-  // Reverse scheduling order: elastic replicas before gangs, then most over
-  // fair share, lowest priority, newest.
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const Ranked& a, const Ranked& b) {
-                     if (a.unit.whole_gang != b.unit.whole_gang)
-                       return !a.unit.whole_gang;
-                     if (a.overshare != b.overshare)
-                       return a.overshare > b.overshare;
-                     if (a.priority != b.priority)
-                       return a.priority < b.priority;
-                     return a.seq > b.seq;
-                   });
+  return out;
+}
+
+std::vector<Scheduler::VictimUnit> Scheduler::InheritedVictims(
+    const Workload& preemptor) {
   std::vector<VictimUnit> out;
-  for (auto& r : ranked) out.push_back(std::move(r.unit));
+  for (uint32_t id : active_) {
+    Workload& v = *workloads_[id];
+    for (const Eviction& e : v.evictions) {
+      if (e.preemptor != preemptor.spec.id) continue;
+      VictimUnit unit{&v, {}, false, e.reason, /*inherited=*/true};
+      for (const SlotRef& ref : e.slots) {
+        for (uint32_t g = 0; g < v.spec.groups.size(); ++g) {
+          if (v.spec.groups[g].name == ref.group)
+            unit.slots.emplace_back(g, ref.index);
+        }
+      }
+      out.push_back(std::move(unit));
+    }
+  }
   return out;
 }
 
@@ -262,22 +265,30 @@ bool Scheduler::FitsWithout(const PlannedRequest& plan,
   }
   // Tentatively free the victims' pods, place, and roll back.
   for (auto& [w, slot] : slots) {
-    nodes_[w->groups[slot.first].slot_node[slot.second].value()].used -=
-        w->groups[slot.first].pod;
+    Node& n = nodes_[w->groups[slot.first].slot_node[slot.second].value()];
+    n.used -= w->groups[slot.first].pod;
+    --n.pods_used;
   }
   *placement = TryPlaceGang(nodes_, resources_, plan.request, {});
   for (auto& [w, slot] : slots) {
-    nodes_[w->groups[slot.first].slot_node[slot.second].value()].used +=
-        w->groups[slot.first].pod;
+    Node& n = nodes_[w->groups[slot.first].slot_node[slot.second].value()];
+    n.used += w->groups[slot.first].pod;
+    ++n.pods_used;
   }
   return placement->result == PlaceResult::kPlaced;
 }
 
 std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
-    const Workload& preemptor, const PlannedRequest& plan, absl::Time now) {
+    const Workload& preemptor, const PlannedRequest& plan, absl::Time now,
+    VictimSearchNotes* notes) {
   ResourceVector need = TotalOf(plan.request);
-  std::vector<VictimUnit> candidates = VictimCandidates(preemptor, need, now);
-  if (candidates.empty()) return std::nullopt;
+  // Room already being freed for it (it was PIPELINED, then updated) is
+  // its own: counted first, never evicted twice, never dropped.
+  std::vector<VictimUnit> chosen = InheritedVictims(preemptor);
+  const size_t inherited = chosen.size();
+  std::vector<VictimUnit> candidates =
+      VictimCandidates(preemptor, need, now, notes);
+  if (candidates.empty() && chosen.empty()) return std::nullopt;
   // The preemptor fits when the nodes have room without the victims and
   // every queue on its path stays within its limits without them.
   auto fits = [&](const std::vector<VictimUnit>& units,
@@ -301,23 +312,84 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
   for (const Node& n : nodes_) {
     if (n.live && n.schedulable) free += n.Free();
   }
-  std::vector<VictimUnit> chosen;
-  VictimPlan result;
-  bool found = false;
-  for (VictimUnit& unit : candidates) {
-    if (!Eligible(preemptor, unit, need, chosen)) continue;
-    for (auto slot : unit.slots) free += unit.workload->groups[slot.first].pod;
-    chosen.push_back(unit);
-    if (!need.FitsIn(free)) continue;
-    if (fits(chosen, &result.placement)) {
-      found = true;
-      break;
+  // What the chosen victims take from each leaf, for its dominant share.
+  absl::flat_hash_map<uint32_t, ResourceVector> taken;
+  auto take = [&](const VictimUnit& unit) {
+    for (auto slot : unit.slots) {
+      const ResourceVector& pod = unit.workload->groups[slot.first].pod;
+      free += pod;
+      taken[unit.workload->queue.value()] += pod;
     }
+  };
+  for (const VictimUnit& unit : chosen) take(unit);
+  VictimPlan result;
+  bool found =
+      inherited > 0 && need.FitsIn(free) && fits(chosen, &result.placement);
+
+  // Candidates per leaf in their in-queue order (elastic replicas before
+  // gangs, lowest priority, newest); the leaves' order is recomputed after
+  // every pick, as the victims taken so far lower their queue's share, so
+  // two queues above their fair share give victims in turn (SPEC §4.8).
+  struct LeafCandidates {
+    uint32_t leaf = 0;
+    std::vector<VictimUnit*> units;  // popped from the back
+    double overshare = 0;
+  };
+  absl::flat_hash_map<uint32_t, size_t> leaf_index;
+  std::vector<LeafCandidates> leaves;
+  for (VictimUnit& unit : candidates) {
+    uint32_t leaf = unit.workload->queue.value();
+    auto [it, added] = leaf_index.try_emplace(leaf, leaves.size());
+    if (added) {
+      leaves.push_back({leaf, {}, queues_[leaf].DominantShare()});
+    }
+    leaves[it->second].units.push_back(&unit);
+  }
+  for (LeafCandidates& l : leaves) {
+    std::stable_sort(l.units.begin(), l.units.end(),
+                     [](const VictimUnit* a, const VictimUnit* b) {
+                       if (a->whole_gang != b->whole_gang)
+                         return b->whole_gang;  // elastic first
+                       if (a->workload->priority != b->workload->priority)
+                         return a->workload->priority < b->workload->priority;
+                       return a->workload->submit_seq > b->workload->submit_seq;
+                     });
+    std::reverse(l.units.begin(), l.units.end());
+  }
+  // The next victim: elastic before gangs, then the leaf most over its
+  // fair share now, lowest priority, newest.
+  auto before = [&](const LeafCandidates& a, const LeafCandidates& b) {
+    const VictimUnit& x = *a.units.back();
+    const VictimUnit& y = *b.units.back();
+    if (x.whole_gang != y.whole_gang) return !x.whole_gang;
+    if (a.overshare != b.overshare) return a.overshare > b.overshare;
+    if (x.workload->priority != y.workload->priority)
+      return x.workload->priority < y.workload->priority;
+    if (x.workload->submit_seq != y.workload->submit_seq)
+      return x.workload->submit_seq > y.workload->submit_seq;
+    return a.leaf < b.leaf;
+  };
+  while (!found) {
+    LeafCandidates* best = nullptr;
+    for (LeafCandidates& l : leaves) {
+      if (!l.units.empty() && (best == nullptr || before(l, *best))) best = &l;
+    }
+    if (best == nullptr) break;
+    VictimUnit& unit = *best->units.back();
+    best->units.pop_back();
+    if (!Eligible(preemptor, unit, need, chosen)) continue;
+    chosen.push_back(unit);
+    take(unit);
+    const Queue& leaf = queues_[best->leaf];
+    best->overshare =
+        DominantShareOf(leaf.allocated - taken[best->leaf], leaf.fair_share);
+    if (!need.FitsIn(free)) continue;
+    found = fits(chosen, &result.placement);
   }
   if (!found) return std::nullopt;
   // Drop every victim that can be spared, last chosen first, so the set is
   // minimal: no single remaining victim can go and the gang still fit.
-  for (size_t i = chosen.size(); i-- > 0;) {
+  for (size_t i = chosen.size(); i-- > inherited;) {
     std::vector<VictimUnit> without = chosen;
     without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
     GangPlacement trial;
@@ -348,45 +420,52 @@ void Scheduler::EvictSlots(
 
 void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
                          const VictimPlan& victims, absl::Time now) {
-  // One eviction per victim workload, its units merged.
-  std::map<Workload*,
-           std::pair<std::vector<std::pair<uint32_t, int32_t>>, bool>>
-      merged;
-  std::map<Workload*, EvictionReason> reasons;
+  // One eviction per victim workload, its units merged; in submission
+  // order, so the events come out the same in every process.
+  struct Merged {
+    Workload* victim = nullptr;
+    std::vector<std::pair<uint32_t, int32_t>> slots;
+    bool whole = false;
+    EvictionReason reason = EvictionReason::kPreempt;
+  };
+  std::map<uint64_t, Merged> merged;  // by submit_seq
+  std::set<const Workload*> waited_on;
   for (const VictimUnit& u : victims.units) {
-    auto& [slots, whole] = merged[u.workload];
+    waited_on.insert(u.workload);
+    if (u.inherited) continue;  // evicted for it already
+    Merged& m = merged[u.workload->submit_seq];
+    m.victim = u.workload;
     for (auto slot : u.slots) {
-      if (std::find(slots.begin(), slots.end(), slot) == slots.end())
-        slots.push_back(slot);
+      if (std::find(m.slots.begin(), m.slots.end(), slot) == m.slots.end())
+        m.slots.push_back(slot);
     }
-    whole |= u.whole_gang;
-    reasons[u.workload] = u.reason;
+    m.whole |= u.whole_gang;
+    m.reason = u.reason;
   }
-  for (auto& [victim, entry] : merged) {
-    auto& [slots, whole] = entry;
+  for (auto& [seq, m] : merged) {
+    Workload* victim = m.victim;
     // Workers before the head, whatever order the units came in.
-    std::stable_sort(slots.begin(), slots.end(),
+    std::stable_sort(m.slots.begin(), m.slots.end(),
                      [&](const auto& a, const auto& b) {
                        bool a_head = victim->IsHead(a.first);
                        bool b_head = victim->IsHead(b.first);
                        return a_head < b_head;
                      });
-    EvictSlots(*victim, slots, reasons[victim], preemptor.spec.id, whole, now);
+    EvictSlots(*victim, m.slots, m.reason, preemptor.spec.id, m.whole, now);
   }
   ForEachPlacedPod(
       plan, victims.placement, [&](uint32_t g, int32_t slot, NodeId node) {
         preemptor.groups[g].slot_nominated[slot] = node;
-        nodes_[node.value()].reserved += preemptor.groups[g].pod;
-        TouchNode(node);
+        Reserve(node, preemptor.groups[g].pod);
         AddReservedToQueuePath(preemptor.queue, preemptor.groups[g].pod,
                                !preemptor.preemptible);
       });
   SetState(preemptor, WorkloadState::kPipelined, now);
   preemptor.pending = {
       PendingCode::kWaitingForEvictions,
-      absl::StrCat("placed onto room that ", merged.size(),
-                   merged.size() == 1 ? " workload still holds"
-                                      : " workloads still hold",
+      absl::StrCat("placed onto room that ", waited_on.size(),
+                   waited_on.size() == 1 ? " workload still holds"
+                                         : " workloads still hold",
                    "; bound once their evictions are confirmed")};
   Record(EventType::kStateChanged, preemptor, now);
 }
@@ -422,8 +501,11 @@ absl::StatusOr<std::vector<Eviction>> Scheduler::Preempt(
   if (scope == PreemptScope::kWhole && slots.empty() && w.BoundPods() > 0) {
     // Everything it holds is already being evicted: only where it goes
     // afterwards can change.
-    if (w.state == WorkloadState::kReleasing)
+    if (w.state == WorkloadState::kReleasing &&
+        w.requeue_after_eviction != requeue) {
       w.requeue_after_eviction = requeue;
+      changes_.workloads.insert(w.spec.id);
+    }
     return out;
   }
   if (scope == PreemptScope::kWhole && slots.empty()) {

@@ -79,6 +79,8 @@ struct GroupState {
   SlotVector<uint8_t> slot_evicting;
   // PIPELINED gangs: the node each slot will be bound to (reserved there).
   SlotVector<NodeId> slot_nominated;
+  // Bound slots: the slot's position in its node's `slots`.
+  SlotVector<uint32_t> slot_pos;
 
   // Keeps the per-slot vectors as long as slot_node.
   void ResizeSlots(size_t slots);

@@ -123,7 +123,7 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
     revision = std::max(revision, r.revision);
     submit_seq = std::max(submit_seq, r.submit_seq);
   }
-  scheduler.RestoreCounters(revision, submit_seq);
+  scheduler.RestoreCounters(revision, submit_seq, absl::Now());
   loaded.revision = revision;
   std::vector<StoreRows::Answer> answers = state.answers;
   std::sort(answers.begin(), answers.end(),

@@ -4,9 +4,18 @@
 // all-or-nothing (a RUNNING gang holds its minimum unless it just lost pods,
 // nothing pending holds anything), every roll-up adds up, and fair shares
 // never divide more than there is.
+//
+// It also keeps what a store would hold: after every batch the changes the
+// core reported (TakeChanges) are applied to a mirror of records, and the
+// mirror must equal the live state record by record. A mutation that does
+// not record its change (the family of "the requeue flag was set but not
+// stored") fails here at once. Every few batches the run restarts: a new
+// Scheduler is restored from the mirror, must equal the old one, and goes
+// on in its place.
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -21,18 +30,222 @@ using testing::GpuNode;
 using testing::Group;
 using testing::Workload;
 
+std::string TimeText(absl::Time t) {
+  if (t == absl::InfinitePast()) return "-inf";
+  if (t == absl::InfiniteFuture()) return "+inf";
+  return absl::StrCat(absl::ToUnixNanos(t));
+}
+
+// Every field of a record, so two records compare as text.
+std::string Describe(const WorkloadRecord& r) {
+  std::string out = absl::StrCat(
+      r.spec.id, " q=", r.spec.queue, " class=", r.spec.priority_class,
+      " state=", ToString(r.state), " pending=", ToString(r.pending.code), ":",
+      r.pending.message, " created=", TimeText(r.created),
+      " waiting=", TimeText(r.waiting_since),
+      " running=", TimeText(r.running_since),
+      " below=", TimeText(r.below_min_since), " updated=", TimeText(r.updated),
+      " rev=", r.revision, " seq=", r.submit_seq,
+      " requeue=", r.requeue_after_eviction, " prio=", r.priority,
+      " preemptible=", r.preemptible, " has_class=", r.has_class, "\n");
+  for (const GroupSpec& g : r.spec.groups) {
+    absl::StrAppend(&out, " group ", g.name, " ", g.min_count, "/",
+                    g.desired_count, "/", g.max_count, "x", g.pods_per_replica,
+                    "\n");
+  }
+  for (const auto& live : r.replica_live) {
+    absl::StrAppend(&out, " live");
+    for (uint8_t l : live) absl::StrAppend(&out, " ", l);
+    absl::StrAppend(&out, "\n");
+  }
+  for (const auto& slot : r.slots) {
+    absl::StrAppend(&out, " slot ", slot.group, "/", slot.index, " on ",
+                    slot.node, " evicting=", slot.evicting,
+                    " nominated=", slot.nominated, "\n");
+  }
+  for (const Eviction& e : r.evictions) {
+    absl::StrAppend(&out, " eviction ", ToString(e.reason), " for ",
+                    e.preemptor, ":");
+    for (const SlotRef& ref : e.slots)
+      absl::StrAppend(&out, " ", ref.group, "/", ref.index);
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+std::string Describe(const QueueSpec& q, uint64_t created_seq) {
+  std::string out = absl::StrCat(
+      q.name, " parent=", q.parent, " prio=", q.priority, " seq=", created_seq,
+      " preempt=", absl::FormatDuration(q.preempt_min_runtime),
+      " reclaim=", absl::FormatDuration(q.reclaim_min_runtime));
+  for (const auto& [name, r] : q.resources) {
+    absl::StrAppend(&out, " ", name, "=", r.quota, "/", r.limit, "/",
+                    r.over_quota_weight);
+  }
+  return out;
+}
+
+NodeSpec SpecOf(const Scheduler& s, const Node& n) {
+  NodeSpec spec;
+  spec.name = n.name;
+  spec.allocatable = s.resources().ToNamed(n.allocatable);
+  if (n.declares_pods) {
+    spec.allocatable.push_back({std::string(kPodsResource), n.max_pods * 1000});
+    std::sort(spec.allocatable.begin(), spec.allocatable.end());
+  }
+  spec.labels = n.labels;
+  spec.schedulable = n.schedulable;
+  return spec;
+}
+
+std::string Describe(const NodeSpec& n) {
+  std::string out = absl::StrCat(n.name, " schedulable=", n.schedulable);
+  for (const auto& [k, v] : n.allocatable)
+    absl::StrAppend(&out, " ", k, "=", v);
+  for (const auto& [k, v] : n.labels) absl::StrAppend(&out, " ", k, ":", v);
+  return out;
+}
+
+// What a store holds: a record per name, and the counters.
+struct Mirror {
+  std::map<std::string, WorkloadRecord> workloads;
+  std::map<std::string, std::pair<QueueSpec, uint64_t>> queues;
+  std::map<std::string, NodeSpec> nodes;
+  int64_t revision = 0;
+  uint64_t submit_seq = 0;
+
+  void Apply(const Scheduler& s, const ChangeSet& changes) {
+    for (const std::string& id : changes.workloads) {
+      const gangsched::Workload* w = s.FindWorkload(id);
+      if (w == nullptr) {
+        workloads.erase(id);
+      } else {
+        workloads[id] = s.RecordOf(*w);
+      }
+    }
+    for (const std::string& name : changes.queues) {
+      const gangsched::Queue* q = s.FindQueue(name);
+      if (q == nullptr) {
+        queues.erase(name);
+      } else {
+        queues[name] = {q->spec, q->created_seq};
+      }
+    }
+    for (const std::string& name : changes.nodes) {
+      const Node* n = s.FindNode(name);
+      if (n == nullptr) {
+        nodes.erase(name);
+      } else {
+        nodes[name] = SpecOf(s, *n);
+      }
+    }
+    revision = s.revision();
+    submit_seq = s.submit_seq();
+  }
+
+  // The first difference between the mirror and the live state, or "".
+  std::string Diff(const Scheduler& s) const {
+    size_t live = 0;
+    for (const auto& w : s.workloads()) {
+      if (!w) continue;
+      ++live;
+      auto it = workloads.find(w->spec.id);
+      if (it == workloads.end())
+        return absl::StrCat("workload ", w->spec.id, " was never stored");
+      std::string want = Describe(s.RecordOf(*w));
+      std::string have = Describe(it->second);
+      if (want != have) {
+        return absl::StrCat("workload ", w->spec.id,
+                            " differs from its stored record:\nlive:   ", want,
+                            "stored: ", have);
+      }
+    }
+    if (live != workloads.size()) return "a forgotten workload is still stored";
+    size_t queues_live = 0;
+    for (const gangsched::Queue& q : s.queues()) {
+      if (!q.live) continue;
+      ++queues_live;
+      auto it = queues.find(q.spec.name);
+      if (it == queues.end() || Describe(it->second.first, it->second.second) !=
+                                    Describe(q.spec, q.created_seq)) {
+        return absl::StrCat("queue ", q.spec.name, " differs from its record");
+      }
+    }
+    if (queues_live != queues.size()) return "a deleted queue is still stored";
+    size_t nodes_live = 0;
+    for (const Node& n : s.nodes()) {
+      if (!n.live) continue;
+      ++nodes_live;
+      auto it = nodes.find(n.name);
+      if (it == nodes.end() || Describe(it->second) != Describe(SpecOf(s, n))) {
+        return absl::StrCat("node ", n.name, " differs from its record");
+      }
+    }
+    if (nodes_live != nodes.size()) return "a removed node is still stored";
+    if (revision != s.revision()) return "revision differs";
+    return "";
+  }
+
+  // A new scheduler from the records, as a restart builds it.
+  std::unique_ptr<Scheduler> Restore(const Scheduler& like,
+                                     absl::Time now) const {
+    auto s = std::make_unique<Scheduler>(like.options());
+    EXPECT_TRUE(s->SetPriorityClasses(like.priority_classes(),
+                                      like.default_priority_class(),
+                                      ClassRemoval::kKeep)
+                    .ok());
+    std::vector<std::pair<QueueSpec, uint64_t>> qs;
+    for (const auto& [name, q] : queues) qs.push_back(q);
+    std::sort(qs.begin(), qs.end(),
+              [](const auto& a, const auto& b) { return a.second < b.second; });
+    while (!qs.empty()) {
+      size_t before = qs.size();
+      for (auto it = qs.begin(); it != qs.end();) {
+        if (!it->first.parent.empty() &&
+            s->FindQueue(it->first.parent) == nullptr) {
+          ++it;
+          continue;
+        }
+        EXPECT_TRUE(s->RestoreQueue(it->first, it->second).ok());
+        it = qs.erase(it);
+      }
+      if (qs.size() == before) {
+        ADD_FAILURE() << "stored queues without parents";
+        break;
+      }
+    }
+    std::vector<NodeSpec> ns;
+    for (const auto& [name, n] : nodes) ns.push_back(n);
+    s->UpsertNodes(ns, now);
+    std::vector<const WorkloadRecord*> ws;
+    for (const auto& [id, r] : workloads) ws.push_back(&r);
+    std::sort(ws.begin(), ws.end(), [](const auto* a, const auto* b) {
+      return a->submit_seq < b->submit_seq;
+    });
+    for (const WorkloadRecord* r : ws) {
+      absl::Status st = s->RestoreWorkload(*r);
+      EXPECT_TRUE(st.ok()) << st;
+    }
+    s->RestoreCounters(revision, submit_seq, now);
+    return s;
+  }
+};
+
 class RandomRun {
  public:
   explicit RandomRun(uint32_t seed)
       : rng_(seed),
-        s_(SchedulerOptions{.stale_gang_grace = absl::Seconds(30)}) {
+        s_(std::make_unique<Scheduler>(
+            SchedulerOptions{.stale_gang_grace = absl::Seconds(30)})) {
     // dept (limit 12 GPUs) > team-a, team-b; ops (high priority); misc.
     Add("dept", "", 100, 6000, 12000, 1);
     Add("team-a", "dept", 100, 2000, kUnlimited, 1);
     Add("team-b", "dept", 100, 2000, 6000, 3);
     Add("ops", "", 120, 4000, kUnlimited, 1);
     Add("misc", "", 90, 0, 8000, 0);
-    leaves_ = {"team-a", "team-b", "ops", "misc"};
+    Add("tmp", "", 100, 1000, kUnlimited, 1);
+    Add("dept2", "", 100, 0, kUnlimited, 1);  // holds no work: tmp moves here
+    leaves_ = {"team-a", "team-b", "ops", "misc", "tmp"};
   }
 
   void Add(const std::string& name, const std::string& parent, int priority,
@@ -45,7 +258,7 @@ class RandomRun {
         {"nvidia.com/gpu",
          {.quota = quota, .limit = limit, .over_quota_weight = weight}}};
     q.reclaim_min_runtime = absl::Seconds(Pick(3) * 20);
-    EXPECT_TRUE(s_.UpsertQueue(q).ok());
+    EXPECT_TRUE(s_->UpsertQueue(q).ok());
   }
 
   int Pick(int n) {
@@ -60,12 +273,44 @@ class RandomRun {
       if (getenv("PROP_TRACE"))
         fprintf(stderr, "  after op: %s\n", Check().c_str());
     }
-    s_.RunCycle(now_);
-    s_.TakeEvents();
+    s_->RunCycle(now_);
+    s_->TakeEvents();
+    mirror_.Apply(*s_, s_->TakeChanges());
+  }
+
+  // The mirror equals the live state; a restart from it gives the same.
+  std::string CheckStored() {
+    if (std::string diff = mirror_.Diff(*s_); !diff.empty())
+      return absl::StrCat("store mirror: ", diff);
+    return "";
+  }
+  std::string Restart() {
+    std::unique_ptr<Scheduler> restored = mirror_.Restore(*s_, now_);
+    restored->TakeWarnings();
+    if (absl::Status st = restored->CheckConsistency(); !st.ok())
+      return absl::StrCat("restored state is inconsistent: ", st.message());
+    // Nothing a restore settles when nothing was stuck: the changes it
+    // reports are none, and its records equal the old ones.
+    mirror_.Apply(*restored, restored->TakeChanges());
+    restored->TakeEvents();
+    if (std::string diff = mirror_.Diff(*restored); !diff.empty())
+      return absl::StrCat("after a restart: ", diff);
+    for (const gangsched::Queue& q : s_->queues()) {
+      if (!q.live) continue;
+      const gangsched::Queue* r = restored->FindQueue(q.spec.name);
+      if (r == nullptr || !(r->allocated == q.allocated) ||
+          !(r->allocated_non_preemptible == q.allocated_non_preemptible) ||
+          !(r->reserved == q.reserved)) {
+        return absl::StrCat("after a restart: queue ", q.spec.name,
+                            " roll-ups differ");
+      }
+    }
+    s_ = std::move(restored);
+    return "";
   }
 
   void Operate(int step) {
-    int op = Pick(12);
+    int op = Pick(16);
     // PROP_TRACE=1 prints every operation and checks after each one.
     if (getenv("PROP_TRACE")) fprintf(stderr, "step %d op %d\n", step, op);
     switch (op) {
@@ -88,63 +333,93 @@ class RandomRun {
           spec.placement.topology_key = "zone";
           spec.placement.required = Pick(2) == 0;
         }
-        if (s_.Submit(spec, now_).ok()) ids_.push_back(id);
+        if (s_->Submit(spec, now_).ok()) ids_.push_back(id);
         break;
       }
       case 3:  // release everything
         if (!ids_.empty()) {
           std::string id = ids_[Pick(ids_.size())];
-          s_.Release(id, {}, false, now_).IgnoreError();
+          s_->Release(id, {}, false, now_).IgnoreError();
         }
         break;
       case 4:  // a pod failed
         if (!ids_.empty()) {
-          s_.Release(ids_[Pick(ids_.size())], {{"w", Pick(6)}}, false, now_)
+          s_->Release(ids_[Pick(ids_.size())], {{"w", Pick(6)}}, false, now_)
               .IgnoreError();
         }
         break;
       case 5:
       case 6: {  // the shim confirms an eviction
-        for (const auto& w : s_.workloads()) {
+        for (const auto& w : s_->workloads()) {
           if (!w || w->evictions.empty() || Pick(2)) continue;
           std::string id = w->spec.id;
           std::vector<SlotRef> slots = w->evictions.front().slots;
-          ASSERT_TRUE(s_.Release(id, slots, false, now_).ok());
+          ASSERT_TRUE(s_->Release(id, slots, false, now_).ok());
           break;
         }
         break;
       }
       case 7:  // node comes and goes
-        s_.UpsertNodes({GpuNode(absl::StrCat("n", Pick(6)), 4 * (1 + Pick(2)),
-                                {{"zone", Pick(2) ? "a" : "b"}})},
-                       now_);
+        s_->UpsertNodes({GpuNode(absl::StrCat("n", Pick(6)), 4 * (1 + Pick(2)),
+                                 {{"zone", Pick(2) ? "a" : "b"}})},
+                        now_);
         break;
       case 8:
-        if (Pick(3) == 0) s_.RemoveNodes({absl::StrCat("n", Pick(6))}, now_);
+        if (Pick(3) == 0) s_->RemoveNodes({absl::StrCat("n", Pick(6))}, now_);
         break;
       case 9:  // spec update: new desired count
         if (!ids_.empty()) {
           const gangsched::Workload* w =
-              s_.FindWorkload(ids_[Pick(ids_.size())]);
+              s_->FindWorkload(ids_[Pick(ids_.size())]);
           if (w && w->state != WorkloadState::kReleased) {
             WorkloadSpec spec = w->spec;
             GroupSpec& g = spec.groups.back();
             int h = g.pods_per_replica;
             g.desired_count = std::min(g.max_count, g.min_count + h * Pick(3));
-            s_.Submit(spec, now_).IgnoreError();
+            s_->Submit(spec, now_).IgnoreError();
           }
         }
         break;
       case 10: {  // queue change (limits only grow, so "over limit" is ours)
-        QueueSpec q = s_.FindQueue("team-a")->spec;
+        QueueSpec q = s_->FindQueue("team-a")->spec;
         q.resources[0].second.quota = 1000 * Pick(5);
         q.resources[0].second.over_quota_weight = Pick(3);
-        ASSERT_TRUE(s_.UpsertQueue(q).ok());
+        ASSERT_TRUE(s_->UpsertQueue(q).ok());
+        break;
+      }
+      case 12:  // the admin deletes a queue (refused while it holds work)
+        s_->DeleteQueue("tmp").IgnoreError();
+        break;
+      case 13: {  // ... adds it back, or moves it (under no limit)
+        QueueSpec q;
+        q.name = "tmp";
+        q.parent = Pick(2) ? "dept2" : "";
+        q.resources = {{"nvidia.com/gpu", {.quota = 1000 * Pick(3)}}};
+        s_->UpsertQueue(q).IgnoreError();
+        break;
+      }
+      case 14:  // resubmit with another priority class
+        if (!ids_.empty()) {
+          const gangsched::Workload* w =
+              s_->FindWorkload(ids_[Pick(ids_.size())]);
+          if (w && w->state != WorkloadState::kReleased) {
+            static const char* kClasses[] = {"train", "build-preemptible",
+                                             "build", "inference"};
+            WorkloadSpec spec = w->spec;
+            spec.priority_class = kClasses[Pick(4)];
+            s_->Submit(spec, now_).IgnoreError();
+          }
+        }
+        break;
+      case 15: {  // a config reload drops or restores a class
+        std::vector<PriorityClass> classes = DefaultPriorityClasses();
+        if (Pick(2)) classes.erase(classes.begin() + 1);  // build-preemptible
+        s_->SetPriorityClasses(classes, "train").IgnoreError();
         break;
       }
       default:  // manual preemption
         if (!ids_.empty()) {
-          s_.Preempt(
+          s_->Preempt(
                 ids_[Pick(ids_.size())],
                 Pick(2) ? PreemptScope::kWhole : PreemptScope::kElasticOnly,
                 Pick(2) == 0, Pick(4) == 0, now_)
@@ -158,7 +433,7 @@ class RandomRun {
   std::string Check() const {
     std::map<uint32_t, ResourceVector> used, reserved;
     std::map<uint32_t, ResourceVector> allocated;
-    for (const auto& w : s_.workloads()) {
+    for (const auto& w : s_->workloads()) {
       if (!w) continue;
       int32_t bound = w->BoundPods();
       int32_t nominated = 0;
@@ -175,7 +450,8 @@ class RandomRun {
           }
         }
       }
-      for (QueueId q = w->queue; q.valid(); q = s_.queues()[q.value()].parent) {
+      for (QueueId q = w->queue; q.valid();
+           q = s_->queues()[q.value()].parent) {
         allocated[q.value()] += w->BoundResources();
       }
       switch (w->state) {
@@ -193,7 +469,7 @@ class RandomRun {
           break;
         case WorkloadState::kRunning:
           if (!w->AtMinimum() &&
-              now_ - w->below_min_since >= s_.options().stale_gang_grace) {
+              now_ - w->below_min_since >= s_->options().stale_gang_grace) {
             return absl::StrCat(w->spec.id,
                                 ": RUNNING below its minimum past the grace");
           }
@@ -206,13 +482,13 @@ class RandomRun {
           break;
       }
     }
-    for (const Node& n : s_.nodes()) {
+    for (const Node& n : s_->nodes()) {
       if (!n.live) continue;
-      uint32_t id = static_cast<uint32_t>(&n - s_.nodes().data());
+      uint32_t id = static_cast<uint32_t>(&n - s_->nodes().data());
       if (!n.used.FitsIn(n.allocatable))
         return absl::StrCat(n.name, " is over allocatable");
       size_t bound_here = 0;
-      for (const auto& w : s_.workloads()) {
+      for (const auto& w : s_->workloads()) {
         if (!w) continue;
         for (const auto& g : w->groups) {
           for (NodeId slot_node : g.slot_node)
@@ -224,7 +500,7 @@ class RandomRun {
                             bound_here, " bound slots");
       }
       for (const SlotKey& key : n.slots) {
-        const auto& w = s_.workloads()[key.workload.value()];
+        const auto& w = s_->workloads()[key.workload.value()];
         if (!w || key.group >= w->groups.size() ||
             key.index >=
                 static_cast<int32_t>(w->groups[key.group].slot_node.size()) ||
@@ -242,12 +518,12 @@ class RandomRun {
         return absl::StrCat(n.name, ": reserved does not add up");
     }
     ResourceVector total;
-    for (const Node& n : s_.nodes()) {
+    for (const Node& n : s_->nodes()) {
       if (n.live && n.schedulable) total += n.allocatable;
     }
     std::map<uint32_t, ResourceVector> children_share;
     ResourceVector top_share;
-    for (const Queue& q : s_.queues()) {
+    for (const Queue& q : s_->queues()) {
       if (!q.live) continue;
       if (!(q.allocated == allocated[q.id.value()])) {
         return absl::StrCat("queue ", q.spec.name,
@@ -265,21 +541,22 @@ class RandomRun {
     }
     // Shares were computed at the start of the cycle; nodes removed in it
     // can make `total` smaller since, so compare against what was divided.
-    for (const Queue& q : s_.queues()) {
+    for (const Queue& q : s_->queues()) {
       if (q.live && !children_share[q.id.value()].FitsIn(q.fair_share)) {
         return absl::StrCat("children of ", q.spec.name,
                             " share more than it has");
       }
     }
     (void)top_share;
-    if (absl::Status s = s_.CheckConsistency(); !s.ok())
+    if (absl::Status s = s_->CheckConsistency(); !s.ok())
       return std::string(s.message());
     return "";
   }
 
   absl::Time now_ = absl::FromUnixSeconds(1700000000);
   std::mt19937 rng_;
-  Scheduler s_;
+  std::unique_ptr<Scheduler> s_;  // a restart replaces it
+  Mirror mirror_;
   std::vector<std::string> leaves_;
   std::vector<std::string> ids_;
 };
@@ -292,14 +569,22 @@ TEST(PropertyTest, RandomSequencesKeepEveryInvariant) {
   for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
     if (getenv("PROP_TRACE")) fprintf(stderr, "seed %u\n", seed);
     RandomRun run(seed);
-    run.s_.UpsertNodes(
+    run.s_->UpsertNodes(
         {GpuNode("n0", 8, {{"zone", "a"}}), GpuNode("n1", 8, {{"zone", "b"}})},
         run.now_);
+    run.mirror_.Apply(*run.s_, run.s_->TakeChanges());
     for (int step = 0; step < kSteps; ++step) {
       run.Step(step);
       if (::testing::Test::HasFatalFailure()) return;
       std::string broken = run.Check();
       ASSERT_EQ(broken, "") << "seed " << seed << " step " << step;
+      broken = run.CheckStored();
+      ASSERT_EQ(broken, "") << "seed " << seed << " step " << step;
+      if (run.Pick(6) == 0) {
+        broken = run.Restart();
+        ASSERT_EQ(broken, "") << "seed " << seed << " step " << step;
+        ASSERT_EQ(run.Check(), "") << "seed " << seed << " step " << step;
+      }
     }
   }
 }
