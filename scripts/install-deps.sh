@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config ninja-build git clang-format
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev prometheus-cpp-dev libyaml-cpp-dev libsqlite3-dev libspdlog-dev libfmt-dev
+  libabsl-dev prometheus-cpp-dev libyaml-cpp-dev libsqlite3-dev libspdlog-dev libfmt-dev libssl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-yaml
   curl nghttp2-client libcivetweb-dev libjemalloc-dev

@@ -183,6 +183,16 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("config: ", e.what()));
   }
+  // A name twice would silently keep only the last of them.
+  for (size_t i = 0; i < config.queues.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (config.queues[i].name == config.queues[j].name) {
+        return Bad(absl::StrCat("queues[", i, "].name"),
+                   absl::StrCat("duplicate queue \"", config.queues[i].name,
+                                "\" (also queues[", j, "])"));
+      }
+    }
+  }
   // Parents first, so each queue's parent exists when it is added.
   std::vector<QueueSpec> ordered;
   std::vector<bool> placed(config.queues.size(), false);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/quantity.h"
@@ -268,6 +269,42 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
   return out;
 }
 
+absl::StatusOr<WorkloadSpec> ParseWorkloadRequest(const v1::WorkloadSpec& in) {
+  absl::StatusOr<WorkloadSpec> spec = ParseWorkloadSpec(in);
+  if (!spec.ok()) return spec;
+  for (size_t i = 0; i < spec->groups.size(); ++i) {
+    for (const auto& [name, amount] : spec->groups[i].resources) {
+      if (name == kPodsResource) {
+        return Invalid(
+            absl::StrCat("workload.groups[", i, "].resources[\"pods\"]"),
+            "\"pods\" is a node's pod capacity, not a resource a pod asks "
+            "for; every pod takes one");
+      }
+    }
+  }
+  return spec;
+}
+
+absl::StatusOr<std::vector<NodeSpec>> ParseNodeList(
+    const google::protobuf::RepeatedPtrField<v1::Node>& nodes) {
+  std::vector<NodeSpec> out;
+  out.reserve(static_cast<size_t>(nodes.size()));
+  absl::flat_hash_map<std::string, int> seen;
+  for (int i = 0; i < nodes.size(); ++i) {
+    std::string field = absl::StrCat("nodes[", i, "]");
+    absl::StatusOr<NodeSpec> node = ParseNode(nodes[i], field);
+    if (!node.ok()) return node.status();
+    if (auto [it, added] = seen.emplace(node->name, i); !added) {
+      return Invalid(
+          absl::StrCat(field, ".name"),
+          absl::StrCat("duplicate node \"", node->name,
+                       "\" in the request (also nodes[", it->second, "])"));
+    }
+    out.push_back(*std::move(node));
+  }
+  return out;
+}
+
 absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in,
                                    absl::string_view field) {
   NodeSpec out;
@@ -439,6 +476,7 @@ void ToProto(const AllocateAnswer& in, v1::AllocateResponse* out) {
   out->set_state(ToProto(in.state));
   out->mutable_bindings()->Reserve(static_cast<int>(in.bindings.size()));
   for (const auto& b : in.bindings) ToProto(b, out->add_bindings());
+  for (const auto& b : in.nominated) ToProto(b, out->add_nominated());
   if (in.pending.code != PendingCode::kNone)
     ToProto(in.pending, out->mutable_pending());
   out->set_revision(in.revision);
@@ -547,6 +585,15 @@ void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
                                      const std::string& node) {
     BindingToProto(group, index, node, out->add_bindings());
   });
+  scheduler.ForEachNomination(in, [out](const std::string& group, int32_t index,
+                                        const std::string& node) {
+    BindingToProto(group, index, node, out->add_nominated());
+  });
+  if (in.state == WorkloadState::kReleasing) {
+    out->set_after_eviction(in.requeue_after_eviction
+                                ? v1::WORKLOAD_STATE_PENDING
+                                : v1::WORKLOAD_STATE_RELEASED);
+  }
   if (in.pending.code != PendingCode::kNone)
     ToProto(in.pending, out->mutable_pending());
   out->set_queue(in.spec.queue);
@@ -589,7 +636,33 @@ void NodeToProto(const Scheduler& scheduler, const Node& in,
   for (const auto& [k, v] : in.labels) (*node->mutable_labels())[k] = v;
   node->set_schedulable(in.schedulable);
   ResourcesToProto(table, in.used, out->mutable_allocated());
-  ResourcesToProto(table, in.Free(), out->mutable_free());
+  // Room nominated for a PIPELINED gang may still be held by a victim
+  // waiting for its confirmation: free never goes below 0, and the part
+  // victims still hold is shown apart.
+  ResourceVector free = in.Free();
+  ResourceVector awaiting;
+  for (size_t i = 0; i < free.size(); ++i) {
+    ResourceId r(static_cast<uint32_t>(i));
+    if (free.Get(r) < 0) {
+      awaiting.Set(r, std::min(-free.Get(r), in.reserved.Get(r)));
+      free.Set(r, 0);
+    }
+  }
+  ResourcesToProto(table, free, out->mutable_free());
+  ResourcesToProto(table, in.reserved, out->mutable_nominated());
+  ResourcesToProto(table, awaiting, out->mutable_awaiting_eviction());
+  auto pods = [](int64_t n) {
+    return FormatQuantity(std::max<int64_t>(n, 0) * 1000,
+                          QuantityScale::kMilli);
+  };
+  (*node->mutable_allocatable())[std::string(kPodsResource)] =
+      pods(in.max_pods);
+  (*out->mutable_allocated())[std::string(kPodsResource)] = pods(in.pods_used);
+  (*out->mutable_free())[std::string(kPodsResource)] = pods(in.FreePods());
+  if (in.reserved_pods > 0) {
+    (*out->mutable_nominated())[std::string(kPodsResource)] =
+        pods(in.reserved_pods);
+  }
   out->set_slots(static_cast<int32_t>(in.slots.size()));
 }
 
@@ -605,7 +678,26 @@ grpc::Status ToGrpc(const absl::Status& status) {
 namespace gangsched::server {
 
 absl::Status ValidateRequest(const v1::AllocateRequest& request) {
-  return ParseWorkloadSpec(request.workload()).status();
+  return ParseWorkloadRequest(request.workload()).status();
+}
+
+absl::Status ValidateRequest(const v1::WatchRequest& request) {
+  if (request.from_revision() < 0) {
+    return absl::InvalidArgumentError(
+        "from_revision: must be >= 0 (0: from now on)");
+  }
+  if (!request.workload_id().empty()) {
+    return CheckName(request.workload_id(), "workload_id");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequest(const v1::UpsertNodesRequest& request) {
+  return ParseNodeList(request.nodes()).status();
+}
+
+absl::Status ValidateRequest(const v1::SyncNodesRequest& request) {
+  return ParseNodeList(request.nodes()).status();
 }
 
 absl::Status ValidateRequest(const v1::ReleaseRequest& request) {
@@ -619,7 +711,12 @@ absl::Status ValidateRequest(const v1::PreemptRequest& request) {
     return s;
   if (request.scope() != v1::PREEMPT_SCOPE_ELASTIC_ONLY &&
       request.scope() != v1::PREEMPT_SCOPE_WHOLE) {
-    return absl::InvalidArgumentError("scope: must be ELASTIC_ONLY or WHOLE");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scope: must be PREEMPT_SCOPE_ELASTIC_ONLY (the slots above each "
+        "group's min_count) or PREEMPT_SCOPE_WHOLE (every pod); got ",
+        v1::PreemptScope_Name(request.scope()).empty()
+            ? absl::StrCat(static_cast<int>(request.scope()))
+            : v1::PreemptScope_Name(request.scope())));
   }
   return absl::OkStatus();
 }

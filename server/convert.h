@@ -32,6 +32,13 @@ absl::StatusOr<NamedResources> ParseResources(
     const google::protobuf::Map<std::string, std::string>& in,
     absl::string_view field);
 absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in);
+// ParseWorkloadSpec for a request (not a stored record): also refuses what
+// a pod cannot ask for (`pods`, a node's capacity, not a resource).
+absl::StatusOr<WorkloadSpec> ParseWorkloadRequest(const v1::WorkloadSpec& in);
+// The state ParseNodes leaves a request in: every node parsed, or the
+// first invalid one's error (naming nodes[i].field); duplicates are errors.
+absl::StatusOr<std::vector<NodeSpec>> ParseNodeList(
+    const google::protobuf::RepeatedPtrField<v1::Node>& nodes);
 absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in, absl::string_view field);
 absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in);
 absl::StatusOr<std::vector<SlotRef>> ParseSlots(
@@ -87,5 +94,8 @@ absl::Status ValidateRequest(const v1::ListWorkloadsRequest& request);
 absl::Status ValidateRequest(const v1::RemoveNodesRequest& request);
 absl::Status ValidateRequest(const v1::UpsertQueueRequest& request);
 absl::Status ValidateRequest(const v1::DeleteQueueRequest& request);
+absl::Status ValidateRequest(const v1::WatchRequest& request);
+absl::Status ValidateRequest(const v1::UpsertNodesRequest& request);
+absl::Status ValidateRequest(const v1::SyncNodesRequest& request);
 
 }  // namespace gangsched::server

@@ -113,10 +113,13 @@ bool CoreLoop::TryRead(absl::FunctionRef<bool(const Scheduler&)> read) {
 }
 
 void CoreLoop::Release(Pending& pending) {
+  // Events first: a reply (or an off-thread read) carries the revision
+  // after this batch, and a client that watches from it right away must
+  // find the log there, not OUT_OF_RANGE for a revision "from the future".
+  if (!pending.events.empty()) events_->Append(std::move(pending.events));
   // Before the replies: whoever heard of this batch may read off-thread.
   released_.store(pending.batch, std::memory_order_release);
   for (auto& fn : pending.deferred) fn();
-  if (!pending.events.empty()) events_->Append(std::move(pending.events));
 }
 
 void CoreLoop::Commit() {

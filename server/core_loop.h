@@ -38,6 +38,9 @@ namespace gangsched::server {
 struct CachedReply {
   grpc::Status status;
   std::string response;  // serialized response message
+  // SHA-256 of the request that got this answer (RequestDigest); empty in
+  // answers stored before digests were.
+  std::string digest;
 };
 
 // Bounded request-id table, oldest entries forgotten first.

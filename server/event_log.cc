@@ -14,6 +14,10 @@ void EventLog::Append(std::vector<gangsched::v1::Event> events) {
     }
     while (events_.size() > capacity_) events_.pop_front();
   }
+  Wake();
+}
+
+void EventLog::Wake() {
   // Listeners are called under listeners_mu_ so RemoveListener (which takes
   // it too) cannot return while one is running: after it returns the
   // listener's owner may be destroyed safely.

@@ -37,6 +37,8 @@ class EventLog {
 
   uint64_t AddListener(Listener listener);
   void RemoveListener(uint64_t id);
+  // Calls every listener, as an Append does (the watch heartbeat's tick).
+  void Wake();
 
  private:
   const size_t capacity_;

@@ -44,14 +44,50 @@ std::string FlagsUsage() {
   --stale-gang-grace-seconds=S
                            a running gang below its minimum this long has its
                            remaining pods evicted and waits again (default 60)
+  --watch-heartbeat-seconds=S
+                           a WatchEvents stream quiet this long gets an
+                           EVENT_TYPE_HEARTBEAT (default 10; one also opens
+                           every stream)
+  --max-queue-depth=N      the deepest a queue may sit in the tree, a
+                           top-level queue being 1 (default 16)
   --log-level=LEVEL        trace|debug|info|warn|error|off (default info)
   --log-format=FORMAT      text (key=value) or json (one JSON object per line);
                            one line per scheduling decision and per eviction
   --version                print the version and exit
   --help                   this text
 
-SIGHUP reloads the config file (queues are upserted, priority classes replaced).
+SIGHUP reloads the config file (queues are upserted, priority classes replaced),
+all or nothing: a file that fails to load or to apply changes nothing.
 )";
+}
+
+absl::Status CheckAddress(const std::string& address, bool allow_any_port) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", address, "\" is not a listening address: ", why));
+  };
+  if (address.starts_with("unix:")) {
+    if (address.size() == 5) return bad("unix: needs a path");
+    return absl::OkStatus();
+  }
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return bad("expected HOST:PORT");
+  std::string host = address.substr(0, colon);
+  std::string port = address.substr(colon + 1);
+  if (host.empty()) return bad("the host is empty (0.0.0.0 listens on all)");
+  if (host.front() == '[' ? host.back() != ']'
+                          : host.find(':') != std::string::npos) {
+    return bad("an IPv6 host goes in brackets, as in [::1]:50051");
+  }
+  uint32_t n = 0;
+  if (port.empty() || !absl::SimpleAtoi(port, &n) ||
+      port.find_first_not_of("0123456789") != std::string::npos) {
+    return bad(absl::StrCat("the port \"", port, "\" is not a number"));
+  }
+  if (n > 65535 || (n == 0 && !allow_any_port)) {
+    return bad(absl::StrCat("the port ", port, " is not in 1..65535"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
@@ -129,6 +165,17 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
          return absl::SimpleAtod(v, &flags.stale_gang_grace_seconds) &&
                 flags.stale_gang_grace_seconds >= 0;
        }},
+      {"watch-heartbeat-seconds",
+       [&](const std::string& v) {
+         return absl::SimpleAtod(v, &flags.watch_heartbeat_seconds) &&
+                flags.watch_heartbeat_seconds >= 0.05 &&
+                flags.watch_heartbeat_seconds <= 3600;
+       }},
+      {"max-queue-depth",
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &flags.max_queue_depth) &&
+                flags.max_queue_depth >= 1 && flags.max_queue_depth <= 1000;
+       }},
   };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -168,6 +215,21 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", name, ": invalid value \"", value, "\""));
     }
+  }
+  // Addresses are checked here, not by whoever listens: gRPC takes port
+  // 99999 as "any port" and would serve on one nobody knows.
+  if (absl::Status s = CheckAddress(flags.listen, true); !s.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--listen: ", s.message()));
+  if (!flags.metrics_listen.empty()) {
+    if (absl::Status s = CheckAddress(flags.metrics_listen, false); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--metrics-listen: ", s.message()));
+    }
+  }
+  for (const std::string& core : flags.core_addresses) {
+    if (core.find("://") != std::string::npos) continue;  // a gRPC target URI
+    if (absl::Status s = CheckAddress(core, false); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--core: ", s.message()));
   }
   return flags;
 }

@@ -25,6 +25,8 @@ struct ServerFlags {
   size_t event_window = 100000;
   double tick_seconds = 1.0;
   double stale_gang_grace_seconds = 60.0;
+  double watch_heartbeat_seconds = 10.0;
+  int max_queue_depth = 16;
   std::string log_level = "info";
   std::string log_format = "text";
   bool help = false;
@@ -32,6 +34,9 @@ struct ServerFlags {
 };
 
 absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv);
+// A listening address: HOST:PORT with a port in 1..65535 (0 too when
+// `allow_any_port`: the system picks one), [IPv6]:PORT, or unix:PATH.
+absl::Status CheckAddress(const std::string& address, bool allow_any_port);
 std::string FlagsUsage();
 
 }  // namespace gangsched::server

@@ -21,7 +21,23 @@ CoreClient::CoreClient(const std::vector<std::string>& addresses) {
         address, grpc::InsecureChannelCredentials(), args);
     schedulers_.push_back(v1::Scheduler::NewStub(channel));
     admins_.push_back(v1::Admin::NewStub(channel));
+    health_.push_back(grpc::health::v1::Health::NewStub(channel));
   }
+}
+
+bool CoreClient::AnyCoreServing(absl::Duration timeout) {
+  for (auto& stub : health_) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::Status status = stub->Check(&context, request, &response);
+    if (status.ok() &&
+        response.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+      return true;
+    }
+  }
+  return false;
 }
 
 CoreClient::Target CoreClient::Current() const {

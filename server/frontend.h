@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gangsched/v1/admin.grpc.pb.h"
 #include "gangsched/v1/scheduler.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "server/metrics.h"
 
 namespace gangsched::server {
@@ -34,10 +36,14 @@ class CoreClient {
   // The core at `index` did not answer: move on to the next one.
   void Failed(size_t index);
   size_t size() const { return schedulers_.size(); }
+  // Whether some core answers grpc.health.v1 SERVING within `timeout`
+  // (a standby does not listen; a dead one refuses).
+  bool AnyCoreServing(absl::Duration timeout);
 
  private:
   std::vector<std::unique_ptr<v1::Scheduler::Stub>> schedulers_;
   std::vector<std::unique_ptr<v1::Admin::Stub>> admins_;
+  std::vector<std::unique_ptr<grpc::health::v1::Health::Stub>> health_;
   std::atomic<size_t> current_{0};
 };
 

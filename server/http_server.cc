@@ -10,15 +10,34 @@
 namespace gangsched::server {
 namespace {
 
+const char* StatusText(int code) {
+  switch (code) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    default:
+      return "Error";
+  }
+}
+
+// The answer to GET; to HEAD, the same headers without the body (RFC 9110
+// 9.3.2). Every page is read-only: other methods get 405 with Allow.
 void Reply(mg_connection* conn, int code, absl::string_view type,
            const std::string& body) {
-  const char* status = code == 200 ? "OK" : code == 404 ? "Not Found" : "Error";
+  const mg_request_info* info = mg_get_request_info(conn);
+  bool head = info->request_method != nullptr &&
+              strcmp(info->request_method, "HEAD") == 0;
   mg_printf(conn,
             "HTTP/1.1 %d %s\r\nContent-Type: %.*s\r\nContent-Length: %zu\r\n"
             "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
-            code, status, static_cast<int>(type.size()), type.data(),
+            code, StatusText(code), static_cast<int>(type.size()), type.data(),
             body.size());
-  mg_write(conn, body.data(), body.size());
+  if (!head) mg_write(conn, body.data(), body.size());
 }
 
 std::string QueryParam(const mg_request_info* info, const char* name) {
@@ -82,6 +101,20 @@ int HttpServer::Handle(mg_connection* conn, void* self) {
 
 int HttpServer::Serve(mg_connection* conn) {
   const mg_request_info* info = mg_get_request_info(conn);
+  std::string method =
+      info->request_method != nullptr ? info->request_method : "";
+  if (method != "GET" && method != "HEAD") {
+    std::string body = absl::StrCat("method ", method,
+                                    " not allowed: these pages are read-only "
+                                    "(GET, HEAD)\n");
+    mg_printf(conn,
+              "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\n"
+              "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
+              "Connection: close\r\n\r\n",
+              body.size());
+    mg_write(conn, body.data(), body.size());
+    return 405;
+  }
   std::string uri = info->local_uri != nullptr ? info->local_uri : "/";
   if (uri == "/metrics") {
     std::vector<prometheus::MetricFamily> families = registry_->Collect();

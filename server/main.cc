@@ -2,10 +2,20 @@
 // loop, the gRPC services (with health and reflection) and the HTTP side
 // (/metrics and the status page), and shuts down cleanly on SIGINT /
 // SIGTERM. SIGHUP reloads the config.
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
@@ -32,25 +42,111 @@
 namespace gangsched::server {
 namespace {
 
-// Applies a config on the core thread and waits until it is in effect.
-absl::Status ApplyConfig(CoreLoop& core, const Config& config) {
+// Logs what the scheduler let pass with a warning (a restore keeping a
+// workload whose class is gone, released history dropped...).
+void LogWarnings(Scheduler& scheduler) {
+  for (const std::string& warning : scheduler.TakeWarnings()) {
+    LogLine(spdlog::level::warn, "state").Add("warning", warning);
+  }
+}
+
+// Applies a config on the core thread, all or nothing, and waits until it
+// is in effect (or refused: then nothing of it is). `removal`: whether
+// removing a class live workloads use refuses the config (a reload) or is
+// let pass with a warning (a start, over a stored state).
+absl::Status ApplyConfig(CoreLoop& core, const Config& config,
+                         ClassRemoval removal) {
   auto done = std::make_shared<std::promise<absl::Status>>();
   auto result = done->get_future();
   bool posted = core.Post(
-      [&config, done](CoreLoop::Context& c) {
-        absl::Status status = c.scheduler.SetPriorityClasses(
-            config.priority_classes, config.default_priority_class);
-        for (const auto& q : config.queues) {
-          if (!status.ok()) break;
-          status = c.scheduler.UpsertQueue(q).status();
-        }
+      [&config, done, removal](CoreLoop::Context& c) {
+        absl::Status status = c.scheduler.Reconfigure(
+            config.priority_classes, config.default_priority_class,
+            config.queues, removal);
         if (status.ok() && !config.nodes.empty())
           c.scheduler.UpsertNodes(config.nodes, c.now);
+        LogWarnings(c.scheduler);
         done->set_value(status);
       },
       nullptr);
   if (!posted) return absl::UnavailableError("core inbox full");
   return result.get();
+}
+
+// Whether a config holds together on its own (the tree's depth included),
+// checked on an empty scheduler: an error here is the file's, not the
+// state's, and the server does not start with it.
+absl::Status CheckConfig(const Config& config,
+                         const SchedulerOptions& options) {
+  Scheduler empty(options);
+  return empty.Reconfigure(config.priority_classes,
+                           config.default_priority_class, config.queues,
+                           ClassRemoval::kRefuse);
+}
+
+// Why `address` cannot be listened on, for the log: gRPC only says that it
+// failed. Binds a throwaway TCP socket the same way (no SO_REUSEPORT).
+std::string ListenError(const std::string& address) {
+  if (address.starts_with("unix:")) return "cannot listen";
+  size_t colon = address.rfind(':');
+  std::string host = address.substr(0, colon);
+  std::string port = address.substr(colon + 1);
+  if (host.size() > 1 && host.front() == '[')
+    host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0)
+    return absl::StrCat("cannot resolve ", host, ": ", gai_strerror(rc));
+  std::string why = "cannot listen";
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      why = std::strerror(errno);
+      if (errno == EADDRINUSE) {
+        why = "address already in use (is another gangsched serving it?)";
+      }
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return why;
+}
+
+// Builds and starts a gRPC server on `address` that refuses to share the
+// port: gRPC sets SO_REUSEPORT by default, and two schedulers with
+// different state would then split the connections between them.
+std::unique_ptr<grpc::Server> StartServer(
+    const std::string& address, const std::vector<grpc::Service*>& services) {
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                           &bound_port);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || bound_port == 0) {
+    LogLine(spdlog::level::err, "cannot listen")
+        .Add("address", address)
+        .Add("error", ListenError(address));
+    return nullptr;
+  }
+  return server;
+}
+
+// The health of the services (grpc.health.v1 per service name, as
+// Kubernetes gRPC probes and grpc_health_probe ask for them) and of the
+// server as a whole ("").
+void SetHealth(grpc::Server& server, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
+  if (health == nullptr) return;
+  for (const char* name : {"", "gangsched.v1.Scheduler", "gangsched.v1.Admin"})
+    health->SetServingStatus(name, serving);
 }
 
 // Asks the core for a workload's Explain text (HTTP thread; waits briefly).
@@ -146,22 +242,44 @@ int RunFrontend(const ServerFlags& flags, const sigset_t& signals) {
   ForwardingAdmin admin_service(&core, &metrics);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int bound_port = 0;
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(),
-                           &bound_port);
-  builder.RegisterService(&scheduler_service);
-  builder.RegisterService(&admin_service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || bound_port == 0) {
-    LogLine(spdlog::level::err, "cannot listen").Add("address", flags.listen);
-    return 1;
-  }
+  std::unique_ptr<grpc::Server> server =
+      StartServer(flags.listen, {&scheduler_service, &admin_service});
+  if (!server) return 1;
+  // NOT_SERVING until a core answers its health check: a frontend with no
+  // core behind it could only answer UNAVAILABLE.
+  SetHealth(*server, false);
+  std::mutex health_mu;
+  std::condition_variable health_cv;
+  bool stopping = false;
+  std::thread health_watch([&] {
+    std::optional<bool> last;
+    std::unique_lock lock(health_mu);
+    do {
+      lock.unlock();
+      bool serving = core.AnyCoreServing(absl::Seconds(1));
+      if (last != serving) {
+        SetHealth(*server, serving);
+        LogLine(serving ? spdlog::level::info : spdlog::level::warn,
+                serving ? "a core answers: serving"
+                        : "no core answers: not serving")
+            .Add("cores", absl::StrJoin(flags.core_addresses, ","));
+        last = serving;
+      }
+      lock.lock();
+    } while (!health_cv.wait_for(lock, std::chrono::seconds(1),
+                                 [&] { return stopping; }));
+  });
   LogLine(spdlog::level::info, "serving as frontend")
       .Add("version", GANGSCHED_VERSION)
       .Add("grpc", flags.listen)
       .Add("cores", absl::StrJoin(flags.core_addresses, ","));
   WaitForSignals(signals, [] {});
+  {
+    std::lock_guard lock(health_mu);
+    stopping = true;
+  }
+  health_cv.notify_all();
+  health_watch.join();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   http.Stop();
   return 0;
@@ -200,6 +318,9 @@ int Run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   if (flags->role == "frontend") return RunFrontend(*flags, signals);
 
+  SchedulerOptions scheduler_options{
+      .stale_gang_grace = absl::Seconds(flags->stale_gang_grace_seconds),
+      .max_queue_depth = flags->max_queue_depth};
   Config config = EmbeddedDefaultConfig();
   if (!flags->config.empty()) {
     auto loaded = LoadConfigFile(flags->config);
@@ -209,6 +330,12 @@ int Run(int argc, char** argv) {
       return 1;
     }
     config = *std::move(loaded);
+  }
+  if (absl::Status s = CheckConfig(config, scheduler_options); !s.ok()) {
+    LogLine(spdlog::level::err, "config not loaded")
+        .Add("file", flags->config)
+        .Add("error", s.message());
+    return 1;
   }
 
   std::unique_ptr<Store> store;
@@ -249,24 +376,23 @@ int Run(int argc, char** argv) {
   Metrics metrics(flags->role);
   EventLog events(flags->event_window);
   SpecCache specs;  // shared by the services' answers
-  CoreLoop core(
-      {.inbox_capacity = flags->inbox_capacity,
-       .tick = absl::Seconds(flags->tick_seconds)},
-      std::make_unique<Scheduler>(SchedulerOptions{
-          .stale_gang_grace = absl::Seconds(flags->stale_gang_grace_seconds)}),
-      &events, store.get());
+  CoreLoop core({.inbox_capacity = flags->inbox_capacity,
+                 .tick = absl::Seconds(flags->tick_seconds)},
+                std::make_unique<Scheduler>(scheduler_options), &events,
+                store.get());
   if (store != nullptr) {
-    // Recovery: classes and the config's queues first (stored workloads need
-    // them), then everything stored; the config is applied again below.
+    // Recovery: the config's classes first (a stored workload whose class
+    // the file no longer has keeps the values it was admitted with), then
+    // everything stored, whose queues include every queue a config ever
+    // added; the config is applied over it below.
     absl::Time started = absl::Now();
     Scheduler& scheduler = core.scheduler();
     absl::Status status = scheduler.SetPriorityClasses(
-        config.priority_classes, config.default_priority_class);
-    for (const auto& q : config.queues) {
-      if (status.ok()) status = scheduler.UpsertQueue(q).status();
-    }
+        config.priority_classes, config.default_priority_class,
+        ClassRemoval::kKeep);
     absl::StatusOr<Store::Loaded> loaded =
         status.ok() ? store->Load(scheduler, core.idempotency()) : status;
+    LogWarnings(scheduler);
     if (!loaded.ok()) {
       LogLine(spdlog::level::err, "cannot recover the stored state")
           .Add("store", flags->store)
@@ -307,9 +433,20 @@ int Run(int argc, char** argv) {
   // The core thread uses `http` and `last_status` (declared after `core`)
   // until it stops: on every return, stop it before they go.
   absl::Cleanup stop_core = [&core] { core.Stop(); };
-  if (absl::Status s = ApplyConfig(core, config); !s.ok()) {
-    LogLine(spdlog::level::err, "config not applied").Add("error", s.message());
-    return 1;
+  // The config holds together (CheckConfig); if the stored state refuses
+  // it (a queue the file puts under one that holds workloads now), the
+  // server still starts, on the stored state: it must never be kept from
+  // its own data dir.
+  if (absl::Status s = ApplyConfig(core, config, ClassRemoval::kKeep);
+      !s.ok()) {
+    LogLine(spdlog::level::err,
+            "config not applied over the stored state; serving the stored "
+            "queues and classes")
+        .Add("file", flags->config)
+        .Add("error", s.message());
+    metrics.RecordConfigLoad(false);
+  } else {
+    metrics.RecordConfigLoad(true);
   }
   if (!flags->metrics_listen.empty()) {
     if (absl::Status s = http.Start(flags->metrics_listen); !s.ok()) {
@@ -319,21 +456,16 @@ int Run(int argc, char** argv) {
     }
   }
 
-  SchedulerService scheduler_service(&core, &events, &metrics, &specs);
+  SchedulerService scheduler_service(
+      &core, &events, &metrics, &specs,
+      absl::Seconds(flags->watch_heartbeat_seconds));
   AdminService admin_service(&core, &metrics, &specs);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int bound_port = 0;
-  builder.AddListeningPort(flags->listen, grpc::InsecureServerCredentials(),
-                           &bound_port);
-  builder.RegisterService(&scheduler_service);
-  builder.RegisterService(&admin_service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || bound_port == 0) {
-    LogLine(spdlog::level::err, "cannot listen").Add("address", flags->listen);
-    return 1;
-  }
+  std::unique_ptr<grpc::Server> server =
+      StartServer(flags->listen, {&scheduler_service, &admin_service});
+  if (!server) return 1;
+  SetHealth(*server, true);
   LogLine(spdlog::level::info, "serving")
       .Add("version", GANGSCHED_VERSION)
       .Add("grpc", flags->listen)
@@ -346,14 +478,21 @@ int Run(int argc, char** argv) {
       LogLine(spdlog::level::info, "SIGHUP: no config file to reload");
       return;
     }
+    // All or nothing: a file that does not parse, or that the state
+    // refuses (a class a live workload uses is gone, a queue cannot move),
+    // changes nothing, and the previous config stays in effect.
     auto reloaded = LoadConfigFile(flags->config);
-    absl::Status s =
-        reloaded.ok() ? ApplyConfig(core, *reloaded) : reloaded.status();
+    absl::Status s = reloaded.status();
+    if (s.ok()) s = CheckConfig(*reloaded, scheduler_options);
+    if (s.ok()) s = ApplyConfig(core, *reloaded, ClassRemoval::kRefuse);
+    metrics.RecordConfigLoad(s.ok());
     if (s.ok()) {
       LogLine(spdlog::level::info, "config reloaded")
           .Add("file", flags->config);
     } else {
-      LogLine(spdlog::level::err, "config not reloaded")
+      LogLine(spdlog::level::err,
+              "config not reloaded; the previous config stays in effect")
+          .Add("file", flags->config)
           .Add("error", s.message());
     }
   });

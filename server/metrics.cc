@@ -166,7 +166,22 @@ Metrics::Metrics(const std::string& role)
               .Help("Workload specs the full spec cache dropped (the least "
                     "recently used) to make room for another.")
               .Register(*registry_)
+              .Add({})),
+      config_reloads_(
+          prometheus::BuildCounter()
+              .Name("gangsched_config_reloads_total")
+              .Help("Config file loads (at start and on SIGHUP) by result: "
+                    "ok, or error (refused as a whole; the previous config "
+                    "stays in effect, and the log says why).")
+              .Register(*registry_)),
+      config_last_success_(
+          prometheus::BuildGauge()
+              .Name("gangsched_config_last_reload_success_timestamp_seconds")
+              .Help("When a config load last took effect (Unix seconds).")
+              .Register(*registry_)
               .Add({})) {
+  config_reloads_.Add({{"result", "ok"}});
+  config_reloads_.Add({{"result", "error"}});
   spec_cache_hits_ = &spec_cache_lookups_.Add({{"result", "hit"}});
   spec_cache_misses_ = &spec_cache_lookups_.Add({{"result", "miss"}});
   // A process that schedules (all, core) leads its own state; a frontend
@@ -187,6 +202,13 @@ Metrics::Metrics(const std::string& role)
       .Register(*registry_)
       .Add({{"version", GANGSCHED_VERSION}})
       .Set(1);
+}
+
+void Metrics::RecordConfigLoad(bool ok) {
+  config_reloads_.Add({{"result", ok ? "ok" : "error"}}).Increment();
+  if (ok)
+    config_last_success_.Set(
+        static_cast<double>(absl::ToUnixMillis(absl::Now())) / 1000.0);
 }
 
 Metrics::MethodMetrics& Metrics::ForMethod(absl::string_view method) {

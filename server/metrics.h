@@ -55,6 +55,10 @@ class Metrics {
   // gangsched_sqlite_* metrics appear with the first call: a server with
   // another store exports none.
   void RefreshCheckpoints(const SqliteStore::Checkpoints& checkpoints);
+  // A config load (at start or on SIGHUP): `ok` false when it was refused
+  // and the previous config stays (gangsched_config_reloads_total{result}),
+  // and the time of the last one that took effect.
+  void RecordConfigLoad(bool ok);
 
   std::shared_ptr<prometheus::Registry> registry() { return registry_; }
 
@@ -86,6 +90,8 @@ class Metrics {
   prometheus::Counter* spec_cache_misses_ = nullptr;
   prometheus::Gauge& spec_cache_entries_;
   prometheus::Counter& spec_cache_evictions_;
+  prometheus::Family<prometheus::Counter>& config_reloads_;
+  prometheus::Gauge& config_last_success_;
   int64_t spec_hits_seen_ = 0;
   int64_t spec_misses_seen_ = 0;
   int64_t spec_evictions_seen_ = 0;

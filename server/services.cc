@@ -7,6 +7,9 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "openssl/sha.h"
 #include "server/arena_allocator.h"
 #include "server/convert.h"
 
@@ -14,21 +17,43 @@ namespace gangsched::server {
 namespace {
 
 using Ctx = CoreLoop::Context;
+
+// A list answer stops before it passes this many bytes, so it fits a
+// client's default 4 MiB message limit with room for the rest.
+constexpr size_t kMaxListBytes = 3 << 20;
 using ApplyFn = std::function<void(Ctx&)>;
 using ReplyFn = std::function<grpc::Status(Ctx&)>;
 
 grpc::Status Invalid(const absl::Status& status) { return ToGrpc(status); }
 
+// SHA-256 of a request's deterministic serialization (map entries sorted),
+// kept with its answer: a request id used again with another request is
+// told so instead of getting the first request's answer.
+std::string RequestDigest(const google::protobuf::Message& request) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    request.SerializeToCodedStream(&coded);
+  }
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
+         md);
+  return std::string(reinterpret_cast<const char*>(md), sizeof md);
+}
+
 // Hands one unary call to the core. `apply` (may be empty: a read) runs
 // before the cycle, `reply` after it and returns the call's status. With a
-// request id, the first answer is remembered and replayed to retries.
+// request id (`request` non-null), the first answer is remembered with the
+// request's digest and replayed to retries; a different request under the
+// same id gets INVALID_ARGUMENT.
 template <typename Response>
-grpc::ServerUnaryReactor* Dispatch(CoreLoop* core, Metrics* metrics,
-                                   grpc::CallbackServerContext* ctx,
-                                   absl::string_view method,
-                                   const std::string& request_id,
-                                   Response* response, ApplyFn apply,
-                                   ReplyFn reply) {
+grpc::ServerUnaryReactor* Dispatch(
+    CoreLoop* core, Metrics* metrics, grpc::CallbackServerContext* ctx,
+    absl::string_view method, const std::string& request_id, Response* response,
+    ApplyFn apply, ReplyFn reply,
+    const google::protobuf::Message* request = nullptr) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::Time start = absl::Now();
   auto finish = [reactor, metrics, method, start](grpc::Status status) {
@@ -38,26 +63,46 @@ grpc::ServerUnaryReactor* Dispatch(CoreLoop* core, Metrics* metrics,
   struct Idempotency {
     std::shared_ptr<CachedReply> entry;
     bool replay = false;
+    bool reused = false;  // the id answered a different request before
   };
   auto idem = std::make_shared<Idempotency>();
   std::string key =
       request_id.empty() ? "" : absl::StrCat(method, "/", request_id);
+  std::string digest =
+      key.empty() || request == nullptr ? "" : RequestDigest(*request);
 
   ApplyFn wrapped_apply;
   if (apply) {
-    wrapped_apply = [apply = std::move(apply), idem, key](Ctx& c) {
+    wrapped_apply = [apply = std::move(apply), idem, key,
+                     digest = std::move(digest)](Ctx& c) {
       if (!key.empty()) {
         auto [entry, existed] = c.idempotency.FindOrInsert(key);
         idem->entry = std::move(entry);
         idem->replay = existed;
-        if (existed) return;
+        if (existed) {
+          // Answers stored before digests were have none: replayed.
+          idem->reused =
+              !idem->entry->digest.empty() && idem->entry->digest != digest;
+          return;
+        }
+        idem->entry->digest = digest;
       }
       apply(c);
     };
   }
   // The answer is computed after the cycle but sent only after the commit.
-  auto wrapped_reply = [reply = std::move(reply), idem, response,
-                        finish](Ctx& c) {
+  auto wrapped_reply = [reply = std::move(reply), idem, response, finish,
+                        request_id](Ctx& c) {
+    if (idem->reused) {
+      grpc::Status status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("request_id: \"", request_id,
+                       "\" was already used for a different request; a "
+                       "retry must repeat the request exactly, and a new "
+                       "request needs a new request_id"));
+      c.Defer([finish, status] { finish(status); });
+      return;
+    }
     if (idem->replay) {
       response->ParseFromString(idem->entry->response);
       grpc::Status status = idem->entry->status;
@@ -76,6 +121,18 @@ grpc::ServerUnaryReactor* Dispatch(CoreLoop* core, Metrics* metrics,
                         "the scheduler's inbox is full; retry with backoff"));
   }
   return reactor;
+}
+
+// Dispatch for a mutating request that carries a request_id.
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* DispatchWithId(CoreLoop* core, Metrics* metrics,
+                                         grpc::CallbackServerContext* ctx,
+                                         absl::string_view method,
+                                         const Request* request,
+                                         Response* response, ApplyFn apply,
+                                         ReplyFn reply) {
+  return Dispatch(core, metrics, ctx, method, request->request_id(), response,
+                  std::move(apply), std::move(reply), request);
 }
 
 // Finishes a call on the calling thread: one that failed validation at the
@@ -146,46 +203,9 @@ grpc::ServerUnaryReactor* DispatchRead(CoreLoop* core, Metrics* metrics,
       });
 }
 
-// Parses every node; the first invalid one fails the whole request when
-// `all_or_nothing`, else it is reported as rejected.
-struct ParsedNodes {
-  std::vector<NodeSpec> valid;
-  std::vector<std::pair<std::string, std::string>> rejected;
-};
-absl::StatusOr<ParsedNodes> ParseNodes(
-    const google::protobuf::RepeatedPtrField<v1::Node>& nodes,
-    bool all_or_nothing) {
-  ParsedNodes out;
-  absl::flat_hash_map<std::string, bool> seen;
-  for (int i = 0; i < nodes.size(); ++i) {
-    std::string field = absl::StrCat("nodes[", i, "]");
-    absl::StatusOr<NodeSpec> node = ParseNode(nodes[i], field);
-    if (node.ok() && !seen.emplace(node->name, true).second) {
-      node = absl::InvalidArgumentError(absl::StrCat(
-          field, ".name: duplicate node \"", node->name, "\" in the request"));
-    }
-    if (!node.ok()) {
-      if (all_or_nothing) return node.status();
-      out.rejected.emplace_back(nodes[i].name(),
-                                std::string(node.status().message()));
-      continue;
-    }
-    out.valid.push_back(*std::move(node));
-  }
-  return out;
-}
-
 template <typename Response>
-void FillNodeAnswer(
-    const NodeChangeAnswer& answer,
-    const std::vector<std::pair<std::string, std::string>>& edge_rejected,
-    Response* response) {
+void FillNodeAnswer(const NodeChangeAnswer& answer, Response* response) {
   for (const auto& name : answer.accepted) response->add_accepted(name);
-  for (const auto& [name, why] : edge_rejected) {
-    auto* r = response->add_rejected();
-    r->set_name(name);
-    r->set_reason(why);
-  }
   for (const auto& [name, why] : answer.rejected) {
     auto* r = response->add_rejected();
     r->set_name(name);
@@ -193,22 +213,41 @@ void FillNodeAnswer(
   }
 }
 
-// Streams events from the EventLog. Woken by the log after each cycle and by
-// gRPC after each write; one write in flight at a time.
+// Streams events from the EventLog. Woken by the log after each cycle, by
+// the heartbeat ticker and by gRPC after each write; one write in flight at
+// a time. A HEARTBEAT opens the stream and is sent again whenever nothing
+// was written for `heartbeat`, with the stream's position as its revision.
 class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
  public:
-  WatchReactor(EventLog* log, Metrics* metrics, const v1::WatchRequest& request)
+  WatchReactor(EventLog* log, Metrics* metrics, const v1::WatchRequest& request,
+               absl::Duration heartbeat)
       : log_(log),
         metrics_(metrics),
         filter_(request.workload_id()),
+        heartbeat_(heartbeat),
         start_(absl::Now()) {
-    after_ = request.from_revision() <= 0 ? log->last_revision()
-                                          : request.from_revision();
+    std::lock_guard lock(mu_);
+    if (absl::Status s = ValidateRequest(request); !s.ok()) {
+      FinishLocked(ToGrpc(s));
+      return;
+    }
+    int64_t last = log->last_revision();
+    if (request.from_revision() > last) {
+      // Resuming past the end would silently skip whatever the server
+      // decides up to that revision: it was wiped, restored or ephemeral.
+      FinishLocked(grpc::Status(
+          grpc::StatusCode::OUT_OF_RANGE,
+          absl::StrCat("from_revision: revision ", request.from_revision(),
+                       " is newer than the server's (", last,
+                       "): its state was wiped or restored; resync with "
+                       "ListWorkloads and watch from its revision")));
+      return;
+    }
+    after_ = request.from_revision() == 0 ? last : request.from_revision();
     std::vector<v1::Event> none;
     int64_t scanned = after_;
     if (log->Read(after_, filter_, 0, &none, &scanned) ==
         EventLog::ReadStatus::kTooOld) {
-      std::lock_guard lock(mu_);
       FinishLocked(grpc::Status(
           grpc::StatusCode::OUT_OF_RANGE,
           absl::StrCat("from_revision: revision ", after_,
@@ -216,8 +255,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
                        "ListWorkloads and watch from its revision")));
       return;
     }
+    heartbeat_due_ = true;  // the stream opens with one
     listener_ = log->AddListener([this] { Pump(); });
-    Pump();
+    PumpLocked();
   }
 
   void OnWriteDone(bool ok) override {
@@ -261,9 +301,24 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
       }
       for (auto& e : batch) buffer_.push_back(std::move(e));
     }
-    if (buffer_.empty()) return;
-    current_ = std::move(buffer_.front());
-    buffer_.pop_front();
+    absl::Time now = absl::Now();
+    if (heartbeat_due_ ||
+        (buffer_.empty() && now - last_write_ >= heartbeat_)) {
+      // Everything up to after_ was delivered or filtered out: a client
+      // may resume from this revision.
+      heartbeat_due_ = false;
+      current_.Clear();
+      current_.set_type(v1::EVENT_TYPE_HEARTBEAT);
+      current_.set_revision(buffer_.empty() ? after_
+                                            : buffer_.front().revision() - 1);
+      ToProto(now, current_.mutable_time());
+    } else if (!buffer_.empty()) {
+      current_ = std::move(buffer_.front());
+      buffer_.pop_front();
+    } else {
+      return;
+    }
+    last_write_ = now;
     writing_ = true;
     StartWrite(&current_);
   }
@@ -278,6 +333,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
   EventLog* log_;
   Metrics* metrics_;
   std::string filter_;
+  absl::Duration heartbeat_;
   absl::Time start_;
   uint64_t listener_ = 0;
   std::mutex mu_;
@@ -286,6 +342,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
   v1::Event current_;
   bool writing_ = false;
   bool finished_ = false;
+  bool heartbeat_due_ = false;
+  absl::Time last_write_ = absl::InfinitePast();
   grpc::StatusCode final_code_ = grpc::StatusCode::OK;
 };
 
@@ -295,8 +353,24 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
 // Scheduler service
 
 SchedulerService::SchedulerService(CoreLoop* core, EventLog* events,
-                                   Metrics* metrics, SpecCache* specs)
-    : core_(core), events_(events), metrics_(metrics), specs_(specs) {
+                                   Metrics* metrics, SpecCache* specs,
+                                   absl::Duration heartbeat)
+    : core_(core),
+      events_(events),
+      metrics_(metrics),
+      specs_(specs),
+      heartbeat_(heartbeat) {
+  absl::Duration tick =
+      std::clamp(heartbeat_ / 4, absl::Milliseconds(10), absl::Seconds(1));
+  ticker_ = std::thread([this, tick] {
+    std::unique_lock lock(ticker_mu_);
+    while (!ticker_cv_.wait_for(lock, absl::ToChronoNanoseconds(tick),
+                                [this] { return ticker_stop_; })) {
+      lock.unlock();
+      events_->Wake();
+      lock.lock();
+    }
+  });
   GANGSCHED_ARENA(Allocate, AllocateRequest, AllocateResponse);
   GANGSCHED_ARENA(Release, ReleaseRequest, ReleaseResponse);
   GANGSCHED_ARENA(Preempt, PreemptRequest, PreemptResponse);
@@ -311,7 +385,7 @@ SchedulerService::SchedulerService(CoreLoop* core, EventLog* events,
 grpc::ServerUnaryReactor* SchedulerService::Allocate(
     grpc::CallbackServerContext* ctx, const v1::AllocateRequest* request,
     v1::AllocateResponse* response) {
-  auto spec = ParseWorkloadSpec(request->workload());
+  auto spec = ParseWorkloadRequest(request->workload());
   if (!spec.ok())
     return Reject(metrics_, ctx, "Allocate", Invalid(spec.status()));
   auto shared = std::make_shared<WorkloadSpec>(*std::move(spec));
@@ -331,8 +405,8 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
         [shared](Scheduler& s) { s.InternResources(*shared); });
   }
   auto applied = std::make_shared<absl::Status>();
-  return Dispatch(
-      core_, metrics_, ctx, "Allocate", request->request_id(), response,
+  return DispatchWithId(
+      core_, metrics_, ctx, "Allocate", request, response,
       [shared, applied](Ctx& c) {
         *applied = c.scheduler.Submit(*shared, c.now);
       },
@@ -363,8 +437,8 @@ grpc::ServerUnaryReactor* SchedulerService::Release(
   auto state =
       std::make_shared<State>(State{request->workload_id(), *std::move(slots),
                                     request->shrink(), ReleaseAnswer{}});
-  return Dispatch(
-      core_, metrics_, ctx, "Release", request->request_id(), response,
+  return DispatchWithId(
+      core_, metrics_, ctx, "Release", request, response,
       [state](Ctx& c) {
         state->answer =
             c.scheduler.Release(state->id, state->slots, state->shrink, c.now);
@@ -409,6 +483,11 @@ grpc::ServerUnaryReactor* SchedulerService::Preempt(
     for (const auto& e : *state->evictions)
       ToProto(e, response->add_evictions());
     response->set_revision(c.scheduler.revision());
+    const Workload* w = c.scheduler.FindWorkload(state->id);
+    if (!state->dry_run) {
+      // Gone altogether only if it was released and then forgotten.
+      response->set_state(w ? ToProto(w->state) : v1::WORKLOAD_STATE_RELEASED);
+    }
     return grpc::Status::OK;
   };
   if (request->dry_run()) {
@@ -419,28 +498,40 @@ grpc::ServerUnaryReactor* SchedulerService::Preempt(
                       return reply(c);
                     });
   }
-  return Dispatch(core_, metrics_, ctx, "Preempt", request->request_id(),
-                  response, run, reply);
+  return DispatchWithId(core_, metrics_, ctx, "Preempt", request, response, run,
+                        reply);
 }
 
 grpc::ServerWriteReactor<v1::Event>* SchedulerService::WatchEvents(
     grpc::CallbackServerContext*, const v1::WatchRequest* request) {
-  return new WatchReactor(events_, metrics_, *request);
+  return new WatchReactor(events_, metrics_, *request, heartbeat_);
+}
+
+SchedulerService::~SchedulerService() {
+  {
+    std::lock_guard lock(ticker_mu_);
+    ticker_stop_ = true;
+  }
+  ticker_cv_.notify_all();
+  ticker_.join();
 }
 
 grpc::ServerUnaryReactor* SchedulerService::UpsertNodes(
     grpc::CallbackServerContext* ctx, const v1::UpsertNodesRequest* request,
     v1::UpsertNodesResponse* response) {
-  auto parsed =
-      std::make_shared<ParsedNodes>(*ParseNodes(request->nodes(), false));
+  // All or nothing, like SyncNodes: one invalid node fails the request.
+  auto parsed = ParseNodeList(request->nodes());
+  if (!parsed.ok())
+    return Reject(metrics_, ctx, "UpsertNodes", Invalid(parsed.status()));
+  auto nodes = std::make_shared<std::vector<NodeSpec>>(*std::move(parsed));
   auto answer = std::make_shared<NodeChangeAnswer>();
-  return Dispatch(
-      core_, metrics_, ctx, "UpsertNodes", request->request_id(), response,
-      [parsed, answer](Ctx& c) {
-        *answer = c.scheduler.UpsertNodes(parsed->valid, c.now);
+  return DispatchWithId(
+      core_, metrics_, ctx, "UpsertNodes", request, response,
+      [nodes, answer](Ctx& c) {
+        *answer = c.scheduler.UpsertNodes(*nodes, c.now);
       },
-      [parsed, answer, response](Ctx& c) {
-        FillNodeAnswer(*answer, parsed->rejected, response);
+      [answer, response](Ctx& c) {
+        FillNodeAnswer(*answer, response);
         response->set_revision(c.scheduler.revision());
         return grpc::Status::OK;
       });
@@ -455,8 +546,8 @@ grpc::ServerUnaryReactor* SchedulerService::RemoveNodes(
   auto names = std::make_shared<std::vector<std::string>>(
       request->names().begin(), request->names().end());
   auto answer = std::make_shared<NodeChangeAnswer>();
-  return Dispatch(
-      core_, metrics_, ctx, "RemoveNodes", request->request_id(), response,
+  return DispatchWithId(
+      core_, metrics_, ctx, "RemoveNodes", request, response,
       [names, answer](Ctx& c) {
         *answer = c.scheduler.RemoveNodes(*names, c.now);
       },
@@ -471,18 +562,18 @@ grpc::ServerUnaryReactor* SchedulerService::RemoveNodes(
 grpc::ServerUnaryReactor* SchedulerService::SyncNodes(
     grpc::CallbackServerContext* ctx, const v1::SyncNodesRequest* request,
     v1::SyncNodesResponse* response) {
-  auto parsed = ParseNodes(request->nodes(), true);
+  auto parsed = ParseNodeList(request->nodes());
   if (!parsed.ok())
     return Reject(metrics_, ctx, "SyncNodes", Invalid(parsed.status()));
-  auto nodes = std::make_shared<ParsedNodes>(*std::move(parsed));
+  auto nodes = std::make_shared<std::vector<NodeSpec>>(*std::move(parsed));
   auto answer = std::make_shared<NodeChangeAnswer>();
-  return Dispatch(
-      core_, metrics_, ctx, "SyncNodes", request->request_id(), response,
+  return DispatchWithId(
+      core_, metrics_, ctx, "SyncNodes", request, response,
       [nodes, answer](Ctx& c) {
-        *answer = c.scheduler.SyncNodes(nodes->valid, c.now);
+        *answer = c.scheduler.SyncNodes(*nodes, c.now);
       },
-      [nodes, answer, response](Ctx& c) {
-        FillNodeAnswer(*answer, {}, response);
+      [answer, response](Ctx& c) {
+        FillNodeAnswer(*answer, response);
         for (const auto& n : answer->removed) response->add_removed(n);
         response->set_revision(c.scheduler.revision());
         return grpc::Status::OK;
@@ -536,11 +627,20 @@ grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
                   [](const Workload* a, const Workload* b) {
                     return a->spec.id < b->spec.id;
                   });
-        for (size_t i = 0; i < matching.size() && i < page_size; ++i) {
-          WorkloadToProto(s, *matching[i], *specs, response->add_workloads());
+        // A page ends at page_size workloads or before kMaxListBytes.
+        size_t bytes = 0, taken = 0;
+        for (; taken < matching.size() && taken < page_size; ++taken) {
+          v1::WorkloadStatus* item = response->add_workloads();
+          WorkloadToProto(s, *matching[taken], *specs, item);
+          size_t size = item->ByteSizeLong();
+          if (taken > 0 && bytes + size > kMaxListBytes) {
+            response->mutable_workloads()->RemoveLast();
+            break;
+          }
+          bytes += size;
         }
-        if (matching.size() > page_size) {
-          response->set_next_page_token(matching[page_size - 1]->spec.id);
+        if (taken < matching.size()) {
+          response->set_next_page_token(matching[taken - 1]->spec.id);
         }
         response->set_revision(s.revision());
         return grpc::Status::OK;
@@ -616,8 +716,8 @@ grpc::ServerUnaryReactor* AdminService::UpsertQueue(
     return Reject(metrics_, ctx, "UpsertQueue", Invalid(spec.status()));
   auto shared = std::make_shared<QueueSpec>(*std::move(spec));
   auto applied = std::make_shared<absl::Status>();
-  return Dispatch(
-      core_, metrics_, ctx, "UpsertQueue", request->request_id(), response,
+  return DispatchWithId(
+      core_, metrics_, ctx, "UpsertQueue", request, response,
       [shared, applied](Ctx& c) {
         *applied = c.scheduler.UpsertQueue(*shared).status();
       },
@@ -638,8 +738,8 @@ grpc::ServerUnaryReactor* AdminService::DeleteQueue(
   }
   std::string name = request->name();
   auto applied = std::make_shared<absl::Status>();
-  return Dispatch(
-      core_, metrics_, ctx, "DeleteQueue", request->request_id(), response,
+  return DispatchWithId(
+      core_, metrics_, ctx, "DeleteQueue", request, response,
       [name, applied](Ctx& c) { *applied = c.scheduler.DeleteQueue(name); },
       [applied, response](Ctx& c) {
         if (!applied->ok()) return ToGrpc(*applied);
@@ -695,11 +795,26 @@ grpc::ServerUnaryReactor* AdminService::GetClusterSnapshot(
         for (const Queue& q : s.queues()) {
           if (q.live) QueueToProto(s, q, response->add_queues());
         }
+        // Workloads by id, until the snapshot would pass kMaxListBytes.
+        std::vector<const Workload*> all;
         for (const auto& w : s.workloads()) {
-          if (w) {
-            WorkloadToProto(s, *w, *specs, response->add_workloads(),
-                            SpecCache::Keep::kIfRoom);
+          if (w) all.push_back(w.get());
+        }
+        std::sort(all.begin(), all.end(),
+                  [](const Workload* a, const Workload* b) {
+                    return a->spec.id < b->spec.id;
+                  });
+        size_t bytes = response->ByteSizeLong();
+        for (const Workload* w : all) {
+          v1::WorkloadStatus* item = response->add_workloads();
+          WorkloadToProto(s, *w, *specs, item, SpecCache::Keep::kIfRoom);
+          size_t size = item->ByteSizeLong();
+          if (bytes + size > kMaxListBytes) {
+            response->mutable_workloads()->RemoveLast();
+            response->set_workloads_truncated(true);
+            break;
           }
+          bytes += size;
         }
         response->set_revision(s.revision());
         return grpc::Status::OK;

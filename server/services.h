@@ -7,8 +7,12 @@
 // allows it without waiting (CoreLoop::TryRead). Handlers never block.
 #pragma once
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 
+#include "absl/time/time.h"
 #include "gangsched/v1/admin.grpc.pb.h"
 #include "gangsched/v1/scheduler.grpc.pb.h"
 #include "server/core_loop.h"
@@ -22,9 +26,12 @@ namespace v1 = ::gangsched::v1;
 
 class SchedulerService final : public v1::Scheduler::CallbackService {
  public:
-  // `specs` encodes the specs in WorkloadStatus answers.
+  // `specs` encodes the specs in WorkloadStatus answers. A WatchEvents
+  // stream quiet for `heartbeat` gets an EVENT_TYPE_HEARTBEAT.
   SchedulerService(CoreLoop* core, EventLog* events, Metrics* metrics,
-                   SpecCache* specs);
+                   SpecCache* specs,
+                   absl::Duration heartbeat = absl::Seconds(10));
+  ~SchedulerService() override;
 
   grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* ctx,
                                      const v1::AllocateRequest* request,
@@ -62,6 +69,13 @@ class SchedulerService final : public v1::Scheduler::CallbackService {
   EventLog* events_;
   Metrics* metrics_;
   SpecCache* specs_;
+  absl::Duration heartbeat_;
+  // Wakes the watch streams a few times per heartbeat interval, so each
+  // can tell it has been quiet long enough.
+  std::mutex ticker_mu_;
+  std::condition_variable ticker_cv_;
+  bool ticker_stop_ = false;
+  std::thread ticker_;
 };
 
 class AdminService final : public v1::Admin::CallbackService {

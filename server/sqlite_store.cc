@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS answers(seq INTEGER PRIMARY KEY, key TEXT NOT NULL,
                                    code INTEGER NOT NULL, message TEXT NOT NULL,
                                    response BLOB NOT NULL,
                                    revision INTEGER NOT NULL DEFAULT 0,
-                                   submit_seq INTEGER NOT NULL DEFAULT 0);
+                                   submit_seq INTEGER NOT NULL DEFAULT 0,
+                                   digest BLOB NOT NULL DEFAULT x'');
 -- One row per commit (a gangsched.internal.StoredCommit), appended at the
 -- end: a commit writes this and nothing else until the oldest rows are
 -- dropped. The tables above plus these rows, replayed in order, are the
@@ -87,11 +88,17 @@ COMMIT;
 
 // Tables written before they had these columns get each missing one, in
 // one transaction (SQLite's ALTER TABLE is transactional): a crash leaves
-// all or none.
-constexpr std::pair<const char*, const char*> kAddedColumns[] = {
-    {"answers", "revision"},
-    {"answers", "submit_seq"},
-    {"counters", "answers_kept_from"}};
+// all or none. (table, column, type)
+struct AddedColumn {
+  const char* table;
+  const char* column;
+  const char* type;
+};
+constexpr AddedColumn kAddedColumns[] = {
+    {"answers", "revision", "INTEGER NOT NULL DEFAULT 0"},
+    {"answers", "submit_seq", "INTEGER NOT NULL DEFAULT 0"},
+    {"counters", "answers_kept_from", "INTEGER NOT NULL DEFAULT 0"},
+    {"answers", "digest", "BLOB NOT NULL DEFAULT x''"}};
 
 // Databases written before workloads were keyed by submit sequence: the
 // old table is renamed, and Open copies it over with each row's sequence.
@@ -200,8 +207,8 @@ struct SqliteStore::Statements {
                      "submit_seq, answers_kept_from) VALUES(0, ?, ?, ?)"),
         put_request(db,
                     "INSERT OR REPLACE INTO answers(key, seq, code, message, "
-                    "response, revision, submit_seq) "
-                    "VALUES(?, ?, ?, ?, ?, ?, ?)"),
+                    "response, revision, submit_seq, digest) "
+                    "VALUES(?, ?, ?, ?, ?, ?, ?, ?)"),
         trim_requests(db, "DELETE FROM answers WHERE seq < ?"),
         append_log(db, "INSERT INTO log(seq, data) VALUES(?, ?)"),
         read_log(db, "SELECT data FROM log WHERE seq = ?"),
@@ -339,13 +346,13 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   }
   {
     std::string add;
-    for (auto [table, column] : kAddedColumns) {
+    for (const AddedColumn& c : kAddedColumns) {
       Statement q(db, "SELECT 1 FROM pragma_table_info(?) WHERE name = ?");
-      q.Text(1, table);
-      q.Text(2, column);
+      q.Text(1, c.table);
+      q.Text(2, c.column);
       if (q.Step() != SQLITE_ROW) {
-        absl::StrAppend(&add, "ALTER TABLE ", table, " ADD COLUMN ", column,
-                        " INTEGER NOT NULL DEFAULT 0;");
+        absl::StrAppend(&add, "ALTER TABLE ", c.table, " ADD COLUMN ", c.column,
+                        " ", c.type, ";");
       }
     }
     if (!add.empty()) {
@@ -634,16 +641,16 @@ absl::StatusOr<Store::Loaded> SqliteStore::Load(Scheduler& scheduler,
   {
     Statement q(db_,
                 "SELECT key, seq, code, message, response, revision, "
-                "submit_seq FROM answers");
+                "submit_seq, digest FROM answers");
     StoredState& state = replay.state;
     while (q.Step() == SQLITE_ROW) {
       state.revision = std::max(state.revision, q.ColumnInt(5));
       state.submit_seq =
           std::max(state.submit_seq, static_cast<uint64_t>(q.ColumnInt(6)));
-      state.answers.push_back({q.ColumnBytes(0),
-                               static_cast<uint64_t>(q.ColumnInt(1)),
-                               static_cast<int>(q.ColumnInt(2)),
-                               q.ColumnBytes(3), q.ColumnBytes(4)});
+      state.answers.push_back(
+          {q.ColumnBytes(0), static_cast<uint64_t>(q.ColumnInt(1)),
+           static_cast<int>(q.ColumnInt(2)), q.ColumnBytes(3), q.ColumnBytes(4),
+           q.ColumnBytes(7)});
     }
     if (!q.read_all()) return Error(db_, "read answers");
   }
@@ -751,6 +758,7 @@ bool SqliteStore::Fold(const LogCommit& commit, uint64_t answers_kept_from) {
       st.put_request.Blob(5, a.response());
       st.put_request.Int(6, stored.revision());
       st.put_request.Int(7, static_cast<int64_t>(stored.submit_seq()));
+      st.put_request.Blob(8, a.digest());
       if (!st.put_request.Run()) return false;
     }
   }

@@ -36,6 +36,7 @@ struct StoreRows {
     int code = 0;
     std::string message;
     std::string response;
+    std::string digest;  // of the request (empty: not known)
   };
   std::vector<Row> rows;
   std::vector<Answer> answers;

@@ -139,6 +139,7 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
     reply.status =
         grpc::Status(static_cast<grpc::StatusCode>(a.code), a.message);
     reply.response = a.response;
+    reply.digest = a.digest;
     requests.Restore(a.key, std::move(reply), a.seq);
     ++loaded.requests;
   }
@@ -178,7 +179,8 @@ StoreRows EncodeChanges(const Scheduler& scheduler, const ChangeSet& changes,
   }
   for (const auto& a : answers) {
     out.answers.push_back({a.key, a.seq, a.reply->status.error_code(),
-                           a.reply->status.error_message(), a.reply->response});
+                           a.reply->status.error_message(), a.reply->response,
+                           a.reply->digest});
   }
   out.revision = scheduler.revision();
   out.submit_seq = scheduler.submit_seq();
@@ -191,11 +193,12 @@ void ToStored(const StoreRows::Answer& answer, internal::StoredAnswer* out) {
   out->set_code(answer.code);
   out->set_message(answer.message);
   out->set_response(answer.response);
+  out->set_digest(answer.digest);
 }
 
 StoreRows::Answer FromStored(const internal::StoredAnswer& stored) {
-  return {stored.key(), stored.seq(), stored.code(), stored.message(),
-          stored.response()};
+  return {stored.key(),     stored.seq(),      stored.code(),
+          stored.message(), stored.response(), stored.digest()};
 }
 
 std::string EncodeWorkload(const WorkloadRecord& r) {
@@ -224,6 +227,10 @@ std::string EncodeWorkload(const WorkloadRecord& r) {
         out.set_revision(r.revision);
         out.set_submit_seq(r.submit_seq);
         out.set_requeue_after_eviction(r.requeue_after_eviction);
+        if (r.has_class) {
+          out.set_priority(r.priority);
+          out.set_preemptible(r.preemptible);
+        }
       });
 }
 
@@ -266,6 +273,9 @@ absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes) {
   r.revision = in.revision();
   r.submit_seq = in.submit_seq();
   r.requeue_after_eviction = in.requeue_after_eviction();
+  r.has_class = in.has_priority() && in.has_preemptible();
+  r.priority = in.priority();
+  r.preemptible = in.preemptible();
   return r;
 }
 
@@ -293,6 +303,10 @@ std::string EncodeNode(const Scheduler& scheduler, const Node& node) {
     out.set_name(node.name);
     ResourcesToProto(scheduler.resources(), node.allocatable,
                      out.mutable_allocatable());
+    if (node.declares_pods) {
+      (*out.mutable_allocatable())[std::string(kPodsResource)] =
+          FormatQuantity(node.max_pods * 1000, QuantityScale::kMilli);
+    }
     for (const auto& [k, v] : node.labels) (*out.mutable_labels())[k] = v;
     out.set_schedulable(node.schedulable);
   });

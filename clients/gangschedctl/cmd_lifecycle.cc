@@ -65,6 +65,8 @@ int RunAllocate(CommandContext& context, const ParsedArgs& args) {
   if (!pending.empty()) PrintField("Pending", pending, std::cout);
   PrintField("Revision", absl::StrCat(response.revision()), std::cout);
   PrintBindingsSection(response.bindings(), std::cout);
+  PrintBindingsSection(response.nominated(), std::cout,
+                       "Nominated (bound once the evictions are confirmed)");
   PrintEvictionsSection("Evictions", response.evictions(), std::cout);
   PrintScaleHintsSection(response.scale_hints(), std::cout);
   return kExitOk;
@@ -115,16 +117,20 @@ int RunPreempt(CommandContext& context, const ParsedArgs& args) {
   request.set_reason(args.Get("reason"));
   request.set_requeue(args.Has("requeue"));
   request.set_dry_run(args.Has("dry-run"));
-  if (args.Has("scope")) {
-    // "elastic" resolves to ELASTIC_ONLY as an unambiguous prefix.
-    auto scope =
-        ParseEnumValue(v1::PreemptScope_descriptor(), args.Get("scope"));
-    if (!scope.ok()) {
-      return context.UsageError(
-          absl::StrCat("--scope: ", scope.status().message()));
-    }
-    request.set_scope(static_cast<v1::PreemptScope>((*scope)->number()));
+  // No default: evicting a whole workload by accident costs its run.
+  if (!args.Has("scope")) {
+    return context.UsageError(
+        "--scope is required: elastic (the pods above each group's min "
+        "count) or whole (every pod)");
   }
+  // "elastic" resolves to ELASTIC_ONLY as an unambiguous prefix.
+  auto scope = ParseEnumValue(v1::PreemptScope_descriptor(), args.Get("scope"));
+  if (!scope.ok() || (*scope)->number() == v1::PREEMPT_SCOPE_UNSPECIFIED) {
+    return context.UsageError(
+        absl::StrCat("--scope: \"", args.Get("scope"),
+                     "\" is not a scope; use elastic or whole"));
+  }
+  request.set_scope(static_cast<v1::PreemptScope>((*scope)->number()));
 
   v1::PreemptResponse response;
   grpc::Status status = context.connection().scheduler().Preempt(
@@ -135,6 +141,23 @@ int RunPreempt(CommandContext& context, const ParsedArgs& args) {
     return kExitOk;
   }
   if (request.dry_run()) std::cout << "(dry run: nothing was evicted)\n";
+  if (!request.dry_run()) {
+    // Say what happened when nothing was evicted, not just "none".
+    std::string state = StateName(response.state());
+    if (response.evictions().empty() &&
+        request.scope() == v1::PREEMPT_SCOPE_WHOLE) {
+      if (response.state() == v1::WORKLOAD_STATE_RELEASED) {
+        state += " (nothing was running: released at once)";
+      } else if (response.state() == v1::WORKLOAD_STATE_PENDING) {
+        state += " (nothing was running: waits again, requeued)";
+      } else if (response.state() == v1::WORKLOAD_STATE_RELEASING) {
+        state += " (its pods were already being evicted)";
+      }
+    } else if (response.evictions().empty()) {
+      state += " (no pods above the minimum to evict)";
+    }
+    PrintField("State", state, std::cout);
+  }
   PrintEvictionsSection("Evictions", response.evictions(), std::cout);
   PrintField("Revision", absl::StrCat(response.revision()), std::cout);
   return kExitOk;
@@ -186,13 +209,14 @@ std::vector<CommandDef> LifecycleCommands() {
        .run = RunRelease});
   commands.push_back(
       {.name = "preempt",
-       .synopsis = "preempt ID [--scope elastic|whole] [--requeue] "
+       .synopsis = "preempt ID --scope elastic|whole [--requeue] "
                    "[--dry-run] [--reason R]",
        .summary = "evict a workload (or its elastic slots)",
        .flags = {{.name = "scope",
                   .takes_value = true,
                   .value_name = "SCOPE",
-                  .help = "elastic (slots above min counts) or whole"},
+                  .help = "required: elastic (slots above min counts) or "
+                          "whole"},
                  {.name = "requeue",
                   .help = "back to PENDING once the eviction is confirmed"},
                  kDryRunFlag,

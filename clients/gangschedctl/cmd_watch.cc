@@ -63,7 +63,9 @@ int RunWatch(CommandContext& context, const ParsedArgs& args) {
               << std::endl;
   }
   v1::Event event;
+  bool heartbeats = args.Has("heartbeats");
   while (stream->Read(&event)) {
+    if (event.type() == v1::EVENT_TYPE_HEARTBEAT && !heartbeats) continue;
     if (context.json_output()) {
       // JSON Lines: one object per line, so `jq` can consume the stream.
       std::cout << MessageToJson(event, /*multiline=*/false) << std::endl;
@@ -100,7 +102,10 @@ std::vector<CommandDef> WatchCommands() {
                  {.name = "workload",
                   .takes_value = true,
                   .value_name = "ID",
-                  .help = "only events of this workload"}},
+                  .help = "only events of this workload"},
+                 {.name = "heartbeats",
+                  .help = "also print the HEARTBEAT events (the stream's "
+                          "revision while it is quiet)"}},
        .run = RunWatch});
   return commands;
 }

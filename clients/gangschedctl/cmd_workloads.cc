@@ -119,6 +119,11 @@ void PrintWorkload(const v1::WorkloadStatus& workload, std::ostream& out) {
   }
   groups.Print(out, "  ");
   PrintBindingsSection(workload.bindings(), out);
+  PrintBindingsSection(workload.nominated(), out,
+                       "Nominated (bound once the evictions are confirmed)");
+  if (workload.after_eviction() != gangsched::v1::WORKLOAD_STATE_UNSPECIFIED) {
+    PrintField("After eviction", StateName(workload.after_eviction()), out);
+  }
   PrintEvictionsSection("Evictions", workload.evictions(), out);
   PrintScaleHintsSection(workload.scale_hints(), out);
 }

@@ -95,12 +95,12 @@ void PrintField(absl::string_view label, absl::string_view value,
 }
 
 void PrintBindingsSection(const Repeated<v1::Binding>& bindings,
-                          std::ostream& out) {
+                          std::ostream& out, absl::string_view title) {
   if (bindings.empty()) {
-    PrintField("Bindings", "none", out);
+    if (title == "Bindings") PrintField(title, "none", out);
     return;
   }
-  out << "Bindings:\n";
+  out << title << ":\n";
   Table table({"SLOT", "NODE"});
   for (const v1::Binding& binding : bindings) {
     table.AddRow({SlotName(binding.group(), binding.index()), binding.node()});

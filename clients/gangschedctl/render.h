@@ -41,8 +41,11 @@ void PrintField(absl::string_view label, absl::string_view value,
                 std::ostream& out);
 
 // "Bindings:" with one SLOT/NODE row per binding, or "Bindings: none".
+// `title` "Bindings", or "Nominated" for a PIPELINED gang's planned nodes
+// (printed only when there are some).
 void PrintBindingsSection(const Repeated<gangsched::v1::Binding>& bindings,
-                          std::ostream& out);
+                          std::ostream& out,
+                          absl::string_view title = "Bindings");
 void PrintEvictionsSection(absl::string_view title,
                            const Repeated<gangsched::v1::Eviction>& evictions,
                            std::ostream& out);

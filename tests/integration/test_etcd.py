@@ -95,6 +95,9 @@ class EtcdFailoverTest(unittest.TestCase):
         self.etcd_endpoint = "127.0.0.1:%d" % client
         self.core_ports = [e2e.free_port(), e2e.free_port()]
         self.cores = [self.start_core(i) for i in range(2)]
+        # A frontend answers health NOT_SERVING until a core answers, so it
+        # starts (and its start-up waits for SERVING) once one leads.
+        wait_until(lambda: self.leader() is not None, 20, "a core to be elected")
         self.front = e2e.ServerProcess(["--role", "frontend", "--core",
                                         ",".join("127.0.0.1:%d" % p for p in self.core_ports)])
         self.front.start()
