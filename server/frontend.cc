@@ -234,13 +234,13 @@ GANGSCHED_FORWARD(ForwardingScheduler, Preempt, scheduler, PreemptRequest,
                   PreemptResponse, ValidateRequest(*request),
                   request->dry_run() || !request->request_id().empty())
 GANGSCHED_FORWARD(ForwardingScheduler, UpsertNodes, scheduler,
-                  UpsertNodesRequest, UpsertNodesResponse, absl::OkStatus(),
-                  true)  // idempotent by nature
+                  UpsertNodesRequest, UpsertNodesResponse,
+                  ValidateRequest(*request), true)  // idempotent by nature
 GANGSCHED_FORWARD(ForwardingScheduler, RemoveNodes, scheduler,
                   RemoveNodesRequest, RemoveNodesResponse,
                   ValidateRequest(*request), true)
 GANGSCHED_FORWARD(ForwardingScheduler, SyncNodes, scheduler, SyncNodesRequest,
-                  SyncNodesResponse, absl::OkStatus(), true)
+                  SyncNodesResponse, ValidateRequest(*request), true)
 GANGSCHED_FORWARD(ForwardingScheduler, GetWorkload, scheduler,
                   GetWorkloadRequest, WorkloadStatus, ValidateRequest(*request),
                   true)
@@ -266,8 +266,29 @@ GANGSCHED_FORWARD(ForwardingAdmin, GetClusterSnapshot, admin,
 
 #undef GANGSCHED_FORWARD
 
+namespace {
+
+// A stream refused at the edge (bad input never reaches the core).
+class RefusedWatch final : public grpc::ServerWriteReactor<v1::Event> {
+ public:
+  RefusedWatch(Metrics* metrics, grpc::Status status) : metrics_(metrics) {
+    metrics_->RecordRequest("WatchEvents", status.error_code(),
+                            absl::ZeroDuration());
+    Finish(std::move(status));
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Metrics* metrics_;
+};
+
+}  // namespace
+
 grpc::ServerWriteReactor<v1::Event>* ForwardingScheduler::WatchEvents(
     grpc::CallbackServerContext* ctx, const v1::WatchRequest* request) {
+  if (absl::Status s = ValidateRequest(*request); !s.ok()) {
+    return new RefusedWatch(metrics_, ToGrpc(s));
+  }
   return new WatchProxy(core_, metrics_, ctx, *request);
 }
 

@@ -9,6 +9,7 @@ Run with Debian's /usr/bin/python3 (it has python3-grpcio).
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -149,3 +150,135 @@ class ServerProcess:
             if f:
                 f.close()
         shutil.rmtree(self.logdir, ignore_errors=True)
+
+
+class PersistentServer:
+    """The binary on fixed loopback ports and a data dir that outlive its
+    process: killed (SIGKILL) or stopped and started again on the same
+    state, its config rewritten and reloaded with SIGHUP. Logs of every run
+    are appended to one file. `cleanup()` removes the directory."""
+
+    def __init__(self, binary, config=None, extra_args=()):
+        if not os.access(binary, os.X_OK):
+            raise RuntimeError("server binary %r is missing or not executable" % binary)
+        self.binary = binary
+        self.port = free_port()
+        self.metrics_port = free_port()
+        while self.metrics_port == self.port:
+            self.metrics_port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="gangsched-test-persistent-")
+        self.data_dir = os.path.join(self.dir, "data")
+        self.config_path = os.path.join(self.dir, "config.yaml")
+        self.log_path = os.path.join(self.dir, "server.log")
+        self.extra_args = list(extra_args)
+        self.has_config = config is not None
+        if config is not None:
+            self.write_config(config)
+        self.proc = None
+        self.channel = None
+        self.runs = 0
+
+    def args(self):
+        args = [self.binary,
+                "--listen", "127.0.0.1:%d" % self.port,
+                "--metrics-listen", "127.0.0.1:%d" % self.metrics_port,
+                "--data-dir", self.data_dir]
+        if self.has_config:
+            args += ["--config", self.config_path]
+        return args + self.extra_args
+
+    def write_config(self, text):
+        with open(self.config_path, "w") as f:
+            f.write(text)
+        self.has_config = True
+
+    def output(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def start(self, deadline_s=STARTUP_DEADLINE_S):
+        """Starts the process and waits until Health says SERVING."""
+        self.runs += 1
+        log = open(self.log_path, "ab")
+        log.write(("--- run %d: %s\n" % (self.runs, " ".join(self.args()))).encode())
+        log.flush()
+        self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + deadline_s
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("server exited with code %s at start:\n%s"
+                                     % (self.proc.returncode, self.output()[-6000:]))
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            except OSError as e:
+                last = "connect: %s" % e
+                time.sleep(0.02)  # polling interval, bounded by the deadline
+                continue
+            if self.channel is None:
+                self.channel = grpc.insecure_channel("127.0.0.1:%d" % self.port)
+            try:
+                if health_check(self.channel, timeout=1.0, wait_for_ready=True) == SERVING:
+                    return
+            except grpc.RpcError as e:
+                last = "%s: %s" % (e.code(), e.details())
+            time.sleep(0.02)  # polling interval, bounded by the deadline
+        raise AssertionError("server not SERVING within %.0f s (last: %s):\n%s"
+                             % (deadline_s, last, self.output()[-6000:]))
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self):
+        if self.alive():
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self._close_channel()
+
+    def stop(self):
+        if self.alive():
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self._close_channel()
+
+    def sighup(self):
+        self.proc.send_signal(signal.SIGHUP)
+
+    def scrape(self):
+        url = "http://127.0.0.1:%d/metrics" % self.metrics_port
+        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_S) as resp:
+            return resp.read().decode("utf-8")
+
+    def _close_channel(self):
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def metric_value(scrape, name, labels=None):
+    """The value of one sample of a Prometheus text scrape, or None."""
+    for line in scrape.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        if head.split("{")[0] != name:
+            continue
+        if labels:
+            inside = head[len(name):]
+            if not all('%s="%s"' % (k, v) in inside for k, v in labels.items()):
+                continue
+        return float(value)
+    return None

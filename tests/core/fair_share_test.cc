@@ -176,9 +176,20 @@ TEST(FairShareTest, OversubscribedQuotasServeHigherPriorityFirst) {
                          Gpus("c", 4, 100, 1, 100)},
                         8),
               ElementsAre(2 * kGpu, 4 * kGpu, 2 * kGpu));
-  // Proportional to the in-quota amounts inside a level: 6 over 6:3 = 4/2.
+  // Proportional to quota inside a level: 6 over 6:3 = 4/2.
   EXPECT_THAT(GpuShares({Gpus("a", 6, 100), Gpus("b", 3, 100)}, 6),
               ElementsAre(4 * kGpu, 2 * kGpu));
+}
+
+TEST(FairShareTest, OversubscribedQuotasAreEqualClaimsWaterFilled) {
+  // 10 GPUs, quotas 8/8, requests 100/4: 5/5 by quota, b can use only 4,
+  // the rest goes to a: 6/4 (in proportion to min(quota, request), 8:4,
+  // it was 7/3, under what b asked for though its quota equals a's).
+  EXPECT_THAT(GpuShares({Gpus("a", 8, 100), Gpus("b", 8, 4)}, 10),
+              ElementsAre(6 * kGpu, 4 * kGpu));
+  // Unequal quotas, both wanting all: in proportion to quota, 9:3 of 8.
+  EXPECT_THAT(GpuShares({Gpus("a", 9, 100), Gpus("b", 3, 100)}, 8),
+              ElementsAre(6 * kGpu, 2 * kGpu));
 }
 
 TEST(FairShareTest, NonMultipleRequestableIsGivenExactly) {
