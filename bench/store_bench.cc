@@ -1,4 +1,4 @@
-// The commit path and recovery (SPEC §5, the durability issue):
+// The commit path and recovery (docs/ARCHITECTURE.md, "Storage and recovery"):
 // Allocate+Release pairs per second through the real CoreLoop with SQLite
 // versus in memory, and the time to restore 100,000 slots on 10,000 nodes.
 #include <atomic>

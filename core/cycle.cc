@@ -1,5 +1,5 @@
-// The scheduling cycle (Scheduler::RunCycle) and the fair-share order of
-// SPEC §4.4 that it places work in.
+// The scheduling cycle (Scheduler::RunCycle) and the fair-share order it
+// places work in (docs/SCHEDULING.md, "Who goes first").
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -363,8 +363,9 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
   }
   PendingReason reason = CheckQueues(w, need);
   if (reason.code == PendingCode::kQueueLimit && !lost) {
-    // Lower-priority work under the same limit can make room (SPEC §4.7);
-    // victims are preemptible, so they never free non-preemptible quota.
+    // Lower-priority work under the same limit can make room
+    // (docs/SCHEDULING.md, "Taking resources back"); victims are preemptible,
+    // so they never free non-preemptible quota.
     if (std::optional<VictimPlan> victims = FindVictims(w, plan(), now)) {
       Pipeline(w, plan(), *victims, now);
       return;

@@ -1,6 +1,6 @@
 // Scheduler::Explain: why a workload is pending, in words and in structure
-// (SPEC §3 Explain): the quota / limit / fair-share checks up its queue path,
-// the nodes rejected by reason, and what a preemption would evict.
+// (README, "Reading the answers"): the quota / limit / fair-share checks up its
+// queue path, the nodes rejected by reason, and what a preemption would evict.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/scheduler.h"

@@ -1,6 +1,7 @@
-// Fair share (SPEC §4.2): at each level of the queue tree an amount is split
-// in two phases, in-quota then over-quota by priority and weight, in exact
-// integer arithmetic so that the same inputs always give the same shares.
+// Fair share (docs/SCHEDULING.md, "Fair share"): at each level of the queue
+// tree an amount is split in two phases, in-quota then over-quota by priority
+// and weight, in exact integer arithmetic so that the same inputs always give
+// the same shares.
 //
 // Choices where the spec is silent:
 // - Oversubscribed quotas (Σ min(quota, requestable) > T at one level): T is

@@ -1,6 +1,6 @@
-// Fair share (SPEC §4.2): divides an amount of one resource top-down over
-// the queue tree. A pure function of its inputs; the Scheduler calls it per
-// resource when inputs change.
+// Fair share (docs/SCHEDULING.md, "Fair share"): divides an amount of one
+// resource top-down over the queue tree. A pure function of its inputs; the
+// Scheduler calls it per resource when inputs change.
 #pragma once
 
 #include <cstdint>

@@ -15,7 +15,7 @@
 namespace gangsched {
 
 // max over resources of allocated / fair share; a resource held without
-// any fair share is infinite (SPEC §4.4's dominant share).
+// any fair share is infinite (docs/SCHEDULING.md's dominant share).
 double DominantShareOf(const ResourceVector& allocated,
                        const ResourceVector& fair_share);
 
@@ -47,7 +47,8 @@ struct Queue {
   // (and, for non-preemptible work, quota) like allocated.
   ResourceVector reserved;
   ResourceVector reserved_non_preemptible;
-  // SPEC §4.2, recomputed at the start of every cycle that changed inputs.
+  // docs/SCHEDULING.md "Fair share", recomputed at the start of every cycle
+  // that changed inputs.
   ResourceVector fair_share;
   int32_t pending_workloads = 0;
   int32_t running_workloads = 0;
@@ -57,7 +58,7 @@ struct Queue {
   // The cap on `resource`, or kUnlimited.
   int64_t LimitOf(ResourceId resource) const;
   int64_t QuotaOf(ResourceId resource) const;
-  // allocated / fair share, the largest over resources (SPEC §4.4's
+  // allocated / fair share, the largest over resources (docs/SCHEDULING.md's
   // dominant share); a resource held without any fair share is infinite.
   double DominantShare() const;
   bool Lists(ResourceId resource) const {

@@ -549,9 +549,10 @@ absl::Status Scheduler::ValidateAgainstState(const WorkloadSpec& spec,
     }
   }
   // A class change that makes bound pods non-preemptible must pass the
-  // quota check a new non-preemptible gang of that size would (SPEC §4.3):
-  // else a queue could hold non-preemptible work beyond its quota, which no
-  // other queue can ever reclaim.
+  // quota check a new non-preemptible gang of that size would
+  // (docs/SCHEDULING.md, "Priority classes"): else a queue could hold
+  // non-preemptible work beyond its quota, which no other queue can ever
+  // reclaim.
   const PriorityClass* cls = FindClass(spec.priority_class);
   ResourceVector held = existing->BoundResources();
   if (existing->preemptible && !cls->preemptible && !held.IsZero()) {

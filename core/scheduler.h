@@ -434,9 +434,9 @@ class Scheduler {
   void CompletePipelined(absl::Time now);
   void PlaceGangMinimums(absl::Time now);
   void GrowElastic(absl::Time now);
-  // The fair-share order of SPEC §4.4 between leaves with work, compared
-  // where their paths from the root part (queue_paths_). A leaf keeps the
-  // order key of every queue on its path until that queue's version or the
+  // The fair-share order (docs/SCHEDULING.md) between leaves with work,
+  // compared where their paths from the root part (queue_paths_). A leaf keeps
+  // the order key of every queue on its path until that queue's version or the
   // leaf's next request changes: a pick changes the queues on one path, so
   // most keys survive it.
   using OrderKey = std::tuple<bool, bool, int32_t, double, uint64_t>;

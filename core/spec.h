@@ -95,7 +95,8 @@ struct PriorityClass {
   bool preemptible = true;
 };
 
-// The four classes of SPEC §4.3; "train" is the default.
+// The four classes of docs/SCHEDULING.md "Priority classes"; "train" is the
+// default.
 std::vector<PriorityClass> DefaultPriorityClasses();
 inline constexpr absl::string_view kDefaultPriorityClass = "train";
 

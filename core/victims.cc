@@ -1,4 +1,5 @@
-// Reclaim across queues (SPEC §4.6), preempt inside a queue (§4.7), the
+// Reclaim across queues, preempt inside a queue (docs/SCHEDULING.md, "Taking
+// resources back"), the
 // choice of a minimal set of victims (§4.8), pipelining (§4.9) and the
 // Preempt command.
 #include <algorithm>
@@ -169,7 +170,8 @@ std::optional<std::pair<QueueId, QueueId>> Scheduler::MeetingChildren(
 
 namespace {
 
-// The preemptor's side of a reclaim (SPEC §4.6): may it take `need` more?
+// The preemptor's side of a reclaim (docs/SCHEDULING.md): may it take `need`
+// more?
 struct ReclaimerSide {
   bool ok = true;  // within fair share (within quota if non-preemptible)
   bool within_quota = true;
@@ -329,7 +331,8 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
   // Candidates per leaf in their in-queue order (elastic replicas before
   // gangs, lowest priority, newest); the leaves' order is recomputed after
   // every pick, as the victims taken so far lower their queue's share, so
-  // two queues above their fair share give victims in turn (SPEC §4.8).
+  // two queues above their fair share give victims in turn
+  // (docs/SCHEDULING.md).
   struct LeafCandidates {
     uint32_t leaf = 0;
     std::vector<VictimUnit*> units;  // popped from the back

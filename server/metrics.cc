@@ -119,7 +119,7 @@ Metrics::Metrics(const std::string& role)
       queue_fair_share_(
           prometheus::BuildGauge()
               .Name("gangsched_queue_fair_share")
-              .Help("A queue's fair share (SPEC 4.2), in base units.")
+              .Help("A queue's fair share (docs/SCHEDULING.md), in base units.")
               .Register(*registry_)),
       queue_quota_(prometheus::BuildGauge()
                        .Name("gangsched_queue_quota")

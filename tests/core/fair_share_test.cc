@@ -1,4 +1,4 @@
-// Fair share (SPEC §4.2): the worked examples, the corner cases the spec
+// Fair share (docs/SCHEDULING.md): the worked examples, the corner cases the spec
 // leaves to the implementation, and invariants over random queue trees.
 #include "core/fair_share.h"
 

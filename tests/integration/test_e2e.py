@@ -675,7 +675,7 @@ class NodeRemovalTest(E2ETestCase):
 # 9. Scheduling semantics over real gRPC: preempt, reclaim, quota, Explain
 
 class SemanticsTest(E2ETestCase):
-    """SPEC §4.6, §4.7, §4.9 and §4.3 end to end."""
+    """docs/SCHEDULING.md end to end: reclaim, preempt, pipelining, classes."""
 
     CONFIG = """
 queues:
