@@ -129,7 +129,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   workloads_[id.value()] = std::move(owned);
   workload_ids_.emplace(r.spec.id, id);
   if (w.state == WorkloadState::kReleased) {
-    released_order_.push_back(id);
+    released_order_.push_back({id, w.submit_seq});
   } else {
     SetActive(w, true);
     ++queues_[w.queue.value()].workload_count;
@@ -177,7 +177,14 @@ void Scheduler::RestoreCounters(int64_t revision, uint64_t submit_seq,
     changes_.workloads.insert(std::move(id));
   dropped_at_restore_.clear();
   // What an older version left stuck moves on now, as real changes (events
-  // and rows the first commit writes).
+  // and rows the first commit writes): a RELEASING workload with nothing
+  // left to evict, and pods over a node's capacity (a data dir written
+  // before nodes had a pod capacity), which are evicted like pods of a node
+  // that lost room.
+  SettleUnsettled(now);
+  for (uint32_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].live) ShedOverCapacity(NodeId(i), now);
+  }
   SettleUnsettled(now);
 }
 

@@ -372,6 +372,12 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
   node.schedulable = spec.schedulable;
   topology_.SetNode(node, id.value());
   TouchNode(id);
+  ShedOverCapacity(id, now);
+  answer->accepted.push_back(spec.name);
+}
+
+void Scheduler::ShedOverCapacity(NodeId id, absl::Time now) {
+  Node& node = nodes_[id.value()];
   // Lost capacity loses slots, newest bindings first, until the node holds
   // no more than its allocatable and its pod capacity. Their pods still run
   // there: the shim is told to delete them (node_lost); they are placed
@@ -396,7 +402,6 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
         {w.spec.id, std::move(slots), EvictionReason::kNodeLost, ""});
   }
   DropNominationsOn(id, now);
-  answer->accepted.push_back(spec.name);
 }
 
 void Scheduler::RemoveNode(NodeId id, absl::Time now) {
@@ -432,6 +437,22 @@ void Scheduler::RemoveNode(NodeId id, absl::Time now) {
 void Scheduler::DropNominationsOn(NodeId id, absl::Time now) {
   const Node& node = nodes_[id.value()];
   if (node.reserved_pods == 0) return;
+  // What stays on the node once every eviction on it is confirmed: the
+  // nominations are planned onto the rest, which victims may still hold
+  // now (so used + reserved may well exceed allocatable meanwhile).
+  ResourceVector staying = node.used;
+  int64_t staying_pods = node.pods_used;
+  for (const SlotKey& key : node.slots) {
+    const GroupState& g = workloads_[key.workload.value()]->groups[key.group];
+    if (g.slot_evicting[key.index]) {
+      staying -= g.pod;
+      --staying_pods;
+    }
+  }
+  if (node.live && (staying + node.reserved).FitsIn(node.allocatable) &&
+      staying_pods + node.reserved_pods <= node.max_pods) {
+    return;  // an update that keeps the room (the shim re-sends its nodes)
+  }
   for (const auto& w : workloads_) {
     if (!w || w->state != WorkloadState::kPipelined) continue;
     bool uses = false;
@@ -439,10 +460,8 @@ void Scheduler::DropNominationsOn(NodeId id, absl::Time now) {
       for (NodeId n : group.slot_nominated) uses |= n == id;
     }
     // A removed node, or one whose room no longer holds the reservation:
-    // the gang is planned again from scratch.
-    if (uses &&
-        (!node.live || !(node.used + node.reserved).FitsIn(node.allocatable) ||
-         node.FreePods() < 0)) {
+    // the gang is planned again (the evictions made for it still count).
+    if (uses) {
       ClearNominations(*w);
       SetState(*w, WorkloadState::kPending, now);
       SetPending(*w, {PendingCode::kCapacity, "its planned node changed"}, now);
@@ -838,13 +857,16 @@ void Scheduler::MarkReleased(Workload& w, absl::Time now) {
   w.pending = {};
   w.below_min_since = absl::InfiniteFuture();
   --queues_[w.queue.value()].workload_count;
-  released_order_.push_back(w.id);
+  released_order_.push_back({w.id, w.submit_seq});
   while (released_order_.size() > options_.released_retention) {
-    WorkloadId old = released_order_.front();
+    auto [old, seq] = released_order_.front();
     released_order_.pop_front();
-    if (workloads_[old.value()] &&
-        workloads_[old.value()]->state == WorkloadState::kReleased) {
-      Forget(*workloads_[old.value()]);
+    // The id may be another workload's by now (forgotten with its queue,
+    // or submitted again): only the one released here is forgotten.
+    const auto& held = workloads_[old.value()];
+    if (held && held->submit_seq == seq &&
+        held->state == WorkloadState::kReleased) {
+      Forget(*held);
     }
   }
 }

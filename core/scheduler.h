@@ -366,6 +366,9 @@ class Scheduler {
   void ApplyNode(const NodeSpec& spec, absl::Time now,
                  NodeChangeAnswer* answer);
   void RemoveNode(NodeId id, absl::Time now);
+  // Unbinds a node's newest slots until it holds no more than its
+  // allocatable and its pod capacity; their pods are evicted (node_lost).
+  void ShedOverCapacity(NodeId id, absl::Time now);
   // PIPELINED gangs planned onto a node that was removed or lost room go
   // back to PENDING.
   void DropNominationsOn(NodeId id, absl::Time now);
@@ -537,7 +540,9 @@ class Scheduler {
   std::vector<std::unique_ptr<Workload>> workloads_;  // index = WorkloadId
   std::vector<uint32_t> free_workload_ids_;
   absl::flat_hash_map<std::string, WorkloadId> workload_ids_;
-  std::deque<WorkloadId> released_order_;
+  // Released workloads, oldest first, with their submit sequence (an id is
+  // reused once its workload is forgotten).
+  std::deque<std::pair<WorkloadId, uint64_t>> released_order_;
   // Ids of the workloads that are not RELEASED, so cycles walk the live
   // work and not the retained history (SetState, Submit, Forget and
   // RestoreWorkload keep it).

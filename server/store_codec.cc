@@ -247,6 +247,13 @@ absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes) {
   if (!state) return absl::DataLossError("stored state is unknown");
   WorkloadRecord r;
   r.spec = *std::move(spec);
+  // `pods` is a node's capacity now, not a resource a pod may ask for: a
+  // record written before keeps its other resources.
+  for (GroupSpec& g : r.spec.groups) {
+    std::erase_if(g.resources, [](const auto& named) {
+      return named.first == kPodsResource;
+    });
+  }
   r.state = *state;
   r.pending = {CodeFromProto(in.pending().code()), in.pending().message()};
   for (const std::string& live : in.replica_live()) {

@@ -1,5 +1,5 @@
-// Fair share (docs/SCHEDULING.md): the worked examples, the corner cases the spec
-// leaves to the implementation, and invariants over random queue trees.
+// Fair share (docs/SCHEDULING.md): the worked examples, the corner cases the
+// spec leaves to the implementation, and invariants over random queue trees.
 #include "core/fair_share.h"
 
 #include <algorithm>

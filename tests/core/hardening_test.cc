@@ -320,6 +320,53 @@ TEST_F(HardeningTest, ANodeHoldsAtMostItsPodCapacity) {
   EXPECT_TRUE(st.ok()) << st;
 }
 
+// A data dir written before nodes had a pod capacity may hold more pods on
+// a node than it now takes: the restore evicts the newest (node_lost)
+// instead of refusing to start.
+TEST_F(HardeningTest, RestoreShedsPodsOverANodesCapacity) {
+  ASSERT_TRUE(s_->UpsertQueue(Queue("q")).ok());
+  s_->UpsertNodes({GpuNode("n0", 0)}, Now());
+  Submit(Workload("w", {Group("w", 0, 3, 3)}, "q"));
+  Cycle();
+  ASSERT_EQ(W("w").BoundPods(), 3);
+  WorkloadRecord record = s_->RecordOf(W("w"));
+  Scheduler r;
+  ASSERT_TRUE(r.RestoreQueue(Queue("q"), 1).ok());
+  NodeSpec small = GpuNode("n0", 0);
+  small.allocatable.push_back({"pods", 2000});
+  r.UpsertNodes({small}, Now());
+  ASSERT_TRUE(r.RestoreWorkload(record).ok());
+  r.RestoreCounters(s_->revision(), s_->submit_seq(), Now());
+  absl::Status st = r.CheckConsistency();
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_EQ(r.FindWorkload("w")->BoundPods(), 2);
+  bool node_lost = false;
+  for (const Event& e : r.TakeEvents()) {
+    for (const Eviction& ev : e.evictions)
+      node_lost |= ev.reason == EvictionReason::kNodeLost;
+  }
+  EXPECT_TRUE(node_lost);
+}
+
+// Found by the property test's restarts: re-sending a node unchanged while
+// a gang is PIPELINED onto it (victims still hold the room) dropped the
+// gang's nominations, as if the node had lost room. The shim re-sends its
+// nodes all the time.
+TEST_F(HardeningTest, ResendingANodeKeepsThePipelinedGangOnIt) {
+  ASSERT_TRUE(s_->UpsertQueue(Queue("q")).ok());
+  s_->UpsertNodes({GpuNode("n0", 4)}, Now());
+  Submit(Workload("victim", {Group("w", 1, 4, 4)}, "q", "train"));
+  Cycle();
+  Submit(Workload("p", {Group("w", 1, 4, 4)}, "q", "inference"));
+  Cycle();
+  ASSERT_EQ(W("p").state, WorkloadState::kPipelined);
+  s_->UpsertNodes({GpuNode("n0", 4)}, Now());
+  EXPECT_EQ(W("p").state, WorkloadState::kPipelined);
+  // Losing the room does drop them.
+  s_->UpsertNodes({GpuNode("n0", 2)}, Now());
+  EXPECT_EQ(W("p").state, WorkloadState::kPending);
+}
+
 // Item 17: the tree is at most max_queue_depth deep.
 TEST_F(HardeningTest, QueueTreeDepthIsBounded) {
   SchedulerOptions options;
