@@ -371,8 +371,20 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
       return;
     }
   }
+  // A running gang below its minimum (pods lost, or a minimum raised by a
+  // spec update) says why its missing pods wait, so nobody is surprised
+  // when the grace runs out and it is evicted to wait as a whole gang.
+  auto lost_reason = [&](PendingCode code, absl::string_view why) {
+    return PendingReason{
+        code,
+        absl::StrCat(PodsOf(plan().request),
+                     " pods of its gang minimum are not bound and wait: ", why,
+                     "; a gang below its minimum past the stale-gang "
+                     "grace has its pods evicted and waits whole")};
+  };
   if (reason.code != PendingCode::kNone) {
-    if (!lost) SetPending(w, reason, now);
+    SetPending(w, lost ? lost_reason(reason.code, reason.message) : reason,
+               now);
     return;
   }
   // A pending gang whose shape already failed this cycle is not placed
@@ -385,7 +397,15 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
       Commit(w, plan(), placement, now);
       return;
     }
-    if (lost) return;  // re-placed when room frees up; stale after the grace
+    if (lost) {  // re-placed when room frees up; stale after the grace
+      SetPending(w,
+                 lost_reason(placement.result == PlaceResult::kNeverFits
+                                 ? PendingCode::kUnsatisfiable
+                                 : PendingCode::kCapacity,
+                             placement.message),
+                 now);
+      return;
+    }
     ShapeFailure fresh;
     fresh.now = std::move(placement);
     cached = shape_failures_.emplace(std::move(shape), std::move(fresh)).first;
@@ -457,6 +477,7 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
     if (w.state != WorkloadState::kRunning) return;
     if (w.AtMinimum()) {
       w.below_min_since = absl::InfiniteFuture();
+      SetPending(w, {}, now);  // whole again: nothing waits
       return;
     }
     if (w.below_min_since == absl::InfiniteFuture()) {

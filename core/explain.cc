@@ -59,11 +59,10 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
   answer.state = w.state;
   answer.pending = w.pending;
   std::vector<std::string> lines;
-  lines.push_back(absl::StrCat(
-      w.spec.id, " is ", ToString(w.state), " in queue ", w.spec.queue,
-      " (priority class ",
-      w.spec.priority_class.empty() ? default_class_ : w.spec.priority_class,
-      ", ", w.preemptible ? "preemptible" : "non-preemptible", ")."));
+  lines.push_back(
+      absl::StrCat(w.spec.id, " is ", ToString(w.state), " in queue ",
+                   w.spec.queue, " (priority class ", w.class_name, ", ",
+                   w.preemptible ? "preemptible" : "non-preemptible", ")."));
   if (w.pending.code != PendingCode::kNone) {
     lines.push_back(absl::StrCat("Pending: ", ToString(w.pending.code), ": ",
                                  w.pending.message));

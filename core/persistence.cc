@@ -44,6 +44,7 @@ WorkloadRecord Scheduler::RecordOf(const Workload& w) const {
   r.has_class = true;
   r.priority = w.priority;
   r.preemptible = w.preemptible;
+  r.class_name = w.class_name;
   return r;
 }
 
@@ -86,11 +87,12 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
     return fail("group count differs");
   // The values it was admitted with; a record from before they were
   // stored takes its class's, else the default class's.
-  const PriorityClass* cls = FindClass(r.spec.priority_class);
+  const PriorityClass* cls =
+      FindClass(r.class_name.empty() ? r.spec.priority_class : r.class_name);
   if (cls == nullptr && !released) {
     warnings_.push_back(absl::StrCat(
         "workload ", r.spec.id, " uses priority class \"",
-        r.spec.priority_class,
+        r.class_name.empty() ? r.spec.priority_class : r.class_name,
         "\", which the configuration no longer defines; it keeps ",
         r.has_class
             ? absl::StrCat("the priority ", r.priority, " (",
@@ -108,6 +110,9 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   w.queue = queue->id;
   w.priority = r.has_class ? r.priority : cls->value;
   w.preemptible = r.has_class ? r.preemptible : cls->preemptible;
+  w.class_name = !r.class_name.empty()            ? r.class_name
+                 : !r.spec.priority_class.empty() ? r.spec.priority_class
+                                                  : cls->name;
   w.state = r.state;
   w.pending = r.pending;
   w.created = r.created;

@@ -25,6 +25,9 @@ struct Queue {
   QueueId parent;  // invalid for a top-level queue
   std::vector<QueueId> children;
   bool live = false;
+  // Defined by the config file in effect: changed only by a reload, never
+  // by UpsertQueue / DeleteQueue (a restart would apply the file again).
+  bool from_config = false;
   uint64_t created_seq = 0;  // "older queue" tie-breaker
   // Bumped whenever `allocated` or `fair_share` changes, so order keys
   // computed from them can be cached (PlaceGangMinimums).

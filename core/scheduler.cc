@@ -64,7 +64,9 @@ absl::Status Scheduler::CheckClassRemoval(
   // when the server started (it kept its admitted values) blocks nothing.
   for (uint32_t id : active_) {
     const Workload& w = *workloads_[id];
-    const std::string& name = w.spec.priority_class;
+    // The class it was admitted with: a spec naming none uses the default
+    // of its admission, which a reload may no more remove than a named one.
+    const std::string& name = w.class_name;
     if (name.empty() || FindClass(name) == nullptr) continue;
     bool kept =
         std::any_of(classes.begin(), classes.end(),
@@ -83,7 +85,7 @@ absl::Status Scheduler::CheckClassRemoval(
 absl::Status Scheduler::Reconfigure(std::vector<PriorityClass> classes,
                                     std::string default_class,
                                     const std::vector<QueueSpec>& queues,
-                                    ClassRemoval removal) {
+                                    ClassRemoval removal, bool owns_queues) {
   // Classes are checked first and set last, so a queue that fails leaves
   // them as they were.
   std::vector<PriorityClass> old_classes = priority_classes_;
@@ -107,13 +109,13 @@ absl::Status Scheduler::Reconfigure(std::vector<PriorityClass> classes,
     Undo step{
         existing ? std::optional<QueueSpec>(existing->spec) : std::nullopt,
         q.name};
-    absl::StatusOr<QueueId> done = UpsertQueue(q);
+    absl::StatusOr<QueueId> done = UpsertQueue(q, /*restoring=*/false);
     if (!done.ok()) {
       for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
         if (it->previous) {
-          UpsertQueue(*it->previous).IgnoreError();
+          UpsertQueue(*it->previous, /*restoring=*/false).IgnoreError();
         } else {
-          DeleteQueue(it->name).IgnoreError();
+          RemoveQueue(it->name).IgnoreError();
         }
       }
       return absl::Status(
@@ -124,6 +126,25 @@ absl::Status Scheduler::Reconfigure(std::vector<PriorityClass> classes,
   }
   priority_classes_ = std::move(classes);
   default_class_ = std::move(default_class);
+  if (owns_queues) {
+    absl::flat_hash_set<std::string> listed;
+    for (const QueueSpec& q : queues) listed.insert(q.name);
+    for (Queue& q : queues_) {
+      if (q.live) q.from_config = listed.contains(q.spec.name);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::CheckNotFromConfig(absl::string_view name,
+                                           absl::string_view field) const {
+  const Queue* q = FindQueue(name);
+  if (q != nullptr && q->from_config) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, ": queue \"", name,
+        "\" is defined by the config file; change it there and reload "
+        "(SIGHUP), or a restart would undo the change"));
+  }
   return absl::OkStatus();
 }
 
@@ -216,6 +237,8 @@ void Scheduler::MoveRollups(const Queue& q, QueueId old_parent,
 }
 
 absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
+  if (absl::Status s = CheckNotFromConfig(spec.name, "queue.name"); !s.ok())
+    return s;
   return UpsertQueue(spec, /*restoring=*/false);
 }
 
@@ -287,6 +310,11 @@ absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec,
 }
 
 absl::Status Scheduler::DeleteQueue(absl::string_view name) {
+  if (absl::Status s = CheckNotFromConfig(name, "name"); !s.ok()) return s;
+  return RemoveQueue(name);
+}
+
+absl::Status Scheduler::RemoveQueue(absl::string_view name) {
   auto it = queue_ids_.find(name);
   if (it == queue_ids_.end()) {
     return absl::NotFoundError(
@@ -648,6 +676,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
   // non-preemptible roll-ups.
   ResourceVector bound = w.BoundResources();
   if (!bound.IsZero()) AddToQueuePath(w.queue, bound * -1, !w.preemptible);
+  w.class_name = cls->name;
   w.priority = cls->value;
   w.preemptible = cls->preemptible;
   if (!bound.IsZero()) AddToQueuePath(w.queue, bound, !w.preemptible);
@@ -940,6 +969,12 @@ std::vector<Eviction> Scheduler::EvictionsFor(const Workload& w) const {
       if (e.preemptor == w.spec.id) out.push_back(e);
     }
   }
+  // By victim, not by where the victims sit in the table (which a restart
+  // changes).
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Eviction& a, const Eviction& b) {
+                     return a.workload < b.workload;
+                   });
   return out;
 }
 
@@ -1319,7 +1354,10 @@ void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
     w.pending = {};
     became_running = true;
   }
-  if (w.AtMinimum()) w.below_min_since = absl::InfiniteFuture();
+  if (w.AtMinimum()) {
+    w.below_min_since = absl::InfiniteFuture();
+    w.pending = {};  // a gang made whole again: nothing of it waits
+  }
   Event& e = Record(EventType::kBound, w, now);
   e.bindings = std::move(bound);
   if (became_running) e.waited = now - w.waiting_since;

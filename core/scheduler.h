@@ -159,6 +159,7 @@ struct WorkloadRecord {
   bool has_class = false;
   int32_t priority = 0;
   bool preemptible = true;
+  std::string class_name;  // empty in records from before it was stored
 };
 
 // Why a victim search found nothing, for Explain: the workloads that would
@@ -201,15 +202,20 @@ class Scheduler {
                                   ClassRemoval removal = ClassRemoval::kRefuse);
   // A whole configuration at once: the classes, then every queue upserted in
   // order (parents first). All or nothing: on any error nothing changes.
+  // With `owns_queues` (a config file) the listed queues become the
+  // config's: the admin calls may no longer change or delete them, and
+  // queues a previous file listed but this one does not are the admin's.
   absl::Status Reconfigure(std::vector<PriorityClass> classes,
                            std::string default_class,
                            const std::vector<QueueSpec>& queues,
-                           ClassRemoval removal);
+                           ClassRemoval removal, bool owns_queues = false);
   const std::vector<PriorityClass>& priority_classes() const {
     return priority_classes_;
   }
   const std::string& default_priority_class() const { return default_class_; }
 
+  // The admin's calls: refused (FAILED_PRECONDITION) for a queue the
+  // config file defines (Reconfigure with owns_queues).
   absl::StatusOr<QueueId> UpsertQueue(const QueueSpec& spec);
   // Refused while the queue has children or workloads that are not
   // RELEASED; the RELEASED history of the queue is forgotten with it.
@@ -353,6 +359,9 @@ class Scheduler {
   absl::Status ValidateAgainstState(const WorkloadSpec& spec,
                                     const Workload* existing) const;
   absl::StatusOr<QueueId> UpsertQueue(const QueueSpec& spec, bool restoring);
+  absl::Status RemoveQueue(absl::string_view name);
+  absl::Status CheckNotFromConfig(absl::string_view name,
+                                  absl::string_view field) const;
   // UpsertQueue's checks against the current tree; nothing changes.
   absl::Status CheckQueueUpsert(const QueueSpec& spec, bool restoring) const;
   // Keeps queue_paths_ of `root`'s subtree after a change of the tree.

@@ -102,6 +102,10 @@ struct Workload {
   WorkloadId id;
   WorkloadSpec spec;  // as last submitted (desired counts follow shrinks)
   QueueId queue;
+  // The class it was admitted with (its spec may name none: the default at
+  // the time), with its value and preemptibility; kept until it is
+  // submitted again, whatever the config does meanwhile.
+  std::string class_name;
   int32_t priority = 0;
   bool preemptible = true;
   WorkloadState state = WorkloadState::kPending;

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/convert.h"
@@ -90,6 +91,43 @@ absl::StatusOr<v1::Queue> QueueFromYaml(const YAML::Node& node,
   return q;
 }
 
+// A class entry, as strictly as a queue's: a typo (`preemtible`) or a value
+// that is not a whole number must not turn into a silent default.
+absl::StatusOr<PriorityClass> PriorityClassFromYaml(const YAML::Node& node,
+                                                    const std::string& field) {
+  if (!node.IsMap()) return Bad(field, "must be a mapping");
+  PriorityClass pc;
+  bool has_value = false;
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    const YAML::Node& v = kv.second;
+    if (key == "name") {
+      pc.name = v.as<std::string>();
+    } else if (key == "value") {
+      // yaml-cpp reads "99.9" as 99; a text check keeps it honest.
+      std::string text = v.as<std::string>();
+      if (!absl::SimpleAtoi(text, &pc.value)) {
+        return Bad(absl::StrCat(field, ".value"),
+                   absl::StrCat("\"", text, "\" is not a 32-bit integer"));
+      }
+      has_value = true;
+    } else if (key == "preemptible") {
+      std::string text = v.as<std::string>();
+      if (text != "true" && text != "false") {
+        return Bad(absl::StrCat(field, ".preemptible"),
+                   absl::StrCat("\"", text, "\" is not true or false"));
+      }
+      pc.preemptible = text == "true";
+    } else {
+      return Bad(absl::StrCat(field, ".", key), "unknown key");
+    }
+  }
+  if (auto s = CheckName(pc.name, absl::StrCat(field, ".name")); !s.ok())
+    return Bad(field, s.message());
+  if (!has_value) return Bad(absl::StrCat(field, ".value"), "is required");
+  return pc;
+}
+
 absl::StatusOr<v1::Node> NodeFromYaml(const YAML::Node& node,
                                       absl::string_view field) {
   v1::Node n;
@@ -141,18 +179,14 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
       std::string key = kv.first.as<std::string>();
       const YAML::Node& value = kv.second;
       if (key == "priority_classes") {
+        if (!value.IsSequence())
+          return Bad("priority_classes", "must be a list");
         config.priority_classes.clear();
         for (size_t i = 0; i < value.size(); ++i) {
-          PriorityClass pc;
-          pc.name = value[i]["name"].as<std::string>("");
-          pc.value = value[i]["value"].as<int32_t>(0);
-          pc.preemptible = value[i]["preemptible"].as<bool>(true);
-          if (auto s = CheckName(
-                  pc.name, absl::StrCat("priority_classes[", i, "].name"));
-              !s.ok()) {
-            return Bad("priority_classes", s.message());
-          }
-          config.priority_classes.push_back(pc);
+          auto pc = PriorityClassFromYaml(
+              value[i], absl::StrCat("priority_classes[", i, "]"));
+          if (!pc.ok()) return pc.status();
+          config.priority_classes.push_back(*std::move(pc));
         }
       } else if (key == "default_priority_class") {
         config.default_priority_class = value.as<std::string>();

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/quantity.h"
 #include "server/spec_cache.h"
@@ -144,6 +145,23 @@ absl::Status CheckName(absl::string_view value, absl::string_view field) {
   return absl::OkStatus();
 }
 
+absl::Status CheckRequestId(const std::string& request_id) {
+  if (request_id.empty()) return absl::OkStatus();
+  return CheckName(request_id, "request_id");
+}
+
+std::string RequestKey(absl::string_view request_id) {
+  return request_id.empty() ? "" : absl::StrCat("id:", request_id);
+}
+
+std::string RequestKeyOfStored(absl::string_view stored_key) {
+  if (absl::StartsWith(stored_key, "id:")) return std::string(stored_key);
+  size_t slash = stored_key.find('/');  // "Method/id", before the "id:" keys
+  return slash == absl::string_view::npos
+             ? std::string(stored_key)
+             : RequestKey(stored_key.substr(slash + 1));
+}
+
 absl::StatusOr<NamedResources> ParseResources(
     const google::protobuf::Map<std::string, std::string>& in,
     absl::string_view field) {
@@ -272,6 +290,17 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
 absl::StatusOr<WorkloadSpec> ParseWorkloadRequest(const v1::WorkloadSpec& in) {
   absl::StatusOr<WorkloadSpec> spec = ParseWorkloadSpec(in);
   if (!spec.ok()) return spec;
+  // Every answer about a workload lists its bindings: bounded pods keep
+  // them readable (a stored record of an older version may be larger).
+  int64_t pods = 0;
+  for (const GroupSpec& g : spec->groups) pods += g.max_count;
+  if (pods > kMaxPodsPerWorkload) {
+    return Invalid("workload.groups",
+                   absl::StrCat("at most ", kMaxPodsPerWorkload,
+                                " pods in all (max_count summed over the "
+                                "groups), not ",
+                                pods));
+  }
   for (size_t i = 0; i < spec->groups.size(); ++i) {
     for (const auto& [name, amount] : spec->groups[i].resources) {
       if (name == kPodsResource) {
@@ -315,6 +344,22 @@ absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in,
       ParseResources(in.allocatable(), absl::StrCat(field, ".allocatable"));
   if (!allocatable.ok()) return allocatable.status();
   out.allocatable = *std::move(allocatable);
+  // `pods` is a count of pods: whole, and 0 is a node that takes none (not
+  // "unset", which means Kubernetes' default of 110).
+  if (auto it = in.allocatable().find(std::string(kPodsResource));
+      it != in.allocatable().end()) {
+    absl::StatusOr<int64_t> pods =
+        ParseQuantity(it->second, QuantityScale::kMilli);
+    if (pods.ok() && *pods % 1000 != 0) {
+      return Invalid(
+          absl::StrCat(field, ".allocatable[\"pods\"]"),
+          absl::StrCat("\"", it->second, "\" is not a whole number of pods"));
+    }
+    if (pods.ok() && *pods == 0) {
+      out.allocatable.emplace_back(std::string(kPodsResource), 0);
+      std::sort(out.allocatable.begin(), out.allocatable.end());
+    }
+  }
   auto labels = ParseLabels(in.labels(), absl::StrCat(field, ".labels"));
   if (!labels.ok()) return labels.status();
   out.labels = *std::move(labels);
@@ -740,10 +785,14 @@ absl::Status ValidateRequest(const v1::ListWorkloadsRequest& request) {
 }
 
 absl::Status ValidateRequest(const v1::RemoveNodesRequest& request) {
+  absl::flat_hash_map<std::string, int> seen;
   for (int i = 0; i < request.names_size(); ++i) {
-    if (auto s = CheckName(request.names(i), absl::StrCat("names[", i, "]"));
-        !s.ok())
-      return s;
+    std::string field = absl::StrCat("names[", i, "]");
+    if (auto s = CheckName(request.names(i), field); !s.ok()) return s;
+    if (auto [it, added] = seen.emplace(request.names(i), i); !added) {
+      return Invalid(field, absl::StrCat("duplicate node \"", request.names(i),
+                                         "\" (also names[", it->second, "])"));
+    }
   }
   return absl::OkStatus();
 }

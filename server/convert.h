@@ -25,6 +25,7 @@ namespace v1 = ::gangsched::v1;
 
 // Bounds that keep one request from asking for unbounded memory.
 inline constexpr int32_t kMaxPodsPerGroup = 100000;
+inline constexpr int64_t kMaxPodsPerWorkload = 100000;
 inline constexpr int kMaxGroups = 256;
 inline constexpr size_t kMaxNameLength = 253;
 
@@ -45,6 +46,14 @@ absl::StatusOr<std::vector<SlotRef>> ParseSlots(
     const google::protobuf::RepeatedPtrField<v1::SlotRef>& in);
 // Non-empty, at most kMaxNameLength, no whitespace or control characters.
 absl::Status CheckName(absl::string_view value, absl::string_view field);
+// A request_id: empty (no deduplication), or a name (CheckName): the ids
+// are kept, so their size must be bounded.
+absl::Status CheckRequestId(const std::string& request_id);
+// The idempotency table's key of a request id (one namespace for every
+// method: an id is one request, whatever the method), and the key an
+// answer stored by an older version (keyed "Method/id") has now.
+std::string RequestKey(absl::string_view request_id);
+std::string RequestKeyOfStored(absl::string_view stored_key);
 
 // Wire -> core for stored and filtered states; nullopt when unspecified.
 std::optional<WorkloadState> FromProto(v1::WorkloadState state);

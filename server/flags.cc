@@ -47,7 +47,8 @@ std::string FlagsUsage() {
   --watch-heartbeat-seconds=S
                            a WatchEvents stream quiet this long gets an
                            EVENT_TYPE_HEARTBEAT (default 10; one also opens
-                           every stream)
+                           every stream). A frontend relays its core's
+                           heartbeats, so there the core's value applies
   --max-queue-depth=N      the deepest a queue may sit in the tree, a
                            top-level queue being 1 (default 16)
   --log-level=LEVEL        trace|debug|info|warn|error|off (default info)
@@ -225,6 +226,10 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
       return absl::InvalidArgumentError(
           absl::StrCat("--metrics-listen: ", s.message()));
     }
+  }
+  if (!flags.core_addresses.empty() && flags.role != "frontend") {
+    return absl::InvalidArgumentError(
+        "--core is only for --role=frontend (the cores it forwards to)");
   }
   for (const std::string& core : flags.core_addresses) {
     if (core.find("://") != std::string::npos) continue;  // a gRPC target URI

@@ -77,8 +77,11 @@ class Forwarded {
   static grpc::ServerUnaryReactor* Start(
       CoreClient* core, Metrics* metrics, grpc::CallbackServerContext* ctx,
       absl::string_view method, const Request* request, Response* response,
-      const absl::Status& validation, bool retry_safe, Call call) {
+      absl::Status validation, bool retry_safe, Call call) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if constexpr (requires { request->request_id(); }) {
+      if (validation.ok()) validation = CheckRequestId(request->request_id());
+    }
     if (!validation.ok()) {
       metrics->RecordRequest(method,
                              static_cast<grpc::StatusCode>(validation.code()),

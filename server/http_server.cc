@@ -62,9 +62,11 @@ HttpServer::~HttpServer() {
 }
 
 absl::Status HttpServer::Start(const std::string& address) {
+  // Enough threads that a few idle or slow connections do not hold up a
+  // scrape, and a request that dawdles is dropped after 5 s.
   const char* options[] = {
-      "listening_ports",    address.c_str(), "num_threads", "4",
-      "request_timeout_ms", "10000",         nullptr};
+      "listening_ports",    address.c_str(), "num_threads", "16",
+      "request_timeout_ms", "5000",          nullptr};
   mg_callbacks callbacks;
   memset(&callbacks, 0, sizeof(callbacks));
   ctx_ = mg_start(&callbacks, this, options);

@@ -54,15 +54,22 @@ void LogWarnings(Scheduler& scheduler) {
 // is in effect (or refused: then nothing of it is). `removal`: whether
 // removing a class live workloads use refuses the config (a reload) or is
 // let pass with a warning (a start, over a stored state).
+// A file's queues are the file's (the admin calls may not change them, or a
+// restart would undo the change); the built-in default only seeds its
+// queue into a state that has none, so an admin may change or delete it.
 absl::Status ApplyConfig(CoreLoop& core, const Config& config,
-                         ClassRemoval removal) {
+                         ClassRemoval removal, bool from_file) {
   auto done = std::make_shared<std::promise<absl::Status>>();
   auto result = done->get_future();
   bool posted = core.Post(
-      [&config, done, removal](CoreLoop::Context& c) {
+      [&config, done, removal, from_file](CoreLoop::Context& c) {
+        bool empty = std::none_of(c.scheduler.queues().begin(),
+                                  c.scheduler.queues().end(),
+                                  [](const Queue& q) { return q.live; });
+        static const std::vector<QueueSpec> kNone;
         absl::Status status = c.scheduler.Reconfigure(
             config.priority_classes, config.default_priority_class,
-            config.queues, removal);
+            from_file || empty ? config.queues : kNone, removal, from_file);
         if (status.ok() && !config.nodes.empty())
           c.scheduler.UpsertNodes(config.nodes, c.now);
         LogWarnings(c.scheduler);
@@ -122,7 +129,8 @@ std::string ListenError(const std::string& address) {
 // port: gRPC sets SO_REUSEPORT by default, and two schedulers with
 // different state would then split the connections between them.
 std::unique_ptr<grpc::Server> StartServer(
-    const std::string& address, const std::vector<grpc::Service*>& services) {
+    const std::string& address, const std::vector<grpc::Service*>& services,
+    int* bound_port_out = nullptr) {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -136,7 +144,14 @@ std::unique_ptr<grpc::Server> StartServer(
         .Add("error", ListenError(address));
     return nullptr;
   }
+  if (bound_port_out != nullptr) *bound_port_out = bound_port;
   return server;
+}
+
+// The address as listened on: port 0 becomes the one the system chose.
+std::string BoundAddress(const std::string& address, int port) {
+  if (address.starts_with("unix:") || port <= 0) return address;
+  return absl::StrCat(address.substr(0, address.rfind(':')), ":", port);
 }
 
 // The health of the services (grpc.health.v1 per service name, as
@@ -234,7 +249,8 @@ int RunFrontend(const ServerFlags& flags, const sigset_t& signals) {
   if (!flags.metrics_listen.empty()) {
     if (absl::Status s = http.Start(flags.metrics_listen); !s.ok()) {
       LogLine(spdlog::level::err, "cannot serve HTTP")
-          .Add("address", flags.metrics_listen);
+          .Add("address", flags.metrics_listen)
+          .Add("error", ListenError(flags.metrics_listen));
       return 1;
     }
   }
@@ -290,6 +306,15 @@ int Run(int argc, char** argv) {
   // absl::Mutex (gRPC's locks) maintain a lock-order graph: a few percent of
   // every RPC (seen in perf). Production builds of abseil skip it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Signals are taken by one thread with sigwait; block them everywhere
+  // else, from the first instruction: a SIGHUP during start-up (a config
+  // management tool reloading early) must not kill the process.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   auto flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
     std::fprintf(stderr, "gangsched: %s\n\n%s",
@@ -310,12 +335,6 @@ int Run(int argc, char** argv) {
       spdlog::level::from_str(flags->log_level));
 
   // Signals are taken by one thread with sigwait; block them everywhere else.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   if (flags->role == "frontend") return RunFrontend(*flags, signals);
 
   SchedulerOptions scheduler_options{
@@ -437,11 +456,14 @@ int Run(int argc, char** argv) {
   // it (a queue the file puts under one that holds workloads now), the
   // server still starts, on the stored state: it must never be kept from
   // its own data dir.
-  if (absl::Status s = ApplyConfig(core, config, ClassRemoval::kKeep);
+  if (absl::Status s = ApplyConfig(core, config, ClassRemoval::kKeep,
+                                   !flags->config.empty());
       !s.ok()) {
+    // Classes are not stored: those of the file (set before the restore)
+    // are the only ones there are.
     LogLine(spdlog::level::err,
-            "config not applied over the stored state; serving the stored "
-            "queues and classes")
+            "config's queues not applied over the stored state; serving the "
+            "stored queues with the file's priority classes")
         .Add("file", flags->config)
         .Add("error", s.message());
     metrics.RecordConfigLoad(false);
@@ -451,7 +473,8 @@ int Run(int argc, char** argv) {
   if (!flags->metrics_listen.empty()) {
     if (absl::Status s = http.Start(flags->metrics_listen); !s.ok()) {
       LogLine(spdlog::level::err, "cannot serve HTTP")
-          .Add("address", flags->metrics_listen);
+          .Add("address", flags->metrics_listen)
+          .Add("error", ListenError(flags->metrics_listen));
       return 1;
     }
   }
@@ -462,13 +485,14 @@ int Run(int argc, char** argv) {
   AdminService admin_service(&core, &metrics, &specs);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  std::unique_ptr<grpc::Server> server =
-      StartServer(flags->listen, {&scheduler_service, &admin_service});
+  int bound_port = 0;
+  std::unique_ptr<grpc::Server> server = StartServer(
+      flags->listen, {&scheduler_service, &admin_service}, &bound_port);
   if (!server) return 1;
   SetHealth(*server, true);
   LogLine(spdlog::level::info, "serving")
       .Add("version", GANGSCHED_VERSION)
-      .Add("grpc", flags->listen)
+      .Add("grpc", BoundAddress(flags->listen, bound_port))
       .Add("http",
            flags->metrics_listen.empty() ? "off" : flags->metrics_listen)
       .Add("queues", static_cast<int64_t>(config.queues.size()));
@@ -484,7 +508,10 @@ int Run(int argc, char** argv) {
     auto reloaded = LoadConfigFile(flags->config);
     absl::Status s = reloaded.status();
     if (s.ok()) s = CheckConfig(*reloaded, scheduler_options);
-    if (s.ok()) s = ApplyConfig(core, *reloaded, ClassRemoval::kRefuse);
+    if (s.ok()) {
+      s = ApplyConfig(core, *reloaded, ClassRemoval::kRefuse,
+                      /*from_file=*/true);
+    }
     metrics.RecordConfigLoad(s.ok());
     if (s.ok()) {
       LogLine(spdlog::level::info, "config reloaded")

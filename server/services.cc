@@ -29,8 +29,11 @@ grpc::Status Invalid(const absl::Status& status) { return ToGrpc(status); }
 // SHA-256 of a request's deterministic serialization (map entries sorted),
 // kept with its answer: a request id used again with another request is
 // told so instead of getting the first request's answer.
-std::string RequestDigest(const google::protobuf::Message& request) {
-  std::string bytes;
+std::string RequestDigest(absl::string_view method,
+                          const google::protobuf::Message& request) {
+  // The method is part of the request: an id used for an Allocate is not
+  // free for a Release.
+  std::string bytes = absl::StrCat(method, "\n");
   {
     google::protobuf::io::StringOutputStream stream(&bytes);
     google::protobuf::io::CodedOutputStream coded(&stream);
@@ -66,10 +69,9 @@ grpc::ServerUnaryReactor* Dispatch(
     bool reused = false;  // the id answered a different request before
   };
   auto idem = std::make_shared<Idempotency>();
-  std::string key =
-      request_id.empty() ? "" : absl::StrCat(method, "/", request_id);
+  std::string key = RequestKey(request_id);
   std::string digest =
-      key.empty() || request == nullptr ? "" : RequestDigest(*request);
+      key.empty() || request == nullptr ? "" : RequestDigest(method, *request);
 
   ApplyFn wrapped_apply;
   if (apply) {
@@ -123,18 +125,6 @@ grpc::ServerUnaryReactor* Dispatch(
   return reactor;
 }
 
-// Dispatch for a mutating request that carries a request_id.
-template <typename Request, typename Response>
-grpc::ServerUnaryReactor* DispatchWithId(CoreLoop* core, Metrics* metrics,
-                                         grpc::CallbackServerContext* ctx,
-                                         absl::string_view method,
-                                         const Request* request,
-                                         Response* response, ApplyFn apply,
-                                         ReplyFn reply) {
-  return Dispatch(core, metrics, ctx, method, request->request_id(), response,
-                  std::move(apply), std::move(reply), request);
-}
-
 // Finishes a call on the calling thread: one that failed validation at the
 // edge, or a read answered off the core thread.
 grpc::ServerUnaryReactor* FinishHere(Metrics* metrics,
@@ -154,6 +144,20 @@ grpc::ServerUnaryReactor* Reject(Metrics* metrics,
                                  grpc::Status status) {
   return FinishHere(metrics, ctx, method, std::move(status),
                     absl::ZeroDuration());
+}
+
+// Dispatch for a mutating request that carries a request_id.
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* DispatchWithId(CoreLoop* core, Metrics* metrics,
+                                         grpc::CallbackServerContext* ctx,
+                                         absl::string_view method,
+                                         const Request* request,
+                                         Response* response, ApplyFn apply,
+                                         ReplyFn reply) {
+  if (absl::Status s = CheckRequestId(request->request_id()); !s.ok())
+    return Reject(metrics, ctx, method, ToGrpc(s));
+  return Dispatch(core, metrics, ctx, method, request->request_id(), response,
+                  std::move(apply), std::move(reply), request);
 }
 
 // Pointers to the live items (queues, nodes), sorted by name.
@@ -413,7 +417,14 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
       [shared, applied, response](Ctx& c) {
         if (!applied->ok()) return ToGrpc(*applied);
         auto answer = c.scheduler.Answer(shared->id);
-        if (!answer.ok()) return ToGrpc(answer.status());
+        if (!answer.ok()) {
+          // Submitted, then released and forgotten by later requests of the
+          // same batch (its queue deleted): it was taken in and is gone.
+          response->set_workload_id(shared->id);
+          response->set_state(v1::WORKLOAD_STATE_RELEASED);
+          response->set_revision(c.scheduler.revision());
+          return grpc::Status::OK;
+        }
         ToProto(*answer, response);
         return grpc::Status::OK;
       });
@@ -723,8 +734,13 @@ grpc::ServerUnaryReactor* AdminService::UpsertQueue(
       },
       [shared, applied, response](Ctx& c) {
         if (!applied->ok()) return ToGrpc(*applied);
-        QueueToProto(c.scheduler, *c.scheduler.FindQueue(shared->name),
-                     response->mutable_queue());
+        // A DeleteQueue later in the same batch may have removed it: the
+        // upsert still happened, and its answer is the spec it applied.
+        if (const Queue* q = c.scheduler.FindQueue(shared->name)) {
+          QueueToProto(c.scheduler, *q, response->mutable_queue());
+        } else {
+          ToProto(*shared, response->mutable_queue()->mutable_queue());
+        }
         response->set_revision(c.scheduler.revision());
         return grpc::Status::OK;
       });

@@ -132,15 +132,15 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
   // has two stored rows until the store trims the old one: the newest is
   // the answer.
   absl::flat_hash_map<std::string, uint64_t> newest;
-  for (const auto& a : answers) newest[a.key] = a.seq;
+  for (const auto& a : answers) newest[RequestKeyOfStored(a.key)] = a.seq;
   for (const auto& a : answers) {
-    if (newest[a.key] != a.seq) continue;
+    if (newest[RequestKeyOfStored(a.key)] != a.seq) continue;
     CachedReply reply;
     reply.status =
         grpc::Status(static_cast<grpc::StatusCode>(a.code), a.message);
     reply.response = a.response;
     reply.digest = a.digest;
-    requests.Restore(a.key, std::move(reply), a.seq);
+    requests.Restore(RequestKeyOfStored(a.key), std::move(reply), a.seq);
     ++loaded.requests;
   }
   requests.TakeNew();
@@ -231,6 +231,7 @@ std::string EncodeWorkload(const WorkloadRecord& r) {
           out.set_priority(r.priority);
           out.set_preemptible(r.preemptible);
         }
+        out.set_class_name(r.class_name);
       });
 }
 
@@ -283,6 +284,7 @@ absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes) {
   r.has_class = in.has_priority() && in.has_preemptible();
   r.priority = in.priority();
   r.preemptible = in.preemptible();
+  r.class_name = in.class_name();
   return r;
 }
 

@@ -47,7 +47,8 @@ std::string Describe(const WorkloadRecord& r) {
       " below=", TimeText(r.below_min_since), " updated=", TimeText(r.updated),
       " rev=", r.revision, " seq=", r.submit_seq,
       " requeue=", r.requeue_after_eviction, " prio=", r.priority,
-      " preemptible=", r.preemptible, " has_class=", r.has_class, "\n");
+      " preemptible=", r.preemptible, " has_class=", r.has_class,
+      " class_name=", r.class_name, "\n");
   for (const GroupSpec& g : r.spec.groups) {
     absl::StrAppend(&out, " group ", g.name, " ", g.min_count, "/",
                     g.desired_count, "/", g.max_count, "x", g.pods_per_replica,

@@ -15,6 +15,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -217,6 +218,46 @@ queues:
         self.assertEqual(self.get("a").state, types().WORKLOAD_STATE_RELEASED)
 
 
+class ConfigOwnershipTest(PersistentCase):
+    """Found by the adversarial pass: admin changes to a queue the config
+    file defines were undone by the next restart (or SIGHUP); the built-in
+    default queue came back after being deleted."""
+
+    config = "queues:\n  - {name: research, resources: {nvidia.com/gpu: {quota: 16}}}\n"
+
+    def test_the_files_queues_are_changed_in_the_file_only(self):
+        err = self.rpc_error(grpc.StatusCode.FAILED_PRECONDITION, self.queue, "research", 8)
+        self.assertIn("config file", err.details())
+        self.rpc_error(grpc.StatusCode.FAILED_PRECONDITION, self.admin.DeleteQueue,
+                       e2e.admin.DeleteQueueRequest(name="research"), timeout=T)
+        self.queue("mine", 2)  # an admin queue is the admin's
+        self.restart()
+        names = {q.queue.name: q for q in self.admin.ListQueues(
+            e2e.admin.ListQueuesRequest(), timeout=T).queues}
+        self.assertEqual(names["research"].queue.resources[GPU].quota, "16")
+        self.assertEqual(names["mine"].queue.resources[GPU].quota, "2")
+        # Dropped from the file, it becomes the admin's.
+        self.server.write_config("queues: []\n")
+        self.server.sighup()
+        self.wait_for_log("config reloaded")
+        self.queue("research", 4)
+
+    def test_the_built_in_default_queue_is_only_a_seed(self):
+        plain = PersistentServer(e2e.SERVER_BINARY)
+        self.addCleanup(plain.cleanup)
+        plain.start()
+        admin = e2e.admin_g.AdminStub(plain.channel)
+        admin.DeleteQueue(e2e.admin.DeleteQueueRequest(name="default"), timeout=T)
+        admin.UpsertQueue(e2e.admin.UpsertQueueRequest(queue=types().Queue(name="own")),
+                          timeout=T)
+        plain.kill9()
+        plain.start()
+        admin = e2e.admin_g.AdminStub(plain.channel)
+        names = [q.queue.name for q in admin.ListQueues(e2e.admin.ListQueuesRequest(),
+                                                        timeout=T).queues]
+        self.assertEqual(names, ["own"])
+
+
 class ContractTest(PersistentCase):
     """Items 4, 7, 10, 11, 15, 16, 17."""
 
@@ -245,6 +286,55 @@ class ContractTest(PersistentCase):
                        gpu_workload("a", 2), request_id="r1")
         self.assertEqual(self.allocate(gpu_workload("a", 1), request_id="r1")
                          .SerializeToString(), first.SerializeToString())
+
+    def test_item7_request_ids_are_bounded_and_one_namespace(self):
+        # Found by the adversarial pass: 4 MiB ids were kept (RSS 1.3 GB
+        # after 150 calls), and an id used for an Allocate was free for a
+        # Release.
+        self.nodes(e2e.node("n0", 8))
+        err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.allocate,
+                             gpu_workload("a", 1), request_id="x" * 300)
+        self.assertIn("request_id", err.details())
+        self.allocate(gpu_workload("a", 1), request_id="one")
+        err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.sched.Release,
+                             pb().ReleaseRequest(request_id="one", workload_id="a"),
+                             timeout=T)
+        self.assertIn("request_id", err.details())
+        self.assertEqual(self.get("a").state, types().WORKLOAD_STATE_RUNNING)
+
+    def test_a_default_class_in_use_cannot_be_removed(self):
+        self.nodes(e2e.node("n0", 8))
+        self.allocate(gpu_workload("plain", 1))  # no class: the default, train
+        self.assertIn("priority class train", self.sched.Explain(
+            pb().ExplainRequest(workload_id="plain"), timeout=T).text)
+
+    def test_bounds_found_by_the_adversarial_pass(self):
+        huge = e2e.workload("huge", *[e2e.group("g%d" % i, {"cpu": "1m"}, 1, 30000)
+                                      for i in range(4)])
+        err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.allocate, huge)
+        self.assertIn("at most 100000 pods", err.details())
+        zero = e2e.node("zero", 8)
+        zero.allocatable["pods"] = "0"
+        self.nodes(zero)
+        snap = self.admin.GetClusterSnapshot(e2e.admin.GetClusterSnapshotRequest(), timeout=T)
+        self.assertEqual(snap.nodes[0].node.allocatable["pods"], "0")
+        r = self.allocate(gpu_workload("w", 1))
+        self.assertEqual(r.pending.code, types().PENDING_CODE_UNSATISFIABLE)
+        half = e2e.node("half", 8)
+        half.allocatable["pods"] = "1.5"
+        err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.nodes, half)
+        self.assertIn('nodes[0].allocatable["pods"]', err.details())
+        err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.sched.RemoveNodes,
+                             pb().RemoveNodesRequest(names=["zero", "zero"]), timeout=T)
+        self.assertIn("names[1]", err.details())
+
+    def test_a_raised_minimum_that_cannot_be_met_says_why(self):
+        self.nodes(e2e.node("n0", 8))
+        self.queue("q", 2)
+        self.allocate(gpu_workload("b", 2, "q", "build"))
+        r = self.allocate(gpu_workload("b", 6, "q", "build"))
+        self.assertEqual(r.pending.code, types().PENDING_CODE_QUEUE_QUOTA, r)
+        self.assertIn("stale-gang grace", r.pending.message)
 
     def test_item10_watch_from_the_future_or_a_negative_revision_is_refused(self):
         self.nodes(e2e.node("n0", 8))
@@ -344,6 +434,44 @@ class StartupTest(unittest.TestCase):
         self.assertNotEqual(second.returncode, 0)
         self.assertIn("address already in use", second.stdout + second.stderr)
 
+    def test_start_up_edges(self):
+        # --core means nothing without --role=frontend: an error, not ignored.
+        core = self.run_server(["--ephemeral", "--core", "127.0.0.1:1"])
+        self.assertEqual(core.returncode, 2)
+        self.assertIn("--core is only for --role=frontend", core.stderr)
+        # A taken metrics port says why.
+        taken = socket.socket()
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        self.addCleanup(taken.close)
+        busy = self.run_server(["--ephemeral", "--listen", "127.0.0.1:%d" % free_port(),
+                                "--metrics-listen", "127.0.0.1:%d" % taken.getsockname()[1]])
+        self.assertEqual(busy.returncode, 1)
+        self.assertIn("address already in use", busy.stdout + busy.stderr)
+        # Port 0: the log names the port the system chose.
+        srv = PersistentServer(e2e.SERVER_BINARY, extra_args=("--ephemeral",))
+        self.addCleanup(srv.cleanup)
+        srv.extra_args += ["--listen", "127.0.0.1:0"]
+        proc = subprocess.Popen(srv.args(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        line = ""
+        deadline = time.monotonic() + 10
+        while "serving" not in line and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+        proc.terminate()
+        proc.wait(timeout=10)
+        self.assertRegex(line, r"grpc=127\.0\.0\.1:[1-9][0-9]*")
+        # A SIGHUP while it starts up (once main runs: before that no
+        # process can take a signal) does not kill it.
+        proc = subprocess.Popen(srv.args()[:-2] + ["--listen", "127.0.0.1:%d" % free_port()],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.05)  # past the dynamic loader, into start-up
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)  # long enough to have died of it
+        self.assertIsNone(proc.poll())
+        proc.terminate()
+        proc.wait(timeout=10)
+
     def test_item18_port_out_of_range_and_duplicate_queues_are_errors(self):
         bad = self.run_server(["--ephemeral", "--listen", "127.0.0.1:99999"])
         self.assertEqual(bad.returncode, 2)
@@ -363,6 +491,26 @@ class StartupTest(unittest.TestCase):
 
 class EdgeTest(PersistentCase):
     """Items 13, 14, 19, 20, 23."""
+
+    def test_upsert_and_delete_of_one_queue_in_one_batch(self):
+        # Found by the adversarial pass: an UpsertQueue answered after a
+        # DeleteQueue of the same queue in the same batch read a queue that
+        # was gone and took the server down.
+        futures = []
+        for i in range(200):
+            name = "race-%d" % (i % 4)
+            futures.append(self.admin.UpsertQueue.future(
+                e2e.admin.UpsertQueueRequest(queue=types().Queue(name=name)), timeout=T))
+            futures.append(self.admin.DeleteQueue.future(
+                e2e.admin.DeleteQueueRequest(name=name), timeout=T))
+        for f in futures:
+            try:
+                f.result()
+            except grpc.RpcError as e:
+                self.assertEqual(e.code(), grpc.StatusCode.NOT_FOUND, e.details())
+        self.assertTrue(self.server.alive(), self.server.output()[-3000:])
+        self.assertEqual(self.server.channel.unary_unary("/grpc.health.v1.Health/Check")(
+            b"", timeout=T), b"\x08\x01")
 
     def test_item13_health_per_service_and_a_frontend_without_a_core(self):
         for name in ("", "gangsched.v1.Scheduler", "gangsched.v1.Admin"):

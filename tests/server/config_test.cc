@@ -1,5 +1,6 @@
 #include "server/config.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace gangsched::server {
@@ -54,6 +55,32 @@ TEST(ConfigTest, ErrorsNameTheKey) {
   ASSERT_FALSE(negative.ok());
   EXPECT_NE(negative.status().message().find("quota"), absl::string_view::npos);
   EXPECT_FALSE(ParseConfig("queues: [").ok());
+}
+
+TEST(ConfigTest, ClassEntriesAreAsStrictAsQueues) {
+  // Each of these used to load: the typo as preemptible, the others as 0.
+  for (const char* bad :
+       {"  - {name: b, value: 100, preemtible: false}\n",
+        "  - {name: b, value: high}\n", "  - {name: b, value: 99.9}\n",
+        "  - {name: b, value: 99999999999}\n",
+        "  - {name: b, value: 1, preemptible: nope}\n", "  - {name: b}\n"}) {
+    auto config = ParseConfig(absl::StrCat("priority_classes:\n", bad,
+                                           "default_priority_class: b\n"));
+    ASSERT_FALSE(config.ok()) << bad;
+    EXPECT_NE(config.status().message().find("priority_classes[0]"),
+              absl::string_view::npos)
+        << config.status().message();
+  }
+}
+
+TEST(ConfigTest, DuplicateQueueNamesAreAnError) {
+  auto config = ParseConfig(
+      "queues:\n  - {name: a}\n  - {name: b}\n"
+      "  - {name: a}\n");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("queues[2].name: duplicate"),
+            absl::string_view::npos)
+      << config.status().message();
 }
 
 TEST(ConfigTest, EmbeddedDefaultHasOneOpenQueue) {

@@ -230,7 +230,7 @@ TEST_F(SqliteStoreTest, AnswersStayInTheLogUntilTheRequestIdTableForgetsThem) {
     StoreRows rows;
     for (uint64_t seq = from; seq < to; ++seq) {
       rows.answers.push_back(
-          {"Allocate/r" + std::to_string(seq), seq, 0, "", "reply"});
+          {"id:r" + std::to_string(seq), seq, 0, "", "reply"});
     }
     rows.answers_kept_from = kept_from;
     return rows;
@@ -253,8 +253,8 @@ TEST_F(SqliteStoreTest, AnswersStayInTheLogUntilTheRequestIdTableForgetsThem) {
     IdempotencyCache requests(3);
     ASSERT_TRUE(store->Load(s, requests).ok());
     EXPECT_EQ(requests.size(), 3u);
-    EXPECT_TRUE(requests.FindOrInsert("Allocate/r7").second);
-    EXPECT_FALSE(requests.FindOrInsert("Allocate/r6").second);
+    EXPECT_TRUE(requests.FindOrInsert("id:r7").second);
+    EXPECT_FALSE(requests.FindOrInsert("id:r6").second);
   }
   // More: every answer of the first row is forgotten, and the row goes.
   StoreRows second = answers(10, 30, 27);
@@ -265,8 +265,8 @@ TEST_F(SqliteStoreTest, AnswersStayInTheLogUntilTheRequestIdTableForgetsThem) {
   IdempotencyCache requests(3);
   ASSERT_TRUE(store->Load(s, requests).ok());
   EXPECT_EQ(requests.size(), 3u);
-  EXPECT_TRUE(requests.FindOrInsert("Allocate/r29").second);
-  EXPECT_FALSE(requests.FindOrInsert("Allocate/r26").second);
+  EXPECT_TRUE(requests.FindOrInsert("id:r29").second);
+  EXPECT_FALSE(requests.FindOrInsert("id:r26").second);
 }
 
 // Several writes on one open store: its id -> sequence map must follow
@@ -304,16 +304,16 @@ TEST_F(SqliteStoreTest, ManyWritesWithoutReopeningKeepOneRowPerId) {
 // stored answers until the old one is trimmed; a restart replays the newer.
 TEST_F(SqliteStoreTest, TheNewestAnswerOfARequestIdIsRestored) {
   StoreRows rows;
-  rows.answers.push_back({"Allocate/r", 0, 0, "", "first"});
-  rows.answers.push_back({"Allocate/x", 1, 0, "", "other"});
-  rows.answers.push_back({"Allocate/r", 2, 0, "", "second"});
+  rows.answers.push_back({"id:r", 0, 0, "", "first"});
+  rows.answers.push_back({"id:x", 1, 0, "", "other"});
+  rows.answers.push_back({"id:r", 2, 0, "", "second"});
   WriteOnce({&rows});
   Scheduler s;
   IdempotencyCache requests(10);
   auto loaded = Reload(s, requests);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(requests.size(), 2u);
-  auto [reply, existed] = requests.FindOrInsert("Allocate/r");
+  auto [reply, existed] = requests.FindOrInsert("id:r");
   ASSERT_TRUE(existed);
   EXPECT_EQ(reply->response, "second");
 }
@@ -394,7 +394,7 @@ TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldLayoutsAreMigrated) {
   ASSERT_TRUE(before.Submit(Workload("w", {Group("w", 1, 1, 1)}), now_).ok());
   before.RunCycle(now_);
   StoreRows rows = EncodeChanges(before, before.TakeChanges(), {});
-  rows.answers.push_back({"Allocate/w", 0, 0, "", "reply"});
+  rows.answers.push_back({"id:w", 0, 0, "", "reply"});
   ASSERT_TRUE(store->Write({&rows}).ok());
   const int64_t revision = before.revision();
   const uint64_t submit_seq = before.submit_seq();
@@ -441,8 +441,7 @@ TEST_F(SqliteStoreTest, ATrimOfEveryAnswerKeepsTheCounters) {
   rows.revision = 42;
   rows.submit_seq = 7;
   for (uint64_t seq = 2000; seq < 2003; ++seq)
-    rows.answers.push_back(
-        {"Allocate/r" + std::to_string(seq), seq, 0, "", "reply"});
+    rows.answers.push_back({"id:r" + std::to_string(seq), seq, 0, "", "reply"});
   rows.answers_kept_from = 5000;  // past every answer written
   WriteOnce({&rows});
   Scheduler s;
@@ -460,7 +459,7 @@ TEST_F(SqliteStoreTest, AnswersCarryTheCountersOfTheWholeCommit) {
   StoreRows first;
   first.revision = 10;
   first.submit_seq = 3;
-  first.answers.push_back({"Allocate/a", 0, 0, "", "reply"});
+  first.answers.push_back({"id:a", 0, 0, "", "reply"});
   StoreRows second;  // later in the same commit, no answers
   second.revision = 12;
   second.submit_seq = 4;
@@ -539,7 +538,7 @@ TEST_F(SqliteStoreTest, TheLogIsReplayedAndChurnNeverReachesTheTables) {
       {.dir = dir_.string(), .compact_commits = 2, .max_log_entries = 1000});
   ASSERT_NE(store, nullptr);
   auto commit = [&](const std::string& answer) {
-    auto [reply, existed] = requests.FindOrInsert("Allocate/" + answer);
+    auto [reply, existed] = requests.FindOrInsert("id:" + answer);
     ASSERT_FALSE(existed);
     reply->response = answer;
     StoreRows rows = EncodeChanges(s, s.TakeChanges(), requests.TakeNew());
@@ -579,9 +578,9 @@ TEST_F(SqliteStoreTest, TheLogIsReplayedAndChurnNeverReachesTheTables) {
   EXPECT_EQ(restarted.revision(), s.revision());
   EXPECT_EQ(restarted.submit_seq(), s.submit_seq());
   EXPECT_EQ(restored.size(), 8u);
-  EXPECT_TRUE(restored.FindOrInsert("Allocate/c19/release").second);
-  EXPECT_TRUE(restored.FindOrInsert("Allocate/c16").second);
-  EXPECT_FALSE(restored.FindOrInsert("Allocate/c15/release").second);
+  EXPECT_TRUE(restored.FindOrInsert("id:c19/release").second);
+  EXPECT_TRUE(restored.FindOrInsert("id:c16").second);
+  EXPECT_FALSE(restored.FindOrInsert("id:c15/release").second);
 }
 
 // Rows in the log replay over older rows in the tables: a workload id
@@ -661,7 +660,7 @@ TEST_F(SqliteStoreTest, ForgottenAnswersStayForgottenWithoutLogRows) {
     StoreRows answers;
     for (uint64_t seq = 0; seq < 4; ++seq) {
       answers.answers.push_back(
-          {"Allocate/r" + std::to_string(seq), seq, 0, "", "reply"});
+          {"id:r" + std::to_string(seq), seq, 0, "", "reply"});
     }
     ASSERT_TRUE(store->Write({&answers}).ok());  // over the bound: moved
     StoreRows later;
@@ -674,7 +673,7 @@ TEST_F(SqliteStoreTest, ForgottenAnswersStayForgottenWithoutLogRows) {
   IdempotencyCache requests(100);
   ASSERT_TRUE(Reload(s, requests).ok());
   EXPECT_EQ(requests.size(), 1u);
-  EXPECT_TRUE(requests.FindOrInsert("Allocate/r3").second);
+  EXPECT_TRUE(requests.FindOrInsert("id:r3").second);
 }
 
 // A log over its bound drops its oldest rows even while their answers are
@@ -688,8 +687,7 @@ TEST_F(SqliteStoreTest, AFullLogMovesKeptAnswersToTheAnswersTable) {
       StoreRows rows;
       rows.revision = static_cast<int64_t>(seq);
       for (uint64_t a : {seq, seq + 1}) {
-        rows.answers.push_back(
-            {"Allocate/r" + std::to_string(a), a, 0, "", "reply"});
+        rows.answers.push_back({"id:r" + std::to_string(a), a, 0, "", "reply"});
       }
       ASSERT_TRUE(store->Write({&rows}).ok());
     }
@@ -705,8 +703,7 @@ TEST_F(SqliteStoreTest, AFullLogMovesKeptAnswersToTheAnswersTable) {
   EXPECT_EQ(requests.size(), 10u);
   EXPECT_EQ(s.revision(), 8);
   for (int a = 0; a < 10; ++a) {
-    auto [entry, existed] =
-        requests.FindOrInsert("Allocate/r" + std::to_string(a));
+    auto [entry, existed] = requests.FindOrInsert("id:r" + std::to_string(a));
     EXPECT_TRUE(existed) << a;
   }
 }
