@@ -85,8 +85,7 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
   // Quota, limit and fair share on every level of the path: the very
   // checks the cycle decides with (QueueChecks), reserved room included.
   lines.push_back("Queue checks (leaf first):");
-  answer.queue_checks =
-      QueueChecks(w, need, /*removed=*/nullptr, /*stop_at_failure=*/false);
+  answer.queue_checks = QueueChecks(w, need);
   for (const QueueCheck& check : answer.queue_checks) {
     lines.push_back(absl::StrCat("  ", check.message));
     if (!check.ok && answer.queue_verdict.code == PendingCode::kNone)

@@ -181,6 +181,14 @@ void Scheduler::RestoreCounters(int64_t revision, uint64_t submit_seq,
   for (std::string& id : dropped_at_restore_)
     changes_.workloads.insert(std::move(id));
   dropped_at_restore_.clear();
+  // Who evictions under way were made for (not stored: derived).
+  for (uint32_t id : active_) {
+    for (const Eviction& e : workloads_[id]->evictions) {
+      auto it = workload_ids_.find(e.preemptor);
+      if (it != workload_ids_.end() && workloads_[it->second.value()])
+        workloads_[it->second.value()]->had_victims = true;
+    }
+  }
   // What an older version left stuck moves on now, as real changes (events
   // and rows the first commit writes): a RELEASING workload with nothing
   // left to evict, and pods over a node's capacity (a data dir written

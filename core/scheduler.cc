@@ -1087,6 +1087,8 @@ void Scheduler::SetState(Workload& w, WorkloadState state, absl::Time now) {
   if (state == WorkloadState::kRunning && w.state != WorkloadState::kRunning) {
     w.running_since = now;
   }
+  if (state == WorkloadState::kRunning || state == WorkloadState::kReleased)
+    w.had_victims = false;  // bound, or gone: nothing to inherit
   SetActive(w, state != WorkloadState::kReleased);
   w.state = state;
 }
@@ -1253,80 +1255,114 @@ Scheduler::PlannedRequest Scheduler::PlanElasticReplica(
   return plan;
 }
 
-std::vector<QueueCheck> Scheduler::QueueChecks(
+template <typename Visit>
+void Scheduler::ForEachQueueCheck(
     const Workload& w, const ResourceVector& extra,
     const absl::flat_hash_map<uint32_t, ResourceVector>* removed,
-    bool stop_at_failure) const {
-  std::vector<QueueCheck> out;
+    Visit&& visit) const {
   for (QueueId qid = w.queue; qid.valid(); qid = queues_[qid.value()].parent) {
     const Queue& q = queues_[qid.value()];
-    ResourceVector freed;
+    const ResourceVector* freed = nullptr;
     if (removed != nullptr) {
       auto it = removed->find(qid.value());
-      if (it != removed->end()) freed = it->second;
+      if (it != removed->end()) freed = &it->second;
     }
     for (size_t i = 0; i < extra.size(); ++i) {
       ResourceId r(static_cast<uint32_t>(i));
       int64_t need = extra.Get(r);
       if (need <= 0) continue;
-      QuantityScale scale = resources_.Scale(r);
-      auto fmt = [&](int64_t v) {
-        return v == kUnlimited ? std::string("none") : FormatQuantity(v, scale);
-      };
-      QueueCheck check;
-      check.queue = q.spec.name;
-      check.resource = resources_.Name(r);
-      check.quota = q.QuotaOf(r);
-      check.limit = q.LimitOf(r);
-      check.request = need;
-      check.fair_share = q.fair_share.Get(r);
       // Room held for PIPELINED gangs counts like allocated: it is theirs.
-      int64_t held = q.allocated.Get(r) + q.reserved.Get(r) - freed.Get(r);
+      int64_t held = q.allocated.Get(r) + q.reserved.Get(r) -
+                     (freed != nullptr ? freed->Get(r) : 0);
       int64_t held_np = q.allocated_non_preemptible.Get(r) +
                         q.reserved_non_preemptible.Get(r);
-      check.allocated = held;
-      std::string problem;
-      if (check.limit != kUnlimited && held + need > check.limit) {
-        check.ok = false;
-        check.code = PendingCode::kQueueLimit;
-        problem = "over its limit";
-        check.reason =
-            absl::StrCat("queue ", q.spec.name, ": ", check.resource, " limit ",
-                         fmt(check.limit), ", held ", fmt(held),
-                         ", this needs ", fmt(need), " more");
-      } else if (!w.preemptible && check.quota != kUnlimited &&
-                 held_np + need > check.quota) {
-        check.ok = false;
-        check.code = PendingCode::kQueueQuota;
-        problem = "non-preemptible work over quota";
-        check.reason = absl::StrCat(
-            "queue ", q.spec.name, ": non-preemptible ", check.resource,
-            " would exceed quota ", fmt(check.quota), " (non-preemptible held ",
-            fmt(held_np), ", this needs ", fmt(need), ")");
+      int64_t limit = q.LimitOf(r);
+      int64_t quota = q.QuotaOf(r);
+      PendingCode code = PendingCode::kNone;
+      if (limit != kUnlimited && held + need > limit) {
+        code = PendingCode::kQueueLimit;
+      } else if (!w.preemptible && quota != kUnlimited &&
+                 held_np + need > quota) {
+        code = PendingCode::kQueueQuota;
       }
-      check.message = absl::StrCat(
-          q.spec.name, " ", check.resource, ": held ", fmt(held),
-          q.reserved.Get(r) > 0 ? absl::StrCat(" (", fmt(q.reserved.Get(r)),
-                                               " of it for pipelined gangs)")
-                                : "",
-          " + ", fmt(need), " needed; quota ", fmt(check.quota), ", limit ",
-          fmt(check.limit), ", fair share ", fmt(check.fair_share),
-          check.ok ? " — ok" : absl::StrCat(" — ", problem));
-      bool failed = !check.ok;
-      out.push_back(std::move(check));
-      if (failed && stop_at_failure) return out;
+      if (!visit(q, r, code, held, held_np, need)) return;
     }
   }
+}
+
+std::string Scheduler::QueueReasonText(const Queue& q, ResourceId r,
+                                       PendingCode code, int64_t held,
+                                       int64_t held_np, int64_t need) const {
+  QuantityScale scale = resources_.Scale(r);
+  if (code == PendingCode::kQueueLimit) {
+    return absl::StrCat("queue ", q.spec.name, ": ", resources_.Name(r),
+                        " limit ", FormatQuantity(q.LimitOf(r), scale),
+                        ", held ", FormatQuantity(held, scale), ", this needs ",
+                        FormatQuantity(need, scale), " more");
+  }
+  return absl::StrCat("queue ", q.spec.name, ": non-preemptible ",
+                      resources_.Name(r), " would exceed quota ",
+                      FormatQuantity(q.QuotaOf(r), scale),
+                      " (non-preemptible held ", FormatQuantity(held_np, scale),
+                      ", this needs ", FormatQuantity(need, scale), ")");
+}
+
+std::vector<QueueCheck> Scheduler::QueueChecks(
+    const Workload& w, const ResourceVector& extra) const {
+  std::vector<QueueCheck> out;
+  ForEachQueueCheck(
+      w, extra, nullptr,
+      [&](const Queue& q, ResourceId r, PendingCode code, int64_t held,
+          int64_t held_np, int64_t need) {
+        QuantityScale scale = resources_.Scale(r);
+        auto fmt = [&](int64_t v) {
+          return v == kUnlimited ? std::string("none")
+                                 : FormatQuantity(v, scale);
+        };
+        QueueCheck check;
+        check.queue = q.spec.name;
+        check.resource = resources_.Name(r);
+        check.quota = q.QuotaOf(r);
+        check.limit = q.LimitOf(r);
+        check.allocated = held;
+        check.request = need;
+        check.fair_share = q.fair_share.Get(r);
+        check.ok = code == PendingCode::kNone;
+        check.code = code;
+        if (!check.ok)
+          check.reason = QueueReasonText(q, r, code, held, held_np, need);
+        check.message = absl::StrCat(
+            q.spec.name, " ", check.resource, ": held ", fmt(held),
+            q.reserved.Get(r) > 0 ? absl::StrCat(" (", fmt(q.reserved.Get(r)),
+                                                 " of it for pipelined gangs)")
+                                  : "",
+            " + ", fmt(need), " needed; quota ", fmt(check.quota), ", limit ",
+            fmt(check.limit), ", fair share ", fmt(check.fair_share),
+            check.ok ? " — ok"
+            : code == PendingCode::kQueueLimit
+                ? " — over its limit"
+                : " — non-preemptible work over quota");
+        out.push_back(std::move(check));
+        return true;
+      });
   return out;
 }
 
 PendingReason Scheduler::CheckQueues(
     const Workload& w, const ResourceVector& extra,
     const absl::flat_hash_map<uint32_t, ResourceVector>* removed) const {
-  std::vector<QueueCheck> checks =
-      QueueChecks(w, extra, removed, /*stop_at_failure=*/true);
-  if (checks.empty() || checks.back().ok) return {};
-  return {checks.back().code, std::move(checks.back().reason)};
+  // The cycle's question, asked for every waiting gang: numbers only, and
+  // words for the first failure.
+  PendingReason reason;
+  ForEachQueueCheck(
+      w, extra, removed,
+      [&](const Queue& q, ResourceId r, PendingCode code, int64_t held,
+          int64_t held_np, int64_t need) {
+        if (code == PendingCode::kNone) return true;
+        reason = {code, QueueReasonText(q, r, code, held, held_np, need)};
+        return false;
+      });
+  return reason;
 }
 
 void Scheduler::AddReservedToQueuePath(QueueId leaf,

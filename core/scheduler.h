@@ -425,13 +425,21 @@ class Scheduler {
   ResourceVector MinimumNeed(const Workload& w) const;
   PlannedRequest PlanElasticReplica(const Workload& w) const;
   // The quota / limit checks along the queue path for `extra` more
-  // resources, leaf first: what the cycle decides with (CheckQueues, the
-  // first failure) and what Explain shows (all of them). `removed`:
-  // resources victims would free, per queue id on their paths.
-  std::vector<QueueCheck> QueueChecks(
+  // resources, leaf first, in one place: visit(queue, resource, code, held,
+  // held non-preemptible, need) per check, until it returns false. The
+  // cycle decides with it (CheckQueues: the first failure) and Explain shows
+  // it (QueueChecks: every check in words). `removed`: resources victims
+  // would free, per queue id on their paths.
+  template <typename Visit>
+  void ForEachQueueCheck(
       const Workload& w, const ResourceVector& extra,
       const absl::flat_hash_map<uint32_t, ResourceVector>* removed,
-      bool stop_at_failure) const;
+      Visit&& visit) const;
+  std::string QueueReasonText(const Queue& q, ResourceId r, PendingCode code,
+                              int64_t held, int64_t held_np,
+                              int64_t need) const;
+  std::vector<QueueCheck> QueueChecks(const Workload& w,
+                                      const ResourceVector& extra) const;
   PendingReason CheckQueues(const Workload& w, const ResourceVector& extra,
                             const absl::flat_hash_map<uint32_t, ResourceVector>*
                                 removed = nullptr) const;

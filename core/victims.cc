@@ -132,6 +132,7 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
 std::vector<Scheduler::VictimUnit> Scheduler::InheritedVictims(
     const Workload& preemptor) {
   std::vector<VictimUnit> out;
+  if (!preemptor.had_victims) return out;
   for (uint32_t id : active_) {
     Workload& v = *workloads_[id];
     for (const Eviction& e : v.evictions) {
@@ -464,6 +465,7 @@ void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
                                !preemptor.preemptible);
       });
   SetState(preemptor, WorkloadState::kPipelined, now);
+  preemptor.had_victims = true;
   preemptor.pending = {
       PendingCode::kWaitingForEvictions,
       absl::StrCat("placed onto room that ", waited_on.size(),

@@ -122,6 +122,10 @@ struct Workload {
   absl::Time updated;
   // RELEASING: where it goes once every eviction is confirmed.
   bool requeue_after_eviction = true;
+  // Evictions were made for it (it was PIPELINED) and may still be under
+  // way: a victim search for it then counts them first. Derived (set by
+  // Pipeline and by a restore), so searches of other gangs skip the walk.
+  bool had_victims = false;
   // Announced, unconfirmed evictions of this workload's own slots.
   std::vector<Eviction> evictions;
   int64_t revision = 0;
