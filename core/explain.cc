@@ -11,22 +11,20 @@ namespace {
 // The victim search's notes in words: which rule kept each candidate out.
 std::string WhyNoVictims(const VictimSearchNotes& notes) {
   std::vector<std::string> parts;
-  if (notes.protected_preempt_runtime > 0) {
-    parts.push_back(absl::StrCat(
-        notes.protected_preempt_runtime,
-        " lower-priority workload(s) in its queue started less than "
-        "preempt_min_runtime (",
-        absl::FormatDuration(notes.preempt_min_runtime),
-        ") ago and cannot be pushed below their minimum yet"));
-  }
-  if (notes.protected_reclaim_runtime > 0) {
-    parts.push_back(absl::StrCat(
-        notes.protected_reclaim_runtime,
-        " workload(s) of queues above their fair share started less than "
-        "reclaim_min_runtime (",
-        absl::FormatDuration(notes.reclaim_min_runtime),
-        ") ago and cannot be pushed below their minimum yet"));
-  }
+  auto protected_by = [&](int32_t count, absl::string_view who,
+                          absl::string_view rule, absl::Duration d) {
+    if (count <= 0) return;
+    parts.push_back(absl::StrCat(count, " ", who, " started less than ", rule,
+                                 " (", absl::FormatDuration(d),
+                                 ") ago and cannot be pushed below their "
+                                 "minimum yet"));
+  };
+  protected_by(notes.protected_preempt_runtime,
+               "lower-priority workload(s) in its queue", "preempt_min_runtime",
+               notes.preempt_min_runtime);
+  protected_by(notes.protected_reclaim_runtime,
+               "workload(s) of queues above their fair share",
+               "reclaim_min_runtime", notes.reclaim_min_runtime);
   int32_t unprotected =
       notes.in_queue_lower_priority + notes.reclaimable_elsewhere -
       notes.protected_preempt_runtime - notes.protected_reclaim_runtime;

@@ -410,11 +410,20 @@ void Scheduler::ShedOverCapacity(NodeId id, absl::Time now) {
   // no more than its allocatable and its pod capacity. Their pods still run
   // there: the shim is told to delete them (node_lost); they are placed
   // again elsewhere.
-  // By submission, so the events come out in the same order everywhere.
+  UnbindNewest(id, now, EventType::kEvicted, [&] {
+    return !node.used.FitsIn(node.allocatable) ||
+           static_cast<int64_t>(node.slots.size()) > node.max_pods;
+  });
+  DropNominationsOn(id, now);
+}
+
+void Scheduler::UnbindNewest(NodeId id, absl::Time now, EventType type,
+                             absl::FunctionRef<bool()> more) {
+  Node& node = nodes_[id.value()];
+  // One event per workload, in submission order, so the events come out in
+  // the same order everywhere.
   std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>> lost;
-  while ((!node.used.FitsIn(node.allocatable) ||
-          static_cast<int64_t>(node.slots.size()) > node.max_pods) &&
-         !node.slots.empty()) {
+  while (!node.slots.empty() && more()) {
     SlotKey key = node.slots.back();
     Workload& w = *workloads_[key.workload.value()];
     Unbind(w, key.group, key.index);
@@ -425,33 +434,20 @@ void Scheduler::ShedOverCapacity(NodeId id, absl::Time now) {
   for (auto& [seq, lost_slots] : lost) {
     auto& [wid, slots] = lost_slots;
     Workload& w = *workloads_[wid.value()];
-    Event& e = Record(EventType::kEvicted, w, now);
-    e.evictions.push_back(
-        {w.spec.id, std::move(slots), EvictionReason::kNodeLost, ""});
+    Event& e = Record(type, w, now);
+    if (type == EventType::kEvicted) {
+      e.evictions.push_back(
+          {w.spec.id, std::move(slots), EvictionReason::kNodeLost, ""});
+    } else {
+      e.released = std::move(slots);
+    }
   }
-  DropNominationsOn(id, now);
 }
 
 void Scheduler::RemoveNode(NodeId id, absl::Time now) {
   changes_.nodes.insert(nodes_[id.value()].name);
   Node& node = nodes_[id.value()];
-  // Group the lost slots per workload so each gets one event, in
-  // submission order.
-  std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>> lost;
-  while (!node.slots.empty()) {
-    SlotKey key = node.slots.back();
-    Workload& w = *workloads_[key.workload.value()];
-    Unbind(w, key.group, key.index);
-    auto& [wid, slots] = lost[w.submit_seq];
-    wid = w.id;
-    slots.push_back({w.spec.groups[key.group].name, key.index});
-  }
-  for (auto& [seq, lost_slots] : lost) {
-    auto& [wid, slots] = lost_slots;
-    Workload& w = *workloads_[wid.value()];
-    Event& e = Record(EventType::kReleased, w, now);
-    e.released = std::move(slots);
-  }
+  UnbindNewest(id, now, EventType::kReleased, [] { return true; });
   node.live = false;
   fair_share_dirty_ = true;
   DropNominationsOn(id, now);

@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -378,6 +379,10 @@ class Scheduler {
   // Unbinds a node's newest slots until it holds no more than its
   // allocatable and its pod capacity; their pods are evicted (node_lost).
   void ShedOverCapacity(NodeId id, absl::Time now);
+  // Unbinds a node's newest slots while `more()`; one `type` event per
+  // workload (kEvicted: node_lost evictions; kReleased: released slots).
+  void UnbindNewest(NodeId id, absl::Time now, EventType type,
+                    absl::FunctionRef<bool()> more);
   // PIPELINED gangs planned onto a node that was removed or lost room go
   // back to PENDING.
   void DropNominationsOn(NodeId id, absl::Time now);

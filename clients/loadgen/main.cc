@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -41,29 +42,6 @@ struct Stats {
   std::vector<double> allocate_ms, release_ms;
   std::map<std::string, int64_t> errors;
 };
-
-// The canonical name of a status code, as grpcurl and the docs spell it.
-const char* CodeName(grpc::StatusCode code) {
-  static constexpr const char* kNames[] = {"OK",
-                                           "CANCELLED",
-                                           "UNKNOWN",
-                                           "INVALID_ARGUMENT",
-                                           "DEADLINE_EXCEEDED",
-                                           "NOT_FOUND",
-                                           "ALREADY_EXISTS",
-                                           "PERMISSION_DENIED",
-                                           "RESOURCE_EXHAUSTED",
-                                           "FAILED_PRECONDITION",
-                                           "ABORTED",
-                                           "OUT_OF_RANGE",
-                                           "UNIMPLEMENTED",
-                                           "INTERNAL",
-                                           "UNAVAILABLE",
-                                           "DATA_LOSS",
-                                           "UNAUTHENTICATED"};
-  int i = static_cast<int>(code);
-  return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN_CODE";
-}
 
 double Percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
@@ -149,8 +127,11 @@ class Worker {
       std::string call = release            ? "Release"
                          : o_.mode == "get" ? "GetWorkload"
                                             : "Allocate";
-      ++stats_.errors[absl::StrCat(call, " ", CodeName(s.error_code()), ": ",
-                                   s.error_message().substr(0, 80))];
+      ++stats_.errors[absl::StrCat(
+          call, " ",
+          absl::StatusCodeToString(
+              static_cast<absl::StatusCode>(s.error_code())),
+          ": ", s.error_message().substr(0, 80))];
     }
     if (last || !s.ok()) {
       if (s.ok()) ++pairs_;
