@@ -140,7 +140,9 @@ bool PinnedByBoundPods(const GangRequest& request) {
 void Scheduler::RunCycle(absl::Time now) {
   // Resources only shrink during a cycle: a shape that failed stays failed.
   shape_failures_.clear();
-  // Commands settle what they unsettle; this only catches a restore's.
+  // Commands and the restore settle what they unsettle; what is left
+  // (workloads released since, for which there is nothing to do) is dropped
+  // here so the list never grows.
   SettleUnsettled(now);
   RecomputeQueueCounters();
   if (fair_share_dirty_) RecomputeFairShares();

@@ -2,6 +2,7 @@
 // cordon flag, which slots sit on it, and how many pods it may hold.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -27,6 +28,20 @@ struct SlotKey {
 // for a node whose allocatable does not name `pods`.
 inline constexpr int64_t kDefaultMaxPods = 110;
 inline constexpr absl::string_view kPodsResource = "pods";
+
+// A node's room per amount, as people and clients see it. Room nominated
+// for a PIPELINED gang may still be held by victims waiting for their
+// confirmation, so allocatable - used - reserved can go below 0: free room
+// never does, and the part of the nomination victims still hold is shown
+// apart as awaiting eviction.
+inline int64_t FreeRoom(int64_t allocatable, int64_t used, int64_t reserved) {
+  return std::max<int64_t>(0, allocatable - used - reserved);
+}
+inline int64_t AwaitingEviction(int64_t allocatable, int64_t used,
+                                int64_t reserved) {
+  int64_t left = allocatable - used - reserved;
+  return left < 0 ? std::min(-left, reserved) : 0;
+}
 
 struct Node {
   std::string name;

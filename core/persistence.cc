@@ -190,11 +190,10 @@ void Scheduler::RestoreCounters(int64_t revision, uint64_t submit_seq,
     }
   }
   // What an older version left stuck moves on now, as real changes (events
-  // and rows the first commit writes): a RELEASING workload with nothing
-  // left to evict, and pods over a node's capacity (a data dir written
-  // before nodes had a pod capacity), which are evicted like pods of a node
-  // that lost room.
-  SettleUnsettled(now);
+  // and rows the first commit writes): pods over a node's capacity (a data
+  // dir written before nodes had a pod capacity), which are evicted like
+  // pods of a node that lost room, and then every RELEASING workload with
+  // nothing left to evict.
   for (uint32_t i = 0; i < nodes_.size(); ++i) {
     if (nodes_[i].live) ShedOverCapacity(NodeId(i), now);
   }

@@ -599,27 +599,19 @@ absl::Status Scheduler::ValidateAgainstState(const WorkloadSpec& spec,
   const PriorityClass* cls = FindClass(spec.priority_class);
   ResourceVector held = existing->BoundResources();
   if (existing->preemptible && !cls->preemptible && !held.IsZero()) {
-    for (QueueId qid = existing->queue; qid.valid();
-         qid = queues_[qid.value()].parent) {
-      const Queue& q = queues_[qid.value()];
-      for (size_t i = 0; i < held.size(); ++i) {
-        ResourceId r(static_cast<uint32_t>(i));
-        int64_t quota = q.QuotaOf(r);
-        if (held.Get(r) <= 0 || quota == kUnlimited) continue;
-        int64_t np = q.allocated_non_preemptible.Get(r) +
-                     q.reserved_non_preemptible.Get(r);
-        if (np + held.Get(r) > quota) {
-          QuantityScale scale = resources_.Scale(r);
-          return absl::FailedPreconditionError(absl::StrCat(
-              "workload.priority_class: class \"", cls->name,
-              "\" is non-preemptible, and the bound pods (", resources_.Name(r),
-              " ", FormatQuantity(held.Get(r), scale), ") would take queue ",
-              q.spec.name, "'s non-preemptible use to ",
-              FormatQuantity(np + held.Get(r), scale), ", over its quota ",
-              FormatQuantity(quota, scale),
-              "; release the pods or keep a preemptible class"));
-        }
-      }
+    // The cycle's own checks, as for a new non-preemptible gang of what it
+    // holds: its pods taken out of every queue on its path, then put back.
+    absl::flat_hash_map<uint32_t, ResourceVector> out_of_path;
+    for (QueueId q = existing->queue; q.valid(); q = queues_[q.value()].parent)
+      out_of_path[q.value()] = held;
+    PendingReason reason =
+        CheckQueues(existing->queue, /*preemptible=*/false, held, &out_of_path);
+    if (reason.code != PendingCode::kNone) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "workload.priority_class: class \"", cls->name,
+          "\" is non-preemptible, and its bound pods do not pass the queue "
+          "checks a new non-preemptible gang of them would: ",
+          reason.message, "; release the pods or keep a preemptible class"));
     }
   }
   return absl::OkStatus();
@@ -1253,10 +1245,10 @@ Scheduler::PlannedRequest Scheduler::PlanElasticReplica(
 
 template <typename Visit>
 void Scheduler::ForEachQueueCheck(
-    const Workload& w, const ResourceVector& extra,
+    QueueId leaf, bool preemptible, const ResourceVector& extra,
     const absl::flat_hash_map<uint32_t, ResourceVector>* removed,
     Visit&& visit) const {
-  for (QueueId qid = w.queue; qid.valid(); qid = queues_[qid.value()].parent) {
+  for (QueueId qid = leaf; qid.valid(); qid = queues_[qid.value()].parent) {
     const Queue& q = queues_[qid.value()];
     const ResourceVector* freed = nullptr;
     if (removed != nullptr) {
@@ -1277,7 +1269,7 @@ void Scheduler::ForEachQueueCheck(
       PendingCode code = PendingCode::kNone;
       if (limit != kUnlimited && held + need > limit) {
         code = PendingCode::kQueueLimit;
-      } else if (!w.preemptible && quota != kUnlimited &&
+      } else if (!preemptible && quota != kUnlimited &&
                  held_np + need > quota) {
         code = PendingCode::kQueueQuota;
       }
@@ -1307,7 +1299,7 @@ std::vector<QueueCheck> Scheduler::QueueChecks(
     const Workload& w, const ResourceVector& extra) const {
   std::vector<QueueCheck> out;
   ForEachQueueCheck(
-      w, extra, nullptr,
+      w.queue, w.preemptible, extra, nullptr,
       [&](const Queue& q, ResourceId r, PendingCode code, int64_t held,
           int64_t held_np, int64_t need) {
         QuantityScale scale = resources_.Scale(r);
@@ -1345,13 +1337,13 @@ std::vector<QueueCheck> Scheduler::QueueChecks(
 }
 
 PendingReason Scheduler::CheckQueues(
-    const Workload& w, const ResourceVector& extra,
+    QueueId leaf, bool preemptible, const ResourceVector& extra,
     const absl::flat_hash_map<uint32_t, ResourceVector>* removed) const {
   // The cycle's question, asked for every waiting gang: numbers only, and
   // words for the first failure.
   PendingReason reason;
   ForEachQueueCheck(
-      w, extra, removed,
+      leaf, preemptible, extra, removed,
       [&](const Queue& q, ResourceId r, PendingCode code, int64_t held,
           int64_t held_np, int64_t need) {
         if (code == PendingCode::kNone) return true;
@@ -1398,19 +1390,12 @@ void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
 // ---------------------------------------------------------------------------
 // Answers
 
-std::vector<Binding> Scheduler::BindingsOf(const Workload& w) const {
+std::vector<Binding> Scheduler::SlotsOn(const Workload& w,
+                                        SlotNodes which) const {
   std::vector<Binding> out;
-  ForEachBinding(
-      w, [&](const std::string& group, int32_t index, const std::string& node) {
-        out.push_back({group, index, node});
-      });
-  return out;
-}
-
-std::vector<Binding> Scheduler::NominationsOf(const Workload& w) const {
-  std::vector<Binding> out;
-  ForEachNomination(
-      w, [&](const std::string& group, int32_t index, const std::string& node) {
+  ForEachSlotOn(
+      w, which,
+      [&](const std::string& group, int32_t index, const std::string& node) {
         out.push_back({group, index, node});
       });
   return out;

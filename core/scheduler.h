@@ -277,15 +277,23 @@ class Scheduler {
     return workloads_;
   }
   const ResourceTable& resources() const { return resources_; }
-  std::vector<Binding> BindingsOf(const Workload& workload) const;
-  std::vector<Binding> NominationsOf(const Workload& workload) const;
+  std::vector<Binding> BindingsOf(const Workload& workload) const {
+    return SlotsOn(workload, &GroupState::slot_node);
+  }
+  std::vector<Binding> NominationsOf(const Workload& workload) const {
+    return SlotsOn(workload, &GroupState::slot_nominated);
+  }
   // The same without copies: fn(group name, slot index, node name) per
   // bound slot (ForEachBinding) or per nominated slot (ForEachNomination),
   // groups in placement order.
   template <typename Fn>
-  void ForEachBinding(const Workload& workload, Fn&& fn) const;
+  void ForEachBinding(const Workload& workload, Fn&& fn) const {
+    ForEachSlotOn(workload, &GroupState::slot_node, fn);
+  }
   template <typename Fn>
-  void ForEachNomination(const Workload& workload, Fn&& fn) const;
+  void ForEachNomination(const Workload& workload, Fn&& fn) const {
+    ForEachSlotOn(workload, &GroupState::slot_nominated, fn);
+  }
   // Root-first path of a live queue.
   const std::vector<QueueId>& QueuePath(QueueId queue) const {
     return queue_paths_[queue.value()];
@@ -356,6 +364,12 @@ class Scheduler {
     std::vector<VictimUnit> units;
     GangPlacement placement;  // the preemptor's nodes once they are gone
   };
+  // Bindings and nominations alike: the slots whose `which` node is set.
+  using SlotNodes = SlotVector<NodeId> GroupState::*;
+  template <typename Fn>
+  void ForEachSlotOn(const Workload& w, SlotNodes which, Fn&& fn) const;
+  std::vector<Binding> SlotsOn(const Workload& w, SlotNodes which) const;
+
   // scheduler.cc: commands and bookkeeping.
   absl::Status ValidateAgainstState(const WorkloadSpec& spec,
                                     const Workload* existing) const;
@@ -437,7 +451,7 @@ class Scheduler {
   // would free, per queue id on their paths.
   template <typename Visit>
   void ForEachQueueCheck(
-      const Workload& w, const ResourceVector& extra,
+      QueueId leaf, bool preemptible, const ResourceVector& extra,
       const absl::flat_hash_map<uint32_t, ResourceVector>* removed,
       Visit&& visit) const;
   std::string QueueReasonText(const Queue& q, ResourceId r, PendingCode code,
@@ -447,7 +461,12 @@ class Scheduler {
                                       const ResourceVector& extra) const;
   PendingReason CheckQueues(const Workload& w, const ResourceVector& extra,
                             const absl::flat_hash_map<uint32_t, ResourceVector>*
-                                removed = nullptr) const;
+                                removed = nullptr) const {
+    return CheckQueues(w.queue, w.preemptible, extra, removed);
+  }
+  PendingReason CheckQueues(
+      QueueId leaf, bool preemptible, const ResourceVector& extra,
+      const absl::flat_hash_map<uint32_t, ResourceVector>* removed) const;
   void AddReservedToQueuePath(QueueId leaf, const ResourceVector& amount,
                               bool non_preemptible);
   void Commit(Workload& w, const PlannedRequest& plan,
@@ -623,23 +642,13 @@ class Scheduler {
 };
 
 template <typename Fn>
-void Scheduler::ForEachBinding(const Workload& w, Fn&& fn) const {
+void Scheduler::ForEachSlotOn(const Workload& w, SlotNodes which,
+                              Fn&& fn) const {
   for (uint32_t g : w.group_order) {
-    const GroupState& state = w.groups[g];
-    for (int32_t i = 0; i < static_cast<int32_t>(state.slot_node.size()); ++i) {
-      NodeId n = state.slot_node[i];
-      if (n.valid()) fn(w.spec.groups[g].name, i, nodes_[n.value()].name);
-    }
-  }
-}
-
-template <typename Fn>
-void Scheduler::ForEachNomination(const Workload& w, Fn&& fn) const {
-  for (uint32_t g : w.group_order) {
-    const GroupState& state = w.groups[g];
-    for (int32_t i = 0; i < static_cast<int32_t>(state.slot_node.size()); ++i) {
-      NodeId n = state.slot_nominated[i];
-      if (n.valid()) fn(w.spec.groups[g].name, i, nodes_[n.value()].name);
+    const SlotVector<NodeId>& on = w.groups[g].*which;
+    for (int32_t i = 0; i < static_cast<int32_t>(on.size()); ++i) {
+      if (on[i].valid())
+        fn(w.spec.groups[g].name, i, nodes_[on[i].value()].name);
     }
   }
 }

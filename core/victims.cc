@@ -1,7 +1,6 @@
-// Reclaim across queues, preempt inside a queue (docs/SCHEDULING.md, "Taking
-// resources back"), the
-// choice of a minimal set of victims (§4.8), pipelining (§4.9) and the
-// Preempt command.
+// Reclaim across queues, preempt inside a queue, the choice of a minimal set
+// of victims (docs/SCHEDULING.md, "Taking resources back"), pipelining
+// ("Pipelining and confirmation") and the Preempt command.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -341,12 +340,19 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
   };
   absl::flat_hash_map<uint32_t, size_t> leaf_index;
   std::vector<LeafCandidates> leaves;
+  // A leaf's share once the victims chosen so far (inherited ones first)
+  // are gone.
+  auto share_without_taken = [&](uint32_t leaf) {
+    const Queue& q = queues_[leaf];
+    auto it = taken.find(leaf);
+    return it == taken.end()
+               ? q.DominantShare()
+               : DominantShareOf(q.allocated - it->second, q.fair_share);
+  };
   for (VictimUnit& unit : candidates) {
     uint32_t leaf = unit.workload->queue.value();
     auto [it, added] = leaf_index.try_emplace(leaf, leaves.size());
-    if (added) {
-      leaves.push_back({leaf, {}, queues_[leaf].DominantShare()});
-    }
+    if (added) leaves.push_back({leaf, {}, share_without_taken(leaf)});
     leaves[it->second].units.push_back(&unit);
   }
   for (LeafCandidates& l : leaves) {
@@ -384,9 +390,7 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
     if (!Eligible(preemptor, unit, need, chosen)) continue;
     chosen.push_back(unit);
     take(unit);
-    const Queue& leaf = queues_[best->leaf];
-    best->overshare =
-        DominantShareOf(leaf.allocated - taken[best->leaf], leaf.fair_share);
+    best->overshare = share_without_taken(best->leaf);
     if (!need.FitsIn(free)) continue;
     found = fits(chosen, &result.placement);
   }

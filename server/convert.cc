@@ -681,17 +681,13 @@ void NodeToProto(const Scheduler& scheduler, const Node& in,
   for (const auto& [k, v] : in.labels) (*node->mutable_labels())[k] = v;
   node->set_schedulable(in.schedulable);
   ResourcesToProto(table, in.used, out->mutable_allocated());
-  // Room nominated for a PIPELINED gang may still be held by a victim
-  // waiting for its confirmation: free never goes below 0, and the part
-  // victims still hold is shown apart.
-  ResourceVector free = in.Free();
-  ResourceVector awaiting;
-  for (size_t i = 0; i < free.size(); ++i) {
+  ResourceVector free, awaiting;
+  for (size_t i = 0; i < table.size(); ++i) {
     ResourceId r(static_cast<uint32_t>(i));
-    if (free.Get(r) < 0) {
-      awaiting.Set(r, std::min(-free.Get(r), in.reserved.Get(r)));
-      free.Set(r, 0);
-    }
+    int64_t a = in.allocatable.Get(r), u = in.used.Get(r),
+            n = in.reserved.Get(r);
+    free.Set(r, FreeRoom(a, u, n));
+    awaiting.Set(r, AwaitingEviction(a, u, n));
   }
   ResourcesToProto(table, free, out->mutable_free());
   ResourcesToProto(table, in.reserved, out->mutable_nominated());

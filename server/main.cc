@@ -334,7 +334,6 @@ int Run(int argc, char** argv) {
       flags->log_format == "json" ? LogFormat::kJson : LogFormat::kText,
       spdlog::level::from_str(flags->log_level));
 
-  // Signals are taken by one thread with sigwait; block them everywhere else.
   if (flags->role == "frontend") return RunFrontend(*flags, signals);
 
   SchedulerOptions scheduler_options{

@@ -21,6 +21,25 @@ using Ctx = CoreLoop::Context;
 // A list answer stops before it passes this many bytes, so it fits a
 // client's default 4 MiB message limit with room for the rest.
 constexpr size_t kMaxListBytes = 3 << 20;
+
+// Appends workload `w` to a list answer `*bytes` long so far, unless that
+// would take it past kMaxListBytes (the first of a page is always taken:
+// every page must move on). False when it did not fit.
+bool AppendWithinBytes(
+    const Scheduler& s, const Workload& w, SpecCache& specs,
+    SpecCache::Keep keep, bool always,
+    google::protobuf::RepeatedPtrField<v1::WorkloadStatus>* list,
+    size_t* bytes) {
+  v1::WorkloadStatus* item = list->Add();
+  WorkloadToProto(s, w, specs, item, keep);
+  size_t size = item->ByteSizeLong();
+  if (!always && *bytes + size > kMaxListBytes) {
+    list->RemoveLast();
+    return false;
+  }
+  *bytes += size;
+  return true;
+}
 using ApplyFn = std::function<void(Ctx&)>;
 using ReplyFn = std::function<grpc::Status(Ctx&)>;
 
@@ -494,9 +513,9 @@ grpc::ServerUnaryReactor* SchedulerService::Preempt(
     for (const auto& e : *state->evictions)
       ToProto(e, response->add_evictions());
     response->set_revision(c.scheduler.revision());
-    const Workload* w = c.scheduler.FindWorkload(state->id);
     if (!state->dry_run) {
       // Gone altogether only if it was released and then forgotten.
+      const Workload* w = c.scheduler.FindWorkload(state->id);
       response->set_state(w ? ToProto(w->state) : v1::WORKLOAD_STATE_RELEASED);
     }
     return grpc::Status::OK;
@@ -641,14 +660,11 @@ grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
         // A page ends at page_size workloads or before kMaxListBytes.
         size_t bytes = 0, taken = 0;
         for (; taken < matching.size() && taken < page_size; ++taken) {
-          v1::WorkloadStatus* item = response->add_workloads();
-          WorkloadToProto(s, *matching[taken], *specs, item);
-          size_t size = item->ByteSizeLong();
-          if (taken > 0 && bytes + size > kMaxListBytes) {
-            response->mutable_workloads()->RemoveLast();
+          if (!AppendWithinBytes(s, *matching[taken], *specs,
+                                 SpecCache::Keep::kEvicting, taken == 0,
+                                 response->mutable_workloads(), &bytes)) {
             break;
           }
-          bytes += size;
         }
         if (taken < matching.size()) {
           response->set_next_page_token(matching[taken - 1]->spec.id);
@@ -822,15 +838,12 @@ grpc::ServerUnaryReactor* AdminService::GetClusterSnapshot(
                   });
         size_t bytes = response->ByteSizeLong();
         for (const Workload* w : all) {
-          v1::WorkloadStatus* item = response->add_workloads();
-          WorkloadToProto(s, *w, *specs, item, SpecCache::Keep::kIfRoom);
-          size_t size = item->ByteSizeLong();
-          if (bytes + size > kMaxListBytes) {
-            response->mutable_workloads()->RemoveLast();
+          if (!AppendWithinBytes(s, *w, *specs, SpecCache::Keep::kIfRoom,
+                                 /*always=*/false,
+                                 response->mutable_workloads(), &bytes)) {
             response->set_workloads_truncated(true);
             break;
           }
-          bytes += size;
         }
         response->set_revision(s.revision());
         return grpc::Status::OK;

@@ -249,13 +249,10 @@ std::string NodeTable(const StatusSnapshot& s) {
       if (r.allocatable == 0 && r.used == 0) continue;
       used.push_back(
           absl::StrCat(r.resource, "=", FormatQuantity(r.used, r.scale)));
-      // Room nominated for a pipelined gang may still be held by a victim
-      // that waits for its confirmation: free is never below 0, and that
-      // part is shown apart.
-      int64_t left = r.allocatable - r.used - r.reserved;
-      int64_t awaiting = left < 0 ? std::min(-left, r.reserved) : 0;
+      int64_t awaiting = AwaitingEviction(r.allocatable, r.used, r.reserved);
       free.push_back(absl::StrCat(
-          r.resource, "=", FormatQuantity(std::max<int64_t>(left, 0), r.scale),
+          r.resource, "=",
+          FormatQuantity(FreeRoom(r.allocatable, r.used, r.reserved), r.scale),
           awaiting > 0 ? absl::StrCat(" (", FormatQuantity(awaiting, r.scale),
                                       " awaiting eviction)")
                        : ""));

@@ -148,6 +148,18 @@ TEST_F(HardeningTest, RemovingAClassInUseIsRefusedAndARestartKeepsItsValues) {
     return c.name == "build-preemptible";
   });
   EXPECT_TRUE(s_->SetPriorityClasses(without_bp, "train").ok());
+  // A spec naming no class was admitted with the default: that class is in
+  // use too, and a new default does not free it.
+  Submit(Workload("plain", {Group("w", 1, 1, 1)}, "q"));
+  std::vector<PriorityClass> without_train = without_bp;
+  std::erase_if(without_train,
+                [](const PriorityClass& c) { return c.name == "train"; });
+  absl::Status default_in_use = s_->SetPriorityClasses(without_train, "build");
+  EXPECT_EQ(default_in_use.code(), absl::StatusCode::kFailedPrecondition)
+      << default_in_use;
+  EXPECT_NE(default_in_use.message().find("\"train\""),
+            absl::string_view::npos);
+  EXPECT_EQ(s_->default_priority_class(), "train");
 
   // A restart whose config lacks "build": b1 keeps priority 100,
   // non-preemptible, with a warning; the released r1 restores too.

@@ -191,6 +191,25 @@ queues:
         self.assertEqual(qty(q.allocated_non_preemptible.get(GPU, "0")), 1)
         self.assertEqual(self.get("b1").state, types().WORKLOAD_STATE_RUNNING)
 
+    def test_item2_the_default_class_a_workload_was_admitted_with_stays(self):
+        # Found by the adversarial pass: a workload naming no class was
+        # admitted with the default (train); a reload removing train and
+        # making build the default was accepted, and Explain then called it
+        # build, non-preemptible.
+        self.nodes(e2e.node("n0", 8))
+        self.allocate(gpu_workload("plain", 1))
+        self.assertIn("priority class train", self.sched.Explain(
+            pb().ExplainRequest(workload_id="plain"), timeout=T).text)
+        self.server.write_config(self.config.replace(
+            "  - {name: train, value: 50, preemptible: true}\n", "").replace(
+            "default_priority_class: train", "default_priority_class: build"))
+        self.server.sighup()
+        self.wait_for_log("config not reloaded")
+        self.assertIn('class \\"train\\" is used by workload \\"plain\\"',
+                      self.server.output())
+        self.assertEqual(self.admin.GetPriorityClasses(
+            e2e.admin.GetPriorityClassesRequest(), timeout=T).default_class, "train")
+
     def test_item3_releasing_workload_whose_node_is_removed_moves_on(self):
         self.nodes(e2e.node("n0", 4), e2e.node("n1", 4))
         self.allocate(gpu_workload("a", 4))
@@ -301,12 +320,6 @@ class ContractTest(PersistentCase):
                              timeout=T)
         self.assertIn("request_id", err.details())
         self.assertEqual(self.get("a").state, types().WORKLOAD_STATE_RUNNING)
-
-    def test_a_default_class_in_use_cannot_be_removed(self):
-        self.nodes(e2e.node("n0", 8))
-        self.allocate(gpu_workload("plain", 1))  # no class: the default, train
-        self.assertIn("priority class train", self.sched.Explain(
-            pb().ExplainRequest(workload_id="plain"), timeout=T).text)
 
     def test_bounds_found_by_the_adversarial_pass(self):
         huge = e2e.workload("huge", *[e2e.group("g%d" % i, {"cpu": "1m"}, 1, 30000)

@@ -96,6 +96,7 @@ class Model:
             ("--stale-gang-grace-seconds", "0", "--tick-seconds", "1",
              "--watch-heartbeat-seconds", "0.2", "--max-queue-depth", "4"))
         self.answers = []  # (method, request, code, response bytes)
+        self.restarts = 0
         self.state = None
         self.leaves = ["a1", "a2", "b1"]
         self.extra_queues = {}  # admin-made leaves: name -> parent
@@ -525,6 +526,7 @@ class Model:
                     kill = self.rng.random() < 0.8
                     self.history.append("step %d: %s" % (step, "kill -9" if kill else "stop"))
                     self.restart(kill)
+                    self.restarts += 1
                     continue
                 what, code, read_only = self.op(step)
                 self.history.append("step %d: %s -> %s" % (step, what, code.name))
@@ -551,8 +553,10 @@ class ModelTest(unittest.TestCase):
         steps = int(os.environ.get("MODEL_STEPS", "300"))
         for seed in seeds:
             started = time.monotonic()
-            Model(seed, steps).run()
-            print("seed %d: %d steps in %.1f s" % (seed, steps, time.monotonic() - started))
+            model = Model(seed, steps)
+            model.run()
+            print("seed %d: %d steps, %d restarts, in %.1f s"
+                  % (seed, steps, model.restarts, time.monotonic() - started))
 
 
 def setUpModule():
