@@ -734,19 +734,25 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
         ++live;
       }
     }
-    // Shrink: drop the highest live replicas, unbinding their pods.
-    for (int32_t r = static_cast<int32_t>(state.replica_live.size()) - 1;
-         live > want && r >= 0; --r) {
-      if (!state.replica_live[r]) continue;
-      for (int32_t p = 0; p < gs.pods_per_replica; ++p) {
-        int32_t slot = r * gs.pods_per_replica + p;
-        if (state.slot_node[slot].valid()) {
-          Unbind(w, g, slot);
-          dropped.push_back({gs.name, slot});
+    // Shrink: drop replicas with nothing bound first (no running pod is
+    // lost for a slot that was never placed), then the highest bound ones,
+    // unbinding their pods (docs/SCHEDULING.md, "Elastic growth and
+    // shrink").
+    for (bool bound_too : {false, true}) {
+      for (int32_t r = static_cast<int32_t>(state.replica_live.size()) - 1;
+           live > want && r >= 0; --r) {
+        if (!state.replica_live[r]) continue;
+        if (!bound_too && state.ReplicaAnyBound(r)) continue;
+        for (int32_t p = 0; p < gs.pods_per_replica; ++p) {
+          int32_t slot = r * gs.pods_per_replica + p;
+          if (state.slot_node[slot].valid()) {
+            Unbind(w, g, slot);
+            dropped.push_back({gs.name, slot});
+          }
         }
+        state.replica_live[r] = 0;
+        --live;
       }
-      state.replica_live[r] = 0;
-      --live;
     }
   }
   w.ResetGroupOrder();

@@ -60,6 +60,13 @@ bool GroupState::ReplicaBound(int32_t replica) const {
   return true;
 }
 
+bool GroupState::ReplicaAnyBound(int32_t replica) const {
+  for (int32_t p = 0; p < pods_per_replica; ++p) {
+    if (slot_node[replica * pods_per_replica + p].valid()) return true;
+  }
+  return false;
+}
+
 int32_t GroupState::BoundReplicas() const {
   int32_t n = 0;
   for (int32_t r = 0; r < static_cast<int32_t>(replica_live.size()); ++r) {

@@ -93,6 +93,7 @@ struct GroupState {
     return std::min(std::max(min_replicas, 0), LiveReplicas());
   }
   bool ReplicaBound(int32_t replica) const;
+  bool ReplicaAnyBound(int32_t replica) const;
   int32_t BoundReplicas() const;
   int32_t BoundPods() const;
   int32_t LivePods() const { return LiveReplicas() * pods_per_replica; }

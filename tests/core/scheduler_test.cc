@@ -2,6 +2,7 @@
 
 #include <map>
 #include <random>
+#include <set>
 
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"
@@ -357,6 +358,33 @@ TEST_F(SchedulerTest, SpecUpdateGrowsAndShrinksDesired) {
   EXPECT_EQ(s_.Submit(changed, Now()).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(BoundPerGroup("ray/a")["w"], 3);
+}
+
+TEST_F(SchedulerTest, LowerDesiredDropsUnplacedReplicasBeforeBoundOnes) {
+  // 3 GPUs: replicas 0..2 are placed, 3..5 wait for room.
+  Nodes(1, 3);
+  Allocate(Workload("ray/a", {Group("w", 1, 1, 6, 8)}));
+  ASSERT_EQ(BoundPerGroup("ray/a")["w"], 3);
+  // The pod of slot 1 failed: its replica waits too, below the bound 2.
+  ASSERT_TRUE(s_.Release("ray/a", {{"w", 1}}, false, Now()).ok());
+  s_.UpsertNodes({GpuNode("n0", 2)}, Now());
+  Cycle();
+  std::set<int32_t> bound_before;
+  for (const auto& b : s_.Answer("ray/a")->bindings) {
+    bound_before.insert(b.index);
+  }
+  ASSERT_EQ(bound_before.size(), 2u);
+  // Down to 2: only replicas with nothing bound go, whatever their index.
+  Allocate(Workload("ray/a", {Group("w", 1, 1, 2, 8)}));
+  std::set<int32_t> bound_after;
+  for (const auto& b : s_.Answer("ray/a")->bindings) {
+    bound_after.insert(b.index);
+  }
+  EXPECT_EQ(bound_after, bound_before);
+  // Down to 1: now a bound replica goes, the highest.
+  Allocate(Workload("ray/a", {Group("w", 1, 1, 1, 8)}));
+  ASSERT_EQ(s_.Answer("ray/a")->bindings.size(), 1u);
+  EXPECT_EQ(s_.Answer("ray/a")->bindings[0].index, *bound_before.begin());
 }
 
 TEST_F(SchedulerTest, RemovedNodeLosesSlotsWhichArePlacedAgain) {
