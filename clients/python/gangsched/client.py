@@ -1,0 +1,275 @@
+"""The typed client: one method per RPC, a deadline on every call, and
+retries with exponential backoff that reuse the call's request_id, so a
+retried Allocate / Release / Preempt can never act twice (the server answers
+a request id it has seen with its stored answer; see docs/ARCHITECTURE.md,
+"Idempotent requests")."""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+import grpc
+
+from gangsched import _stubs
+from gangsched.spec import node as make_node
+from gangsched.spec import workload_spec
+
+# Codes a retry with the same request id can fix: the server was not
+# reached, or the answer was lost. Everything else is the caller's.
+RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+             grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED)
+
+
+class GangschedError(Exception):
+    """A call that failed for good: the gRPC code and the server's message
+    (which names the field for INVALID_ARGUMENT)."""
+
+    def __init__(self, method: str, code: grpc.StatusCode,
+                 details: str) -> None:
+        super().__init__(f"{method}: {code.name}: {details}")
+        self.method = method
+        self.code = code
+        self.details = details
+
+
+def new_request_id(prefix: str = "") -> str:
+    """A fresh request id; give your own to make a call idempotent across
+    process restarts."""
+    return f"{prefix}{uuid.uuid4().hex}"
+
+
+def _slot_refs(slots: Iterable[Any]) -> list[Any]:
+    refs = []
+    for s in slots:
+        if isinstance(s, str):
+            group, _, index = s.rpartition("/")
+            refs.append(_stubs.types_pb2.SlotRef(group=group, index=int(index)))
+        elif isinstance(s, tuple):
+            refs.append(_stubs.types_pb2.SlotRef(group=s[0], index=int(s[1])))
+        else:
+            refs.append(s)
+    return refs
+
+
+class Client:
+    """gangsched's Scheduler and Admin services over one channel.
+
+    ``timeout`` is each attempt's deadline; ``retries`` how many more
+    attempts a retryable failure gets (backoff from ``backoff`` doubling up
+    to ``max_backoff``, with jitter).
+    """
+
+    def __init__(self, target: str, *, timeout: float = 10.0,
+                 retries: int = 6, backoff: float = 0.1,
+                 max_backoff: float = 5.0,
+                 credentials: grpc.ChannelCredentials | None = None,
+                 channel: grpc.Channel | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.target = target
+        if channel is None:
+            options = [("grpc.max_receive_message_length", 64 << 20)]
+            channel = (grpc.secure_channel(target, credentials, options)
+                       if credentials else
+                       grpc.insecure_channel(target, options))
+        self.channel = channel
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._sleep = sleep
+        self.scheduler = _stubs.scheduler_pb2_grpc.SchedulerStub(channel)
+        self.admin = _stubs.admin_pb2_grpc.AdminStub(channel)
+        # Retries taken so far, by method (for callers' metrics).
+        self.retried: dict[str, int] = {}
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- the retry loop ---------------------------------------------------
+
+    def call(self, method: str, stub_method: Callable[..., Any],
+             request: Any, timeout: float | None = None) -> Any:
+        """One unary call with deadline and retries; the request (and so its
+        request_id) is the same object on every attempt."""
+        delay = self.backoff
+        attempt = 0
+        while True:
+            try:
+                return stub_method(request,
+                                   timeout=timeout or self.timeout)
+            except grpc.RpcError as e:
+                code = e.code()
+                if code not in RETRYABLE or attempt >= self.retries:
+                    raise GangschedError(method, code, e.details() or "") \
+                        from None
+            attempt += 1
+            self.retried[method] = self.retried.get(method, 0) + 1
+            self._sleep(delay * (0.5 + random.random() / 2))
+            delay = min(delay * 2, self.max_backoff)
+
+    # -- Scheduler ----------------------------------------------------------
+
+    def allocate(self, spec: Any, *, request_id: str | None = None,
+                 dry_run: bool = False, timeout: float | None = None) -> Any:
+        """Submits or updates a workload; ``spec`` is a WorkloadSpec or a
+        dict for :func:`gangsched.workload_spec`."""
+        if isinstance(spec, Mapping):
+            spec = workload_spec(spec)
+        request = _stubs.scheduler_pb2.AllocateRequest(
+            request_id=request_id or new_request_id("allocate-"),
+            workload=spec, dry_run=dry_run)
+        return self.call("Allocate", self.scheduler.Allocate, request,
+                         timeout)
+
+    def release(self, workload_id: str, slots: Sequence[Any] = (), *,
+                shrink: bool = False, reason: str = "",
+                request_id: str | None = None,
+                timeout: float | None = None) -> Any:
+        """Frees slots ("group/index", (group, index) or SlotRef), or with
+        no slots the whole workload."""
+        request = _stubs.scheduler_pb2.ReleaseRequest(
+            request_id=request_id or new_request_id("release-"),
+            workload_id=workload_id, slots=_slot_refs(slots), reason=reason,
+            shrink=shrink)
+        return self.call("Release", self.scheduler.Release, request, timeout)
+
+    def preempt(self, workload_id: str, scope: str = "WHOLE", *,
+                requeue: bool = False, reason: str = "",
+                dry_run: bool = False, request_id: str | None = None,
+                timeout: float | None = None) -> Any:
+        request = _stubs.scheduler_pb2.PreemptRequest(
+            request_id=request_id or new_request_id("preempt-"),
+            workload_id=workload_id,
+            scope=_stubs.scheduler_pb2.PreemptScope.Value(
+                "PREEMPT_SCOPE_" + scope.upper()),
+            requeue=requeue, reason=reason, dry_run=dry_run)
+        return self.call("Preempt", self.scheduler.Preempt, request, timeout)
+
+    def _nodes(self, nodes: Iterable[Any]) -> list[Any]:
+        return [make_node(**n) if isinstance(n, Mapping) else n
+                for n in nodes]
+
+    def upsert_nodes(self, nodes: Iterable[Any], *,
+                     request_id: str | None = None) -> Any:
+        request = _stubs.scheduler_pb2.UpsertNodesRequest(
+            request_id=request_id or new_request_id("nodes-"),
+            nodes=self._nodes(nodes))
+        return self.call("UpsertNodes", self.scheduler.UpsertNodes, request)
+
+    def remove_nodes(self, names: Iterable[str], *,
+                     request_id: str | None = None) -> Any:
+        request = _stubs.scheduler_pb2.RemoveNodesRequest(
+            request_id=request_id or new_request_id("nodes-"),
+            names=list(names))
+        return self.call("RemoveNodes", self.scheduler.RemoveNodes, request)
+
+    def sync_nodes(self, nodes: Iterable[Any], *,
+                   request_id: str | None = None) -> Any:
+        request = _stubs.scheduler_pb2.SyncNodesRequest(
+            request_id=request_id or new_request_id("nodes-"),
+            nodes=self._nodes(nodes))
+        return self.call("SyncNodes", self.scheduler.SyncNodes, request)
+
+    def get_workload(self, workload_id: str) -> Any | None:
+        """The workload's status, or None if the server does not know it."""
+        try:
+            return self.call(
+                "GetWorkload", self.scheduler.GetWorkload,
+                _stubs.scheduler_pb2.GetWorkloadRequest(
+                    workload_id=workload_id))
+        except GangschedError as e:
+            if e.code == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise
+
+    def list_workloads(self, queue: str = "", state: str = "",
+                       page_size: int = 500) -> tuple[list[Any], int]:
+        """Every workload (all pages) and the revision of the first page."""
+        out: list[Any] = []
+        token = ""
+        revision = -1
+        state_value = (_stubs.types_pb2.WorkloadState.Value(
+            "WORKLOAD_STATE_" + state.upper()) if state else 0)
+        while True:
+            page = self.call("ListWorkloads", self.scheduler.ListWorkloads,
+                             _stubs.scheduler_pb2.ListWorkloadsRequest(
+                                 queue=queue, state=state_value,
+                                 page_size=page_size, page_token=token))
+            if revision < 0:
+                revision = page.revision
+            out.extend(page.workloads)
+            token = page.next_page_token
+            if not token:
+                return out, revision
+
+    def explain(self, workload_id: str) -> Any:
+        return self.call("Explain", self.scheduler.Explain,
+                         _stubs.scheduler_pb2.ExplainRequest(
+                             workload_id=workload_id))
+
+    def watch(self, from_revision: int = 0, workload_id: str = "",
+              **options: Any) -> Iterator[Any]:
+        """Events after ``from_revision``, forever; see :class:`Watcher`."""
+        from gangsched.watch import Watcher
+        return iter(Watcher(self, from_revision, workload_id, **options))
+
+    # -- Admin --------------------------------------------------------------
+
+    def upsert_queue(self, queue: Any) -> Any:
+        if isinstance(queue, Mapping):
+            queue = _queue(queue)
+        return self.call("UpsertQueue", self.admin.UpsertQueue,
+                         _stubs.admin_pb2.UpsertQueueRequest(
+                             request_id=new_request_id("queue-"),
+                             queue=queue))
+
+    def delete_queue(self, name: str) -> Any:
+        return self.call("DeleteQueue", self.admin.DeleteQueue,
+                         _stubs.admin_pb2.DeleteQueueRequest(
+                             request_id=new_request_id("queue-"), name=name))
+
+    def list_queues(self) -> list[Any]:
+        return list(self.call("ListQueues", self.admin.ListQueues,
+                              _stubs.admin_pb2.ListQueuesRequest()).queues)
+
+    def priority_classes(self) -> Any:
+        return self.call("GetPriorityClasses", self.admin.GetPriorityClasses,
+                         _stubs.admin_pb2.GetPriorityClassesRequest())
+
+    def cluster_snapshot(self) -> Any:
+        return self.call("GetClusterSnapshot", self.admin.GetClusterSnapshot,
+                         _stubs.admin_pb2.GetClusterSnapshotRequest())
+
+
+def _queue(value: Mapping[str, Any]) -> Any:
+    """A Queue message from a dict: resources map to {quota, limit,
+    over_quota_weight}; durations in seconds."""
+    types = _stubs.types_pb2
+    value = dict(value)
+    queue = types.Queue(name=str(value.pop("name")),
+                        parent=str(value.pop("parent", "") or ""))
+    if "priority" in value:
+        queue.priority = int(value.pop("priority"))
+    for res, r in (value.pop("resources", None) or {}).items():
+        qr = queue.resources[res]
+        if "quota" in r:
+            qr.quota = str(r["quota"])
+        if "limit" in r:
+            qr.limit = str(r["limit"])
+        if "over_quota_weight" in r:
+            qr.over_quota_weight = float(r["over_quota_weight"])
+    for field in ("preempt_min_runtime", "reclaim_min_runtime"):
+        if field in value:
+            getattr(queue, field).FromSeconds(int(value.pop(field)))
+    if value:
+        raise ValueError(f"queue: unknown fields {sorted(value)}")
+    return queue

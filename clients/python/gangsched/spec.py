@@ -1,0 +1,194 @@
+"""WorkloadSpec and Node messages from plain dicts, checked as the server
+checks them, so a mistake is reported before a call (naming the field)
+rather than as an INVALID_ARGUMENT afterwards.
+
+The rules are docs/SCHEDULING.md's ("Workloads and groups"): names are
+1..253 characters without whitespace; resources are quantities; counts are
+>= 0 with min <= desired <= max (max 0 means desired); pods_per_replica
+(0 means 1) divides every count; the gang minimum holds at least one pod.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gangsched import _stubs
+from gangsched.quantity import is_resource_name, parse_quantity
+
+MAX_NAME = 253
+MAX_GROUPS = 64
+MAX_PODS_PER_GROUP = 100_000
+
+STRATEGIES = ("BINPACK", "SPREAD", "PACK", "STRICT_PACK", "STRICT_SPREAD")
+
+
+class SpecError(ValueError):
+    """A spec the server would refuse; `field` is the proto field path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def _name(value: Any, field: str) -> str:
+    if not isinstance(value, str) or value == "":
+        raise SpecError(field, "must not be empty")
+    if len(value) > MAX_NAME:
+        raise SpecError(field, f"longer than {MAX_NAME} characters")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
+        raise SpecError(field, "must not contain whitespace or control "
+                        "characters")
+    return value
+
+
+def _count(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(field, "must be an integer")
+    if value < 0:
+        raise SpecError(field, "must be >= 0")
+    if value > 2**31 - 1:
+        raise SpecError(field, "too large")
+    return value
+
+
+def _resources(value: Mapping[str, Any] | None, field: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, amount in (value or {}).items():
+        where = f'{field}["{name}"]'
+        if not is_resource_name(name):
+            raise SpecError(where, "resource names are non-empty names of "
+                            "[A-Za-z0-9._/-]")
+        text = str(amount)
+        try:
+            parse_quantity(text, name)
+        except ValueError as e:
+            raise SpecError(where, str(e)) from None
+        out[name] = text
+    return out
+
+
+def _labels(value: Mapping[str, Any] | None, field: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, text in (value or {}).items():
+        where = f'{field}["{key}"]'
+        if not is_resource_name(key):
+            raise SpecError(where, "label keys are non-empty names of "
+                            "[A-Za-z0-9._/-]")
+        if len(str(text)) > MAX_NAME:
+            raise SpecError(where, "value too long")
+        out[key] = str(text)
+    return out
+
+
+def _placement(value: Mapping[str, Any] | None, field: str) -> Any:
+    types = _stubs.types_pb2
+    value = dict(value or {})
+    strategy = str(value.pop("strategy", "BINPACK") or "BINPACK").upper()
+    strategy = strategy.removeprefix("PLACEMENT_STRATEGY_")
+    if strategy not in STRATEGIES:
+        raise SpecError(f"{field}.strategy",
+                        f"one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    key = str(value.pop("topology_key", "") or "")
+    if key and not is_resource_name(key):
+        raise SpecError(f"{field}.topology_key", "not a label key")
+    required = bool(value.pop("required", False))
+    if value:
+        raise SpecError(field, f"unknown fields {sorted(value)}")
+    return types.Placement(
+        strategy=types.PlacementStrategy.Value(
+            "PLACEMENT_STRATEGY_" + strategy),
+        topology_key=key, required=required)
+
+
+def group_spec(value: Mapping[str, Any], field: str = "group") -> Any:
+    """One GroupSpec from a dict with the proto's field names."""
+    value = dict(value)
+    name = _name(value.pop("name", ""), f"{field}.name")
+    resources = _resources(value.pop("resources", None), f"{field}.resources")
+    if "pods" in resources:
+        raise SpecError(f'{field}.resources["pods"]', '"pods" is a node\'s '
+                        "pod capacity, not a resource a pod asks for")
+    min_count = _count(value.pop("min_count", 0), f"{field}.min_count")
+    desired = _count(value.pop("desired_count", min_count),
+                     f"{field}.desired_count")
+    max_count = _count(value.pop("max_count", 0), f"{field}.max_count")
+    per_replica = _count(value.pop("pods_per_replica", 1),
+                         f"{field}.pods_per_replica")
+    effective_max = max_count or desired
+    effective_per = per_replica or 1
+    if min_count > desired:
+        raise SpecError(f"{field}.min_count", f"min_count {min_count} is "
+                        f"greater than desired_count {desired}")
+    if desired > effective_max:
+        raise SpecError(f"{field}.desired_count", f"desired_count {desired} "
+                        f"is greater than max_count {effective_max}")
+    if effective_max > MAX_PODS_PER_GROUP:
+        raise SpecError(f"{field}.max_count",
+                        f"at most {MAX_PODS_PER_GROUP} pods per group")
+    for what, count in (("min_count", min_count), ("desired_count", desired),
+                        ("max_count", effective_max)):
+        if count % effective_per:
+            raise SpecError(f"{field}.pods_per_replica",
+                            f"pods_per_replica {effective_per} does not "
+                            f"divide {what} {count}")
+    placement = value.pop("placement", None)
+    selector = _labels(value.pop("node_selector", None),
+                       f"{field}.node_selector")
+    if value:
+        raise SpecError(field, f"unknown fields {sorted(value)}")
+    group = _stubs.types_pb2.GroupSpec(
+        name=name, resources=resources, min_count=min_count,
+        desired_count=desired, max_count=max_count,
+        pods_per_replica=per_replica, node_selector=selector)
+    if placement is not None:
+        group.placement.CopyFrom(_placement(placement, f"{field}.placement"))
+    return group
+
+
+def workload_spec(value: Mapping[str, Any]) -> Any:
+    """A WorkloadSpec from a dict with the proto's field names, e.g.
+
+    ``{"id": "ns/c", "queue": "team-a", "groups": [{"name": "head",
+    "resources": {"cpu": "1"}, "min_count": 1}]}``.
+    Raises SpecError naming the field the server would name.
+    """
+    value = dict(value)
+    spec = _stubs.types_pb2.WorkloadSpec(
+        id=_name(value.pop("id", ""), "workload.id"),
+        queue=_name(value.pop("queue", ""), "workload.queue"))
+    priority_class = value.pop("priority_class", "") or ""
+    if priority_class:
+        spec.priority_class = _name(priority_class, "workload.priority_class")
+    groups = value.pop("groups", None) or []
+    if not groups:
+        raise SpecError("workload.groups", "at least one group is needed")
+    if len(groups) > MAX_GROUPS:
+        raise SpecError("workload.groups", f"at most {MAX_GROUPS} groups")
+    seen: set[str] = set()
+    for i, g in enumerate(groups):
+        group = group_spec(g, f"workload.groups[{i}]")
+        if group.name in seen:
+            raise SpecError(f"workload.groups[{i}].name",
+                            f'duplicate group name "{group.name}"')
+        seen.add(group.name)
+        spec.groups.append(group)
+    if sum(g.min_count for g in spec.groups) < 1:
+        raise SpecError("workload.groups", "the gang minimum must hold at "
+                        "least one pod (every min_count is 0)")
+    placement = value.pop("placement", None)
+    if placement is not None:
+        spec.placement.CopyFrom(_placement(placement, "workload.placement"))
+    spec.labels.update(_labels(value.pop("labels", None), "workload.labels"))
+    if value:
+        raise SpecError("workload", f"unknown fields {sorted(value)}")
+    return spec
+
+
+def node(name: str, allocatable: Mapping[str, Any],
+         labels: Mapping[str, Any] | None = None,
+         schedulable: bool = True) -> Any:
+    """A Node message, checked like a WorkloadSpec."""
+    return _stubs.types_pb2.Node(
+        name=_name(name, "node.name"),
+        allocatable=_resources(allocatable, "node.allocatable"),
+        labels=_labels(labels, "node.labels"), schedulable=schedulable)

@@ -1,0 +1,279 @@
+"""The gangsched Python client against the real server binary."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import grpc
+import pytest
+
+import gangsched
+from gangsched import GangschedError, Resync, SpecError, Watcher
+from gangsched.quantity import format_quantity, parse_quantity
+
+
+def _spec(wid: str, workers: int = 2, gpus: str = "1",
+          max_workers: int = 0, min_workers: int = -1) -> dict[str, Any]:
+    return {"id": wid, "queue": "default", "groups": [
+        {"name": "head", "resources": {"cpu": "1"}, "min_count": 1},
+        {"name": "worker", "resources": {"nvidia.com/gpu": gpus},
+         "min_count": workers if min_workers < 0 else min_workers,
+         "desired_count": workers,
+         "max_count": max_workers}]}
+
+
+def _nodes(client: gangsched.Client, count: int = 2, gpus: int = 4) -> None:
+    client.upsert_nodes([{"name": f"n{i}", "allocatable": {
+        "cpu": "8", "memory": "32Gi", "nvidia.com/gpu": str(gpus)}}
+        for i in range(count)])
+
+
+def _client(server: Any, **kw: Any) -> gangsched.Client:
+    return gangsched.Client(f"127.0.0.1:{server.port}", **kw)
+
+
+# -- quantities and specs (no server) ---------------------------------------
+
+@pytest.mark.parametrize("text,resource,amount", [
+    ("500m", "cpu", 500), ("1.5", "cpu", 1500), ("16Gi", "memory", 16 << 30),
+    ("0.5", "nvidia.com/gpu", 500), ("2e3", "cpu", 2_000_000),
+    ("1n", "cpu", 1), ("4k", "memory", 4000), ("1.", "cpu", 1000)])
+def test_quantities_parse_as_the_server_does(text: str, resource: str,
+                                             amount: int) -> None:
+    assert parse_quantity(text, resource) == amount
+
+
+@pytest.mark.parametrize("text", ["", "-1", "abc", "1.2.3", "1Zi", ".",
+                                  "9" * 30])
+def test_bad_quantities_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not a valid quantity"):
+        parse_quantity(text, "cpu")
+
+
+def test_format_is_shortest_exact() -> None:
+    assert format_quantity(1500, "cpu") == "1500m"
+    assert format_quantity(4000, "cpu") == "4"
+    assert format_quantity(16 << 30, "memory") == "16Gi"
+
+
+@pytest.mark.parametrize("mutate,field", [
+    (lambda s: s["groups"][1].update(min_count=3), "workload.groups[1]"
+     ".min_count"),
+    (lambda s: s["groups"][1].update(resources={"cpu": "x"}),
+     'workload.groups[1].resources["cpu"]'),
+    (lambda s: s["groups"][1].update(pods_per_replica=3),
+     "workload.groups[1].pods_per_replica"),
+    (lambda s: s.update(queue=""), "workload.queue"),
+    (lambda s: s["groups"].append(dict(s["groups"][0])),
+     "workload.groups[2].name"),
+])
+def test_spec_errors_name_the_field_the_server_names(
+        server: Any, mutate: Any, field: str) -> None:
+    spec = _spec("ns/bad")
+    mutate(spec)
+    with pytest.raises(SpecError) as local:
+        gangsched.workload_spec(spec)
+    assert local.value.field == field
+    # The server, sent the same thing unchecked, names the same field.
+    from gangsched import _stubs
+    raw = _stubs.types_pb2.WorkloadSpec(id=spec["id"], queue=spec["queue"])
+    for g in spec["groups"]:
+        raw.groups.add(name=g["name"], resources=g.get("resources", {}),
+                       min_count=g.get("min_count", 0),
+                       desired_count=g.get("desired_count",
+                                           g.get("min_count", 0)),
+                       max_count=g.get("max_count", 0),
+                       pods_per_replica=g.get("pods_per_replica", 0))
+    with _client(server) as c, pytest.raises(GangschedError) as remote:
+        c.allocate(raw)
+    assert remote.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert remote.value.details.startswith(field), remote.value.details
+
+
+# -- calls ------------------------------------------------------------------
+
+def test_allocate_release_and_explain(server: Any) -> None:
+    with _client(server) as c:
+        _nodes(c)
+        reply = c.allocate(_spec("ray/a", workers=3, max_workers=6))
+        assert len(reply.bindings) == 4
+        status = c.get_workload("ray/a")
+        assert status is not None and len(status.bindings) == 4
+        assert c.get_workload("ray/none") is None
+        released = c.release("ray/a", ["worker/0"], shrink=False)
+        assert [(s.group, s.index) for s in released.released_slots] == \
+            [("worker", 0)]
+        assert c.explain("ray/a").workload_id == "ray/a"
+        workloads, revision = c.list_workloads()
+        assert [w.spec.id for w in workloads] == ["ray/a"]
+        assert revision >= released.revision
+
+
+class _LoseFirstAnswer(grpc.UnaryUnaryClientInterceptor):
+    """The call reaches the server, but its first answer is lost."""
+
+    def __init__(self) -> None:
+        self.lost = 0
+
+    def intercept_unary_unary(self, continuation: Any, details: Any,
+                              request: Any) -> Any:
+        outcome = continuation(details, request)
+        if self.lost == 0 and details.method.endswith(("/Allocate",
+                                                       "/Release")):
+            outcome.result()  # the server acted
+            self.lost += 1
+            raise _Unavailable()
+        return outcome
+
+
+class _Unavailable(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "answer lost"
+
+
+def test_a_retry_after_a_lost_answer_does_not_act_twice(server: Any) -> None:
+    with _client(server) as setup:
+        _nodes(setup)
+        setup.allocate(_spec("ray/a", workers=4, max_workers=4,
+                             min_workers=1))
+    interceptor = _LoseFirstAnswer()
+    channel = grpc.intercept_channel(
+        grpc.insecure_channel(f"127.0.0.1:{server.port}"), interceptor)
+    c = gangsched.Client("", channel=channel, sleep=lambda s: None)
+    # Shrink by one replica; the answer is lost and the call retried.
+    c.release("ray/a", ["worker/3"], shrink=True)
+    assert interceptor.lost == 1 and c.retried == {"Release": 1}
+    status = c.get_workload("ray/a")
+    desired = {g.name: g.desired_count for g in status.spec.groups}
+    assert desired["worker"] == 3  # once, not twice
+    # The same id with another request is refused, naming request_id.
+    c.release("ray/a", ["worker/2"], request_id="fixed")
+    with pytest.raises(GangschedError) as e:
+        c.release("ray/a", ["worker/1"], request_id="fixed")
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "request_id" in e.value.details
+    c.close()
+
+
+def test_unavailable_is_retried_until_the_server_is_back(server: Any) -> None:
+    with _client(server) as c:
+        _nodes(c)
+    server.kill9()
+    restarter = threading.Timer(0.5, server.start)
+    restarter.start()
+    with _client(server, backoff=0.05, max_backoff=0.5, retries=30,
+                 timeout=2.0) as c:
+        reply = c.allocate(_spec("ray/b"))
+        assert reply.workload_id == "ray/b"
+        assert c.retried.get("Allocate", 0) >= 1
+    restarter.join()
+
+
+def test_a_call_that_cannot_succeed_is_not_retried(server: Any) -> None:
+    with _client(server) as c:
+        with pytest.raises(GangschedError) as e:
+            c.release("ray/none", [])
+        assert e.value.code == grpc.StatusCode.NOT_FOUND
+        assert c.retried == {}
+
+
+# -- watch ------------------------------------------------------------------
+
+def _collect(watcher: Watcher, out: list[Any]) -> threading.Thread:
+    def run() -> None:
+        for item in watcher:
+            out.append(item)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def _wait(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)  # polling, bounded by the deadline
+    raise AssertionError("condition not met in time")
+
+
+def _events(out: list[Any], kind: str) -> list[Any]:
+    from gangsched import _stubs
+    value = _stubs.scheduler_pb2.EventType.Value("EVENT_TYPE_" + kind)
+    return [e for e in out if not isinstance(e, Resync) and e.type == value]
+
+
+def test_watch_resumes_after_a_restart_without_losing_events(
+        server: Any) -> None:
+    c = _client(server, backoff=0.05, timeout=2.0, retries=40)
+    _nodes(c)
+    out: list[Any] = []
+    watcher = Watcher(c, 0, heartbeat_timeout=5.0, reconnect_delay=0.05)
+    thread = _collect(watcher, out)
+    _wait(lambda: any(isinstance(i, Resync) for i in out))
+    c.allocate(_spec("ray/one"))
+    _wait(lambda: any(e.workload_id == "ray/one" for e in _events(out,
+                                                                  "BOUND")))
+    server.kill9()
+    server.start()
+    c.allocate(_spec("ray/two"))
+    _wait(lambda: any(e.workload_id == "ray/two" for e in _events(out,
+                                                                  "BOUND")))
+    assert watcher.reconnects >= 1
+    assert watcher.resyncs == 1  # only the start: the revision was kept
+    revisions = [e.revision for e in out if not isinstance(e, Resync)
+                 and e.type != 5]
+    assert revisions == sorted(set(revisions))  # none twice, in order
+    watcher.stop()
+    thread.join(5)
+    c.close()
+
+
+def test_watch_resyncs_when_the_server_was_wiped(server: Any) -> None:
+    import shutil
+    c = _client(server, backoff=0.05, timeout=2.0, retries=40)
+    _nodes(c)
+    c.allocate(_spec("ray/old"))
+    c.allocate(_spec("ray/older"))
+    out: list[Any] = []
+    watcher = Watcher(c, 0, heartbeat_timeout=5.0, reconnect_delay=0.05)
+    thread = _collect(watcher, out)
+    _wait(lambda: watcher.resyncs == 1)
+    server.kill9()
+    shutil.rmtree(server.data_dir)
+    server.start()
+    _nodes(c)
+    _wait(lambda: watcher.resyncs == 2)
+    resync = [i for i in out if isinstance(i, Resync)][-1]
+    assert resync.workloads == [] or all(
+        w.spec.id not in ("ray/old", "ray/older") for w in resync.workloads)
+    assert "from_revision" in resync.reason
+    watcher.stop()
+    thread.join(5)
+    c.close()
+
+
+def test_a_silent_stream_is_detected_by_missing_heartbeats(
+        server: Any) -> None:
+    c = _client(server, timeout=2.0)
+    out: list[Any] = []
+    watcher = Watcher(c, 0, heartbeat_timeout=2.5, reconnect_delay=0.05)
+    thread = _collect(watcher, out)
+    _wait(lambda: len(_events(out, "HEARTBEAT")) >= 1)
+    os.kill(server.proc.pid, signal.SIGSTOP)  # the peer goes silent
+    try:
+        _wait(lambda: watcher.reconnects >= 1, timeout=8.0)
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    before = len(_events(out, "HEARTBEAT"))
+    _wait(lambda: len(_events(out, "HEARTBEAT")) > before)
+    watcher.stop()
+    thread.join(5)
+    c.close()
