@@ -9,6 +9,7 @@ PACKAGES=(
   libabsl-dev prometheus-cpp-dev libyaml-cpp-dev libsqlite3-dev libspdlog-dev libfmt-dev libssl-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-yaml
+  python3-kubernetes python3-prometheus-client python3-pytest python3-setuptools
   curl nghttp2-client libcivetweb-dev libjemalloc-dev
   chromium prometheus etcd-server golang-etcd-server-dev
 )

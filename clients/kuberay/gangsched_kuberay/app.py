@@ -1,0 +1,323 @@
+"""The shim's process: informers (pods, nodes, RayClusters, RayJobs), a
+work queue of dirty RayClusters drained by one reconcile thread, the node
+reconciler, gangsched's event stream, and leader election. Only the leader
+writes; a standby keeps its caches warm so it takes over at once."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import gangsched
+from gangsched import GangschedError, Resync
+from gangsched_kuberay import metrics, names, pods as P
+from gangsched_kuberay.clusters import ClusterReconciler, Key
+from gangsched_kuberay.informer import Informer
+from gangsched_kuberay.kube import Kube
+from gangsched_kuberay.leader import LeaderElector
+from gangsched_kuberay.nodes import NodeReconciler
+
+log = logging.getLogger(__name__)
+
+
+class App:
+    def __init__(self, kube: Kube, client: gangsched.Client, *,
+                 scheduler_name: str, namespaces: list[str],
+                 default_queue: str, leader_election: bool,
+                 lease_namespace: str, lease_name: str,
+                 lease_seconds: float, tolerated_taints: list[str],
+                 bind_workers: int = 16,
+                 heartbeat_timeout: float = 30.0) -> None:
+        self.kube = kube
+        self.client = client
+        self.scheduler_name = scheduler_name
+        self.namespaces = namespaces
+        self.pool = ThreadPoolExecutor(bind_workers,
+                                       thread_name_prefix="kube-write")
+        self.stop_event = threading.Event()
+        self.exit_code = 0
+        self.heartbeat_timeout = heartbeat_timeout
+        # Indexes over the pod cache.
+        self._index_lock = threading.Lock()
+        self._pods_by_cluster: dict[Key, dict[str, dict]] = {}
+        self._pods_by_node: dict[str, dict[Key, dict]] = {}
+        # The work queue.
+        self._dirty: set[Key] = set()
+        self._dirty_cv = threading.Condition()
+        self._nodes_dirty = threading.Event()
+
+        self.pods = Informer(kube, "pods", None, self._pod_changed)
+        self.nodes_informer = Informer(kube, "nodes", None,
+                                       self._node_changed)
+        scopes = namespaces or [None]
+        self.clusters = [Informer(kube, "rayclusters", ns,
+                                  self._cluster_changed) for ns in scopes]
+        self.jobs = [Informer(kube, "rayjobs", ns, lambda *a: None)
+                     for ns in scopes]
+        self.node_reconciler = NodeReconciler(
+            client, scheduler_name, tolerated_taints,
+            nodes=self.nodes_informer.items,
+            node=lambda n: self.nodes_informer.get(("", n)),
+            pods_on=self._pods_on)
+        self.reconciler = ClusterReconciler(
+            kube, client, scheduler_name, default_queue, self.pool,
+            pods_of=self._pods_of, cluster_of=self._cluster,
+            rayjob_of=self._rayjob_of, mark_dirty=self.mark_dirty,
+            tolerated=self._tolerated)
+        identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        self.leader = None
+        if leader_election:
+            self.leader = LeaderElector(
+                kube, lease_namespace, lease_name, identity, lease_seconds,
+                renew_every=max(0.5, lease_seconds / 7),
+                on_started=self._became_leader, on_stopped=self._lost_lease)
+        self._acting = threading.Event()
+        self.watcher: gangsched.Watcher | None = None
+
+    # -- indexes -----------------------------------------------------------
+
+    def _pod_changed(self, kind: str, old: dict | None,
+                     new: dict | None) -> None:
+        pod = new or old
+        assert pod is not None
+        ns = P.meta(pod).get("namespace", "")
+        pkey = (ns, P.name(pod))
+        if self._in_scope(ns):
+            # Before the index changes: see ClusterReconciler.pod_changed.
+            self.reconciler.pod_changed(old, new)
+        with self._index_lock:
+            for p, present in ((old, False), (new, True)):
+                if p is None:
+                    continue
+                cluster = P.cluster_of(p)
+                node = P.node_of(p)
+                if cluster:
+                    bucket = self._pods_by_cluster.setdefault((ns, cluster),
+                                                              {})
+                    if present:
+                        bucket[P.name(p)] = p
+                    else:
+                        bucket.pop(P.name(p), None)
+                if node:
+                    bucket2 = self._pods_by_node.setdefault(node, {})
+                    if present:
+                        bucket2[pkey] = p
+                    else:
+                        bucket2.pop(pkey, None)
+        for p in (old, new):
+            if p is not None and P.node_of(p):
+                self.node_reconciler.mark(P.node_of(p))
+                self._nodes_dirty.set()
+        if self._in_scope(ns) and P.cluster_of(pod):
+            self.mark_dirty((ns, P.cluster_of(pod)))
+
+    def _pods_of(self, key: Key) -> list[dict]:
+        with self._index_lock:
+            return list(self._pods_by_cluster.get(key, {}).values())
+
+    def _pods_on(self, node: str) -> list[dict]:
+        with self._index_lock:
+            return list(self._pods_by_node.get(node, {}).values())
+
+    def _node_changed(self, kind: str, old: dict | None,
+                      new: dict | None) -> None:
+        self.node_reconciler.mark(P.name(new or old or {}))
+        self._nodes_dirty.set()
+
+    def _cluster_changed(self, kind: str, old: dict | None,
+                         new: dict | None) -> None:
+        obj = new or old or {}
+        self.mark_dirty((P.meta(obj).get("namespace", ""), P.name(obj)))
+
+    def _cluster(self, key: Key) -> dict | None:
+        for inf in self.clusters:
+            obj = inf.get(key)
+            if obj is not None:
+                return obj
+        return None
+
+    def _rayjob_of(self, key: Key) -> dict | None:
+        cluster = self._cluster(key)
+        if cluster is None:
+            return None
+        for ref in P.meta(cluster).get("ownerReferences") or []:
+            if ref.get("kind") == "RayJob":
+                for inf in self.jobs:
+                    job = inf.get((key[0], ref.get("name", "")))
+                    if job is not None:
+                        return job
+        return None
+
+    def _tolerated(self, pod: dict, node_name: str) -> bool:
+        """Whether the pod tolerates every NoSchedule / NoExecute taint of
+        the node (those --tolerate-taint lets gangsched use included)."""
+        node = self.nodes_informer.get(("", node_name))
+        if node is None:
+            return True
+        spec = pod.get("spec") or {}
+        return all(P.tolerates(spec, t)
+                   for t in (node.get("spec") or {}).get("taints") or []
+                   if t.get("effect") in ("NoSchedule", "NoExecute"))
+
+    def _in_scope(self, namespace: str) -> bool:
+        return not self.namespaces or namespace in self.namespaces
+
+    # -- the work queue ---------------------------------------------------------
+
+    def mark_dirty(self, key: Key) -> None:
+        if not self._in_scope(key[0]):
+            return
+        with self._dirty_cv:
+            self._dirty.add(key)
+            self._dirty_cv.notify()
+
+    def _mark_all(self) -> None:
+        keys = set()
+        for inf in self.clusters:
+            for obj in inf.items():
+                keys.add((P.meta(obj).get("namespace", ""), P.name(obj)))
+        with self.reconciler.lock:
+            keys |= set(self.reconciler.tracked)
+        for key in keys:
+            self.mark_dirty(key)
+
+    def _worker(self) -> None:
+        retry_at: dict[Key, float] = {}
+        while not self.stop_event.is_set():
+            with self._dirty_cv:
+                if not self._dirty:
+                    self._dirty_cv.wait(0.5)
+            if not self._acting.is_set():
+                continue
+            if self._nodes_dirty.is_set():
+                self._nodes_dirty.clear()
+                try:
+                    self.node_reconciler.flush()
+                except GangschedError as e:
+                    log.warning("node update: %s", e)
+                    self._nodes_dirty.set()
+            with self._dirty_cv:
+                now = time.monotonic()
+                batch = [k for k in self._dirty if retry_at.get(k, 0) <= now]
+                self._dirty -= set(batch)
+            for key in batch:
+                try:
+                    again = self.reconciler.reconcile(key)
+                    retry_at.pop(key, None)
+                except GangschedError as e:
+                    log.warning("reconcile %s/%s: %s", key[0], key[1], e)
+                    again = True
+                    retry_at[key] = time.monotonic() + 1.0
+                except Exception:  # noqa: BLE001 - keep the loop alive
+                    log.exception("reconcile %s/%s failed", *key)
+                    again = True
+                    retry_at[key] = time.monotonic() + 1.0
+                if again:
+                    with self._dirty_cv:
+                        self._dirty.add(key)
+            if not batch and self._dirty:
+                time.sleep(0.05)
+
+    # -- gangsched's event stream -----------------------------------------------
+
+    def _follow(self) -> None:
+        while not self.stop_event.is_set():
+            if not self._acting.is_set():
+                time.sleep(0.2)
+                continue
+            self.watcher = gangsched.Watcher(
+                self.client, 0, heartbeat_timeout=self.heartbeat_timeout)
+            try:
+                for item in self.watcher:
+                    if self.stop_event.is_set():
+                        return
+                    if isinstance(item, Resync):
+                        self._resync(item.reason)
+                        continue
+                    if item.workload_id:
+                        self.reconciler.gang_changed(item.workload_id)
+            except Exception:  # noqa: BLE001 - reopen the stream
+                log.exception("gangsched event stream failed")
+                time.sleep(1)
+
+    def _resync(self, reason: str) -> None:
+        """Everything again: gangsched restarted from nothing, was restored,
+        or this replica just became the leader."""
+        metrics.RESYNCS.labels("gangsched_" + reason.split(":")[0][:40]
+                               .replace(" ", "_")).inc()
+        log.info("full resync with gangsched (%s)", reason)
+        while not self.stop_event.is_set():
+            try:
+                classes = self.client.priority_classes()
+                self.reconciler.known_classes = {c.name for c in
+                                                 classes.classes}
+                self.node_reconciler.sync_all()
+                break
+            except GangschedError as e:
+                log.warning("resync: %s", e)
+                time.sleep(1)
+        self.reconciler.forget_all_status()
+        self._mark_all()
+
+    # -- leadership -------------------------------------------------------------
+
+    def _became_leader(self) -> None:
+        self._acting.set()
+
+    def _lost_lease(self) -> None:
+        self._acting.clear()
+        self.exit_code = 1
+        self.stop_event.set()
+
+    # -- run ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        for inf in [self.pods, self.nodes_informer] + self.clusters + \
+                self.jobs:
+            inf.start()
+        for inf in [self.pods, self.nodes_informer] + self.clusters + \
+                self.jobs:
+            while not inf.synced.wait(1.0):
+                if self.stop_event.is_set():
+                    return
+                log.info("waiting for the %s list", inf.resource)
+        threading.Thread(target=self._worker, daemon=True,
+                         name="reconcile").start()
+        threading.Thread(target=self._follow, daemon=True,
+                         name="gangsched-events").start()
+        if self.leader is not None:
+            self.leader.start()
+        else:
+            metrics.LEADER.set(1)
+            self._acting.set()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self.leader is not None:
+            self.leader.stop()
+        for inf in [self.pods, self.nodes_informer] + self.clusters + \
+                self.jobs:
+            inf.stop()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def default_lease_namespace() -> str:
+    path = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return "default"
+
+
+__all__ = ["App", "default_lease_namespace", "names"]

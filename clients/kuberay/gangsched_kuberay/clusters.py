@@ -1,0 +1,725 @@
+"""The RayCluster reconciler: for one cluster, compare what the RayCluster
+asks for, what gangsched decided and which pods exist, and act so they
+agree. Every action is idempotent (the gangsched calls carry request ids
+made from what they act on, so a retry or a second pass cannot act twice),
+and everything it needs after a restart is in Kubernetes (a bound pod's
+slot is its gangsched.io/slot annotation) or in gangsched.
+
+Order of a pass (README, "Run with KubeRay"):
+1. pods that are gone or failed give their slots back (Release; shrink for
+   a scale-down), bound slots without a pod go on a scale-down;
+2. the workload spec goes to gangsched when it changed (Allocate);
+3. evictions: victim pods are deleted (the head after its workers) and
+   confirmed once gone;
+4. bindings: each bound slot without a pod gets a waiting pod of its group
+   (a multi-host replica's pods together) through the Binding API;
+5. telling people: PodScheduled=False on waiting pods, an Event on the
+   RayCluster when the reason changes, scale hints in an annotation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+import grpc
+
+from gangsched import GangschedError, workload_spec
+from gangsched_kuberay import mapping, metrics, names, pods as P
+from gangsched_kuberay.gang import GangView, slot_name, spec_key, split_slot
+from gangsched_kuberay.kube import ApiError, Kube
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+
+@dataclasses.dataclass
+class Tracked:
+    """What the shim remembers of one cluster between passes; all of it can
+    be lost (a restart rebuilds it from pods and gangsched)."""
+    key: Key
+    gang: GangView | None = None
+    fresh: bool = False  # gang was read from gangsched after the last change
+    known_absent: bool = False  # gangsched said NOT_FOUND
+    inflight: dict[str, str] = dataclasses.field(default_factory=dict)
+    blocked: set[str] = dataclasses.field(default_factory=set)
+    gone: dict[str, tuple[str, str, str]] = dataclasses.field(
+        default_factory=dict)  # pod uid -> (slot, pod name, node)
+    released_uids: set[str] = dataclasses.field(default_factory=set)
+    to_delete: set[str] = dataclasses.field(default_factory=set)
+    deleting: set[str] = dataclasses.field(default_factory=set)
+    refused: str = ""  # the spec signature gangsched refused, and why
+    refused_why: str = ""
+    last_reason: str = ""
+    suspended_job: bool = False
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()
+                          ).hexdigest()[:16]
+
+
+class ClusterReconciler:
+    def __init__(self, kube: Kube, client: Any, scheduler_name: str,
+                 default_queue: str, pool: ThreadPoolExecutor,
+                 pods_of: Callable[[Key], list[dict]],
+                 cluster_of: Callable[[Key], dict | None],
+                 rayjob_of: Callable[[Key], dict | None],
+                 mark_dirty: Callable[[Key], None],
+                 tolerated: Callable[[dict, str], bool]) -> None:
+        self.kube = kube
+        self.client = client
+        self.scheduler_name = scheduler_name
+        self.default_queue = default_queue
+        self.pool = pool
+        self.pods_of = pods_of
+        self.cluster_of = cluster_of
+        self.rayjob_of = rayjob_of
+        self.mark_dirty = mark_dirty
+        self.tolerated = tolerated
+        self.known_classes: set[str] = set()
+        self.tracked: dict[Key, Tracked] = {}
+        self.lock = threading.Lock()
+        self.first_seen: dict[str, float] = {}  # pod uid -> monotonic
+
+    # -- called from the informers' threads ---------------------------------
+
+    def track(self, key: Key) -> Tracked:
+        with self.lock:
+            t = self.tracked.get(key)
+            if t is None:
+                t = self.tracked[key] = Tracked(key)
+            return t
+
+    def pod_changed(self, old: dict | None, new: dict | None) -> None:
+        pod = new or old
+        if pod is None or not P.cluster_of(pod):
+            return
+        if P.scheduler(pod) != self.scheduler_name:
+            return
+        key = (P.meta(pod).get("namespace", ""), P.cluster_of(pod))
+        t = self.track(key)
+        uid = P.uid(pod)
+        if new is not None and uid not in self.first_seen:
+            self.first_seen[uid] = time.monotonic()
+        slot = P.slot(old or new) if (old or new) else ""
+        gone = new is None or (P.terminal(new) and not P.terminal(old or {}))
+        if gone and slot and P.node_of(pod) and uid not in t.released_uids:
+            # Called before the pod index changes (app.py), so no pass can
+            # see the slot free before it is blocked: it is reused only
+            # after gangsched has it back.
+            t.blocked.add(slot)
+            t.gone[uid] = (slot, P.name(pod), P.node_of(pod))
+        if new is None:
+            self.first_seen.pop(uid, None)
+            t.deleting.discard(P.name(pod))
+        self.mark_dirty(key)
+
+    def gang_changed(self, workload_id: str) -> None:
+        ns, _, name = workload_id.partition("/")
+        t = self.track((ns, name))
+        t.fresh = False
+        self.mark_dirty((ns, name))
+
+    def forget_all_status(self) -> None:
+        with self.lock:
+            for t in self.tracked.values():
+                t.fresh = False
+                t.known_absent = False
+
+    # -- the pass -------------------------------------------------------------
+
+    def reconcile(self, key: Key) -> bool:
+        """One pass; True when it should run again soon (work in flight)."""
+        start = time.monotonic()
+        try:
+            return self._reconcile(key)
+        finally:
+            metrics.RECONCILE.observe(time.monotonic() - start)
+
+    def _gang(self, t: Tracked, wid: str) -> GangView | None:
+        if t.fresh or t.known_absent:
+            return t.gang
+        status = self.client.get_workload(wid)
+        metrics.GANGSCHED_CALLS.labels("GetWorkload", "ok").inc()
+        t.gang = GangView.of(status) if status is not None else None
+        t.known_absent = status is None
+        t.fresh = True
+        return t.gang
+
+    def _reconcile(self, key: Key) -> bool:
+        t = self.track(key)
+        ns, name = key
+        wid = mapping.workload_id(ns, name)
+        cluster = self.cluster_of(key)
+        pods = [p for p in self.pods_of(key)
+                if P.scheduler(p) == self.scheduler_name]
+        self._settle_inflight(t, pods)
+        gang = self._gang(t, wid)
+        alive = cluster is not None and not P.meta(cluster).get(
+            "deletionTimestamp") and not (cluster.get("spec") or {}).get(
+            "suspend")
+
+        if gang is not None and gang.state != "RELEASED":
+            self._give_back(t, wid, gang, pods, cluster if alive else None)
+            gang = self._gang(t, wid)
+
+        if not alive:
+            return self._wind_down(t, wid, gang, pods)
+
+        try:
+            wanted = mapping.workload_from_cluster(
+                cluster, self.default_queue, self.known_classes)
+            spec = workload_spec(self._hold_occupied(wanted, gang, pods, t))
+        except (mapping.MappingError, ValueError) as e:
+            self._tell(t, cluster, pods, "Warning", "Unschedulable",
+                       f"gangsched cannot schedule this RayCluster: {e}",
+                       pending=True)
+            return False
+
+        self._workers_to_delete(t, cluster, pods)
+        if gang is None or gang.state == "RELEASED" or \
+                gang.spec_key != spec_key(spec):
+            signature = _digest([P.meta(cluster).get("uid"),
+                                 spec.SerializeToString().hex()])
+            if t.refused == signature:
+                self._tell(t, cluster, pods, "Warning", "Refused",
+                           t.refused_why, pending=True)
+                return False
+            try:
+                self.client.allocate(
+                    spec, request_id=f"allocate/{wid}/{signature}/"
+                    f"{gang.revision if gang else 0}")
+                metrics.GANGSCHED_CALLS.labels("Allocate", "ok").inc()
+            except GangschedError as e:
+                metrics.GANGSCHED_CALLS.labels("Allocate", e.code.name).inc()
+                if e.code in (grpc.StatusCode.INVALID_ARGUMENT,
+                              grpc.StatusCode.FAILED_PRECONDITION,
+                              grpc.StatusCode.NOT_FOUND):
+                    t.refused = signature
+                    t.refused_why = f"gangsched refused the workload: " \
+                        f"{e.details}"
+                    self._tell(t, cluster, pods, "Warning", "Refused",
+                               t.refused_why, pending=True)
+                    return False
+                raise
+            t.refused = ""
+            t.fresh = False
+            t.known_absent = False
+            gang = self._gang(t, wid)
+            if gang is None:
+                return True
+
+        self._drop_orphans(t, cluster, gang, pods)
+        self._evict(t, wid, cluster, gang, pods)
+        self._bind(t, wid, cluster, gang, pods)
+        self._report(t, cluster, gang, pods)
+        return bool(t.inflight)
+
+    def _settle_inflight(self, t: Tracked, pods: list[dict]) -> None:
+        """A bind stays in flight until this pass's own view of the pods
+        shows it (or the pod is gone): a slot is never free in between,
+        however the informer and this pass interleave."""
+        by_name = {P.name(p): p for p in pods}
+        for slot, name in list(t.inflight.items()):
+            pod = by_name.get(name)
+            if pod is None or P.node_of(pod):
+                t.inflight.pop(slot, None)
+
+    # -- 1. slots given back ------------------------------------------------
+
+    def _release(self, wid: str, slots: list[str], shrink: bool,
+                 request_id: str, kind: str) -> bool:
+        try:
+            self.client.release(wid, slots, shrink=shrink,
+                                request_id=request_id, reason=kind)
+            metrics.GANGSCHED_CALLS.labels("Release", "ok").inc()
+            metrics.RELEASES.labels(kind).inc()
+            return True
+        except GangschedError as e:
+            metrics.GANGSCHED_CALLS.labels("Release", e.code.name).inc()
+            if e.code in (grpc.StatusCode.NOT_FOUND,
+                          grpc.StatusCode.FAILED_PRECONDITION,
+                          grpc.StatusCode.INVALID_ARGUMENT):
+                log.info("release %s %s (%s) refused: %s", wid, slots, kind,
+                         e.details)
+                return False
+            raise
+
+    def _excess(self, gang: GangView, cluster: dict | None,
+                group: str) -> int:
+        """Pods gangsched still holds for a group above what the RayCluster
+        wants now (a scale-down in progress)."""
+        if cluster is None or group not in gang.groups:
+            return 0
+        try:
+            wanted = mapping.workload_from_cluster(
+                cluster, self.default_queue, self.known_classes)
+        except (mapping.MappingError, ValueError):
+            return 0
+        for g in wanted["groups"]:
+            if g["name"] == group:
+                return gang.groups[group].desired_count - g["desired_count"]
+        return gang.groups[group].desired_count  # the group went away
+
+    def _give_back(self, t: Tracked, wid: str, gang: GangView,
+                   pods: list[dict], cluster: dict | None) -> None:
+        if cluster is None:
+            # Going away: the whole workload is released once no pod runs.
+            t.gone.clear()
+            t.blocked.clear()
+            return
+        for uid, (slot, pod_name, node) in list(t.gone.items()):
+            del t.gone[uid]
+            t.blocked.discard(slot)
+            if slot in gang.evicting or gang.bindings.get(slot) != node:
+                continue  # an eviction (confirmed below) or moved on
+            group, index = split_slot(slot)
+            view = gang.groups.get(group)
+            if view is None:
+                continue
+            t.released_uids.add(uid)
+            h = view.pods_per_replica
+            shrink = pod_name in t.to_delete or \
+                self._excess(gang, cluster, group) > 0
+            if shrink:
+                first = index - index % h
+                replica = [slot_name(group, first + i) for i in range(h)]
+                if self._release(wid, replica, True, f"shrink/{wid}/{uid}",
+                                 "scale_down"):
+                    t.to_delete.discard(pod_name)
+                    t.fresh = False
+                    continue
+            if self._release(wid, [slot], False, f"lost/{wid}/{uid}",
+                             "pod_gone"):
+                t.fresh = False
+        # Bound replicas with no pod while the group is above what the
+        # RayCluster wants: KubeRay will not create their pods.
+        occupied = self._occupied(t, pods)
+        for group, view in gang.groups.items():
+            excess = self._excess(gang, cluster, group)
+            h = view.pods_per_replica
+            replicas: dict[int, list[str]] = {}
+            for slot in gang.bindings:
+                g, index = split_slot(slot)
+                if g == group:
+                    replicas.setdefault(index // h, []).append(slot)
+            for r, slots in sorted(replicas.items(), reverse=True):
+                if excess < h:
+                    break
+                if any(s in occupied for s in slots) or \
+                        any(s in gang.evicting for s in slots):
+                    continue
+                replica = [slot_name(group, r * h + i) for i in range(h)]
+                if self._release(wid, replica, True,
+                                 f"shrink/{wid}/{gang.revision}/{r}/{group}",
+                                 "scale_down"):
+                    excess -= h
+                    t.fresh = False
+
+    def _occupied(self, t: Tracked, pods: list[dict]) -> dict[str, dict]:
+        """Slot -> the live pod on it (bound with its annotation)."""
+        out: dict[str, dict] = {}
+        for p in pods:
+            s = P.slot(p)
+            if s and P.node_of(p) and not P.terminal(p) and \
+                    P.uid(p) not in t.released_uids:
+                out[s] = p
+        return out
+
+    def _hold_occupied(self, wanted: dict, gang: GangView | None,
+                       pods: list[dict], t: Tracked) -> dict:
+        """Never ask gangsched to drop a slot a pod still runs on: a group
+        keeps at least its occupied replicas until their pods are gone (then
+        they are released one by one, with shrink)."""
+        if gang is None or gang.state == "RELEASED":
+            return wanted
+        occupied = self._occupied(t, pods)
+        for g in wanted["groups"]:
+            view = gang.groups.get(g["name"])
+            if view is None:
+                continue
+            h = view.pods_per_replica
+            held = {split_slot(s)[1] // h for s in list(occupied) +
+                    list(t.inflight) if split_slot(s)[0] == g["name"]}
+            keep = len(held) * h
+            if keep > g["desired_count"]:
+                g["desired_count"] = keep
+                g["max_count"] = max(g["max_count"], keep)
+        return wanted
+
+    def _workers_to_delete(self, t: Tracked, cluster: dict,
+                           pods: list[dict]) -> None:
+        for g in (cluster.get("spec") or {}).get("workerGroupSpecs") or []:
+            strategy = g.get("scaleStrategy") or {}
+            t.to_delete.update(strategy.get("workersToDelete") or [])
+        existing = {P.name(p) for p in pods}
+        t.to_delete &= existing
+
+    # -- the cluster went away ------------------------------------------------
+
+    def _wind_down(self, t: Tracked, wid: str, gang: GangView | None,
+                   pods: list[dict]) -> bool:
+        """RayCluster deleted or suspended: KubeRay deletes its pods; the
+        workload is released once none runs (their room stays booked while
+        they terminate, so nothing is bound over them)."""
+        if gang is not None and gang.state != "RELEASED":
+            self._evict(t, wid, None, gang, pods)
+            running = [p for p in pods if P.node_of(p) and not P.terminal(p)]
+            if running:
+                return False
+            if self._release(wid, [], False, f"delete/{wid}/{gang.revision}",
+                             "cluster_deleted"):
+                t.fresh = False
+        if self.cluster_of(t.key) is None and not pods:
+            with self.lock:
+                self.tracked.pop(t.key, None)
+        return False
+
+    # -- 2b. pods bound where gangsched does not say -------------------------
+
+    def _drop_orphans(self, t: Tracked, cluster: dict, gang: GangView,
+                      pods: list[dict]) -> None:
+        """A pod bound to a slot gangsched does not hold there (gangsched
+        lost or restored its state): its room is not booked, so it must go;
+        KubeRay creates it again and it is scheduled properly."""
+        if not t.fresh:
+            return
+        for slot, p in self._occupied(t, pods).items():
+            if P.terminating(p) or slot in gang.evicting:
+                continue
+            if gang.bindings.get(slot) == P.node_of(p):
+                continue
+            if P.name(p) in t.deleting:
+                continue
+            log.warning("pod %s/%s runs on %s as slot %s, which gangsched "
+                        "does not hold there: deleting it", t.key[0],
+                        P.name(p), P.node_of(p), slot)
+            t.released_uids.add(P.uid(p))
+            t.deleting.add(P.name(p))
+            self._delete(t, p)
+            self._event(cluster, "Warning", "Orphaned",
+                        f"pod {P.name(p)} ran on {P.node_of(p)} as slot "
+                        f"{slot}, which gangsched does not hold (gangsched "
+                        f"lost its state?); deleted so it is scheduled "
+                        f"again")
+
+    # -- 3. evictions -----------------------------------------------------------
+
+    def _delete(self, t: Tracked, pod: dict) -> None:
+        ns = P.meta(pod).get("namespace", "")
+
+        def run() -> None:
+            try:
+                self.kube.delete_pod(ns, P.name(pod))
+            except ApiError as e:
+                if e.status != 404:
+                    log.warning("delete pod %s/%s: %s", ns, P.name(pod), e)
+                    t.deleting.discard(P.name(pod))
+            self.mark_dirty(t.key)
+        self.pool.submit(run)
+
+    def _evict(self, t: Tracked, wid: str, cluster: dict | None,
+               gang: GangView, pods: list[dict]) -> None:
+        if not gang.evicting:
+            return
+        occupied = self._occupied(t, pods)
+        bound_workers = [p for p in pods if not P.is_head(p) and
+                         P.node_of(p) and not P.terminal(p)]
+        if cluster is not None and self._suspend_job(t, cluster, gang):
+            return
+        confirm = []
+        deleted = 0
+        for slot in sorted(gang.evicting):
+            pod = occupied.get(slot)
+            if pod is None:
+                confirm.append(slot)
+                continue
+            if P.terminating(pod) or P.name(pod) in t.deleting:
+                continue
+            if P.is_head(pod) and bound_workers:
+                continue  # the head goes after its workers
+            t.deleting.add(P.name(pod))
+            self._delete(t, pod)
+            deleted += 1
+        if deleted:
+            metrics.EVICTIONS.inc(deleted)
+            if cluster is not None:
+                reasons = sorted(set(gang.evicting.values()))
+                self._event(cluster, "Warning", "Evicted",
+                            f"gangsched evicts {len(gang.evicting)} pod(s) "
+                            f"({', '.join(reasons)}); deleting {deleted}")
+        if confirm:
+            if self._release(wid, confirm, False,
+                             f"confirm/{wid}/{gang.revision}/"
+                             f"{_digest(confirm)}", "eviction_confirmed"):
+                t.fresh = False
+
+    def _suspend_job(self, t: Tracked, cluster: dict,
+                     gang: GangView) -> bool:
+        """A whole-gang eviction of a RayJob's cluster that asks for it
+        (gangsched.io/on-eviction: suspend, and shutdownAfterJobFinishes, as
+        KubeRay requires to suspend) suspends the RayJob instead: KubeRay
+        deletes the cluster, whose slots are then confirmed as its pods go."""
+        if t.suspended_job or set(gang.evicting) != set(gang.bindings):
+            return t.suspended_job
+        job = self.rayjob_of(t.key)
+        if job is None:
+            return False
+        annotations = P.meta(job).get("annotations") or {}
+        spec = job.get("spec") or {}
+        if annotations.get(names.EVICT_ANNOTATION) != "suspend" or \
+                not spec.get("shutdownAfterJobFinishes"):
+            return False
+        try:
+            self.kube.patch_ray("rayjobs", P.meta(job)["namespace"],
+                                P.meta(job)["name"],
+                                {"spec": {"suspend": True}})
+        except ApiError as e:
+            log.warning("suspend RayJob %s: %s", P.meta(job)["name"], e)
+            return False
+        t.suspended_job = True
+        self._event(job, "Warning", "Suspended",
+                    "gangsched evicted this job's RayCluster; the RayJob is "
+                    "suspended (gangsched.io/on-eviction: suspend)")
+        return True
+
+    # -- 4. bindings --------------------------------------------------------------
+
+    def _bind(self, t: Tracked, wid: str, cluster: dict, gang: GangView,
+              pods: list[dict]) -> None:
+        if not gang.bindings:
+            return
+        occupied = self._occupied(t, pods)
+        taken = set(occupied) | set(t.inflight) | t.blocked
+        free: dict[str, list[int]] = {}
+        for slot in gang.bindings:
+            if slot in taken or slot in gang.evicting:
+                continue
+            group, index = split_slot(slot)
+            free.setdefault(group, []).append(index)
+        if not free:
+            return
+        busy = set(t.inflight.values())
+        waiting: dict[str, list[dict]] = {}
+        for p in pods:
+            if P.waiting(p) and P.name(p) not in busy:
+                waiting.setdefault(P.group_of(p), []).append(p)
+        for group, indexes in free.items():
+            candidates = waiting.get(group)
+            view = gang.groups.get(group)
+            if not candidates or view is None:
+                continue
+            for slot, pod in _match(group, sorted(indexes), candidates,
+                                    view.pods_per_replica, occupied):
+                node = gang.bindings[slot]
+                try:
+                    over = mapping.fits_group(pod.get("spec") or {},
+                                              view.resources)
+                except mapping.MappingError as e:
+                    over = str(e)
+                if over:
+                    # Binding it would overcommit the node: the pod is not
+                    # what its RayCluster's template said.
+                    self._condition(pod, f"gangsched: this pod asks for "
+                                    f"more than group {group!r} was "
+                                    f"scheduled with ({over})")
+                    continue
+                if not self.tolerated(pod, node):
+                    self._condition(pod, f"gangsched placed slot {slot} on "
+                                    f"node {node}, whose taints this pod "
+                                    "does not tolerate; start the shim with "
+                                    "--tolerate-taint for them")
+                    continue
+                t.inflight[slot] = P.name(pod)
+                self.pool.submit(self._bind_one, t, wid, pod, slot, node)
+
+    def _bind_one(self, t: Tracked, wid: str, pod: dict, slot: str,
+                  node: str) -> None:
+        ns = P.meta(pod).get("namespace", "")
+        try:
+            self.kube.bind(ns, P.name(pod), node,
+                           {names.SLOT_ANNOTATION: slot,
+                            names.WORKLOAD_ANNOTATION: wid})
+            metrics.PODS_BOUND.inc()
+            seen = self.first_seen.get(P.uid(pod))
+            if seen is not None:
+                metrics.BIND_LATENCY.observe(time.monotonic() - seen)
+        except ApiError as e:
+            log.info("bind %s/%s to %s as %s: %s", ns, P.name(pod), node,
+                     slot, e)
+            t.inflight.pop(slot, None)
+            self.mark_dirty(t.key)
+
+    # -- 5. telling people -------------------------------------------------------
+
+    def _reason(self, gang: GangView) -> tuple[str, str, str]:
+        """(event type, reason, message) for the cluster as it stands."""
+        if gang.state == "RUNNING":
+            return "Normal", "Scheduled", \
+                f"gangsched placed the gang ({len(gang.bindings)} pods bound)"
+        if gang.state == "PIPELINED":
+            return "Normal", "Pipelined", \
+                "gangsched placed the gang on room that evicted pods still " \
+                "hold; it is bound once they are gone"
+        if gang.state == "RELEASING":
+            return "Warning", "Evicting", \
+                "gangsched is evicting this cluster's pods"
+        code = gang.pending_code or "PENDING"
+        return "Warning", "Unschedulable", \
+            f"gangsched: {code}: {gang.pending_message}"
+
+    def _report(self, t: Tracked, cluster: dict, gang: GangView,
+                pods: list[dict]) -> None:
+        kind, reason, message = self._reason(gang)
+        self._tell(t, cluster, pods, kind, reason, message,
+                   pending=gang.state != "RUNNING", gang=gang)
+        hints = mapping.scale_hints_annotation(gang.hints)
+        current = (P.meta(cluster).get("annotations") or {}).get(
+            names.GRANTABLE_ANNOTATION)
+        if hints != current:
+            ns, name = t.key
+
+            def run() -> None:
+                try:
+                    self.kube.patch_ray("rayclusters", ns, name, {
+                        "metadata": {"annotations": {
+                            names.GRANTABLE_ANNOTATION: hints}}})
+                except ApiError as e:
+                    log.info("annotate %s/%s: %s", ns, name, e)
+            self.pool.submit(run)
+
+    def _tell(self, t: Tracked, cluster: dict, pods: list[dict], kind: str,
+              reason: str, message: str, pending: bool,
+              gang: GangView | None = None) -> None:
+        signature = f"{reason}:{message}"
+        if signature != t.last_reason:
+            t.last_reason = signature
+            self._event(cluster, kind, reason, message)
+        busy = set(t.inflight.values())
+        for p in pods:
+            if not P.waiting(p) or P.name(p) in busy:
+                continue
+            if pending:
+                self._condition(p, message)
+            elif gang is not None:
+                group = P.group_of(p)
+                view = gang.groups.get(group)
+                bound = sum(1 for s in gang.bindings
+                            if split_slot(s)[0] == group)
+                grantable = dict(gang.hints).get(group, 0)
+                if view is None:
+                    text = f"gangsched: group {group!r} is not in the " \
+                        "workload"
+                elif bound >= view.desired_count:
+                    text = f"gangsched: every slot of group {group!r} is " \
+                        f"taken ({bound} of {view.desired_count}); " \
+                        "waiting for one to free up"
+                else:
+                    text = f"gangsched: waiting for a slot of group " \
+                        f"{group!r} ({bound} of {view.desired_count} " \
+                        f"placed, {grantable} grantable now)"
+                self._condition(p, text)
+
+    def _condition(self, pod: dict, message: str) -> None:
+        current = P.scheduled_condition(pod) or {}
+        if current.get("status") == "False" and \
+                current.get("reason") == "Unschedulable" and \
+                current.get("message") == message:
+            return
+        ns = P.meta(pod).get("namespace", "")
+        patch = {"status": {"conditions": [{
+            "type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "message": message,
+            "lastTransitionTime": _now()}]}}
+
+        def run() -> None:
+            try:
+                self.kube.patch_pod_status(ns, P.name(pod), patch)
+            except ApiError as e:
+                if e.status != 404:
+                    log.info("condition on %s/%s: %s", ns, P.name(pod), e)
+        self.pool.submit(run)
+
+    def _event(self, obj: dict, kind: str, reason: str,
+               message: str) -> None:
+        def run() -> None:
+            try:
+                self.kube.event(obj, kind, reason, message)
+            except ApiError as e:
+                log.info("event on %s: %s", P.meta(obj).get("name"), e)
+        self.pool.submit(run)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _match(group: str, free: list[int], candidates: list[dict], h: int,
+           occupied: dict[str, dict]) -> list[tuple[str, dict]]:
+    """Waiting pods onto free slots of one group. With several pods per
+    replica, a gangsched replica (slots r*h .. r*h+h-1) takes one KubeRay
+    replica's pods (ray.io/worker-group-replica-name, host i on slot
+    r*h+i), or pods of no replica when KubeRay does not label them; a
+    replica half bound takes the missing hosts of the same KubeRay
+    replica."""
+    candidates = sorted(candidates, key=lambda p: (
+        P.meta(p).get("creationTimestamp", ""), P.name(p)))
+    if h == 1:
+        return [(slot_name(group, i), p) for i, p in zip(free, candidates)]
+    out: list[tuple[str, dict]] = []
+    by_replica: dict[str, list[dict]] = {}
+    for p in candidates:
+        by_replica.setdefault(
+            P.labels(p).get(names.REPLICA_NAME_LABEL, ""), []).append(p)
+    unlabelled = by_replica.pop("", [])
+    free_set = set(free)
+    for r in sorted({i // h for i in free}):
+        slots = [r * h + i for i in range(h)]
+        missing = [s for s in slots if s in free_set]
+        held = [occupied[slot_name(group, s)] for s in slots
+                if slot_name(group, s) in occupied]
+        if held:
+            name = P.labels(held[0]).get(names.REPLICA_NAME_LABEL, "")
+            pool = by_replica.get(name, []) if name else unlabelled
+            for s in missing:
+                pod = _host(pool, s % h)
+                if pod is not None:
+                    pool.remove(pod)
+                    out.append((slot_name(group, s), pod))
+            continue
+        if len(missing) != h:
+            continue
+        chosen = None
+        for name, members in sorted(by_replica.items()):
+            if len(members) == h:
+                chosen = by_replica.pop(name)
+                break
+        if chosen is None and len(unlabelled) >= h:
+            chosen, unlabelled[:] = unlabelled[:h], unlabelled[h:]
+        if chosen is None:
+            continue
+        for s in slots:
+            pod = _host(chosen, s % h)
+            chosen.remove(pod)
+            out.append((slot_name(group, s), pod))
+    return out
+
+
+def _host(pool: list[dict], host: int) -> dict | None:
+    """The pod for host index ``host`` (KubeRay's ray.io/replica-host-index
+    when set, else the first)."""
+    for p in pool:
+        if P.labels(p).get(names.HOST_INDEX_LABEL) == str(host):
+            return p
+    for p in pool:
+        if names.HOST_INDEX_LABEL not in P.labels(p):
+            return p
+    return None

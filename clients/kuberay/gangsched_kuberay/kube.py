@@ -1,0 +1,239 @@
+"""The Kubernetes API as the shim uses it: the real `kubernetes` client,
+raw JSON in and out (``_preload_content=False``: typed models cost more
+CPU than the whole bind, and dicts are what the reconcilers compare), every
+call counted by verb for the metrics, errors as ApiError."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import threading
+from typing import Any, Callable, Iterator
+
+import kubernetes
+from kubernetes.client.rest import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from gangsched_kuberay import metrics, names
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    def __init__(self, verb: str, resource: str, status: int,
+                 reason: str) -> None:
+        super().__init__(f"{verb} {resource}: HTTP {status}: {reason}")
+        self.status = status
+        self.reason = reason
+
+
+class Gone(Exception):
+    """A watch's resourceVersion is too old (HTTP 410): relist."""
+
+
+def now_rfc3339() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def load_config(kubeconfig: str | None) -> kubernetes.client.ApiClient:
+    configuration = kubernetes.client.Configuration()
+    if kubeconfig:
+        kubernetes.config.load_kube_config(config_file=kubeconfig,
+                                           client_configuration=configuration)
+    else:
+        kubernetes.config.load_incluster_config(
+            client_configuration=configuration)
+    # One connection per worker thread and watch, kept alive.
+    configuration.connection_pool_maxsize = 32
+    return kubernetes.client.ApiClient(configuration)
+
+
+class Kube:
+    """Thin verbs over the Kubernetes API for the objects the shim uses."""
+
+    def __init__(self, api_client: kubernetes.client.ApiClient,
+                 request_timeout: float = 15.0) -> None:
+        self.api_client = api_client
+        self.core = kubernetes.client.CoreV1Api(api_client)
+        self.custom = kubernetes.client.CustomObjectsApi(api_client)
+        self.coordination = kubernetes.client.CoordinationV1Api(api_client)
+        self.timeout = request_timeout
+        self._lock = threading.Lock()
+
+    def _call(self, verb: str, resource: str, fn: Callable[..., Any],
+              *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("_preload_content", False)
+        kwargs.setdefault("_request_timeout", self.timeout)
+        try:
+            resp = fn(*args, **kwargs)
+        except ApiException as e:
+            metrics.API_ERRORS.labels(verb, resource).inc()
+            raise ApiError(verb, resource, e.status or 0,
+                           _reason(e)) from None
+        except Exception as e:  # connection refused, timeouts
+            metrics.API_ERRORS.labels(verb, resource).inc()
+            raise ApiError(verb, resource, 0, str(e)) from None
+        metrics.API_CALLS.labels(verb, resource).inc()
+        if not kwargs["_preload_content"] and verb != "watch":
+            data = resp.data
+            return json.loads(data) if data else {}
+        return resp
+
+    # -- lists and watches ------------------------------------------------
+
+    def lister(self, resource: str, namespace: str | None
+               ) -> tuple[Callable[..., Any], tuple]:
+        """The list function for a resource ("pods", "nodes",
+        "rayclusters", "rayjobs") in one namespace or all."""
+        if resource == "nodes":
+            return self.core.list_node, ()
+        if resource == "pods":
+            if namespace:
+                return self.core.list_namespaced_pod, (namespace,)
+            return self.core.list_pod_for_all_namespaces, ()
+        if namespace:
+            return (self.custom.list_namespaced_custom_object,
+                    (names.RAY_GROUP, names.RAY_VERSION, namespace, resource))
+        return (self.custom.list_cluster_custom_object,
+                (names.RAY_GROUP, names.RAY_VERSION, resource))
+
+    def list(self, resource: str, namespace: str | None = None
+             ) -> tuple[list[dict], str]:
+        fn, args = self.lister(resource, namespace)
+        body = self._call("list", resource, fn, *args)
+        return body.get("items") or [], \
+            (body.get("metadata") or {}).get("resourceVersion", "")
+
+    def watch(self, resource: str, namespace: str | None,
+              resource_version: str, timeout_seconds: int,
+              register: Callable[[Any], None] | None = None
+              ) -> Iterator[dict]:
+        """Watch events after resource_version; raises Gone on 410.
+        ``register`` gets the HTTP response so another thread can close
+        it."""
+        fn, args = self.lister(resource, namespace)
+        resp = self._call(
+            "watch", resource, fn, *args, watch=True,
+            resource_version=resource_version, allow_watch_bookmarks=True,
+            timeout_seconds=timeout_seconds,
+            _request_timeout=(10, timeout_seconds + 30))
+        if register:
+            register(resp)
+        try:
+            for line in iter_resp_lines(resp):
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    obj = event.get("object") or {}
+                    if obj.get("code") == 410:
+                        raise Gone(obj.get("message", "gone"))
+                    raise ApiError("watch", resource, obj.get("code", 0),
+                                   obj.get("message", ""))
+                yield event
+        finally:
+            resp.release_conn()
+
+    # -- pods ---------------------------------------------------------------
+
+    def bind(self, namespace: str, pod: str, node: str,
+             annotations: dict[str, str]) -> None:
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": pod, "annotations": annotations},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        self._call("bind", "pods", self.core.create_namespaced_pod_binding,
+                   pod, namespace, body)
+
+    def delete_pod(self, namespace: str, pod: str,
+                   grace_seconds: int | None = None) -> None:
+        body = {}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        self._call("delete", "pods", self.core.delete_namespaced_pod, pod,
+                   namespace, body=body)
+
+    def patch_pod_status(self, namespace: str, pod: str,
+                         patch: dict) -> None:
+        """A strategic-merge patch of the pod's status (conditions merge by
+        type). The generated patch method of this client version would send
+        a dict as json-patch, so the call names its content type itself."""
+        self._call("patch", "pods/status", self.api_client.call_api,
+                   "/api/v1/namespaces/{namespace}/pods/{name}/status",
+                   "PATCH", {"namespace": namespace, "name": pod},
+                   header_params={
+                       "Content-Type":
+                           "application/strategic-merge-patch+json",
+                       "Accept": "application/json"},
+                   body=patch, auth_settings=["BearerToken"],
+                   _return_http_data_only=True)
+
+    # -- ray.io objects -----------------------------------------------------
+
+    def patch_ray(self, resource: str, namespace: str, name: str,
+                  patch: dict) -> dict:
+        # The custom objects API sends merge-patch+json for a dict body.
+        return self._call("patch", resource,
+                          self.custom.patch_namespaced_custom_object,
+                          names.RAY_GROUP, names.RAY_VERSION, namespace,
+                          resource, name, patch)
+
+    def get_ray(self, resource: str, namespace: str, name: str) -> dict:
+        return self._call("get", resource,
+                          self.custom.get_namespaced_custom_object,
+                          names.RAY_GROUP, names.RAY_VERSION, namespace,
+                          resource, name)
+
+    # -- events -------------------------------------------------------------
+
+    def event(self, obj: dict, event_type: str, reason: str,
+              message: str) -> None:
+        meta = obj.get("metadata") or {}
+        now = now_rfc3339()
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name', 'x')}.",
+                         "namespace": meta.get("namespace", "default")},
+            "involvedObject": {"apiVersion": obj.get("apiVersion", ""),
+                               "kind": obj.get("kind", ""),
+                               "name": meta.get("name", ""),
+                               "namespace": meta.get("namespace", ""),
+                               "uid": meta.get("uid", ""),
+                               "resourceVersion":
+                                   meta.get("resourceVersion", "")},
+            "type": event_type, "reason": reason, "message": message[:1024],
+            "source": {"component": names.COMPONENT},
+            "reportingComponent": names.COMPONENT,
+            "firstTimestamp": now[:19] + "Z", "lastTimestamp": now[:19] + "Z",
+            "count": 1,
+        }
+        self._call("create", "events", self.core.create_namespaced_event,
+                   meta.get("namespace", "default"), body)
+
+    # -- leases -------------------------------------------------------------
+
+    def get_lease(self, namespace: str, name: str) -> dict | None:
+        try:
+            return self._call("get", "leases",
+                              self.coordination.read_namespaced_lease, name,
+                              namespace)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def create_lease(self, namespace: str, body: dict) -> dict:
+        return self._call("create", "leases",
+                          self.coordination.create_namespaced_lease,
+                          namespace, body)
+
+    def replace_lease(self, namespace: str, name: str, body: dict) -> dict:
+        return self._call("update", "leases",
+                          self.coordination.replace_namespaced_lease, name,
+                          namespace, body)
+
+
+def _reason(e: ApiException) -> str:
+    try:
+        return json.loads(e.body).get("message") or e.reason
+    except (TypeError, ValueError, AttributeError):
+        return str(e.reason)

@@ -1,0 +1,307 @@
+"""A RayCluster -> a gangsched WorkloadSpec (as a plain dict), by KubeRay's
+own rules; pure functions over the objects as the API returns them (dicts).
+
+The rules (README, "Run with KubeRay"; docs/SCHEDULING.md for what the
+groups mean):
+- one workload per RayCluster, id ``<namespace>/<name>``;
+- group ``head``: 1 pod, min 1; one group per worker group with
+  ``pods_per_replica = numOfHosts``,
+  ``desired = clamp(replicas, minReplicas, maxReplicas) x numOfHosts``,
+  ``min = (minReplicas if enableInTreeAutoscaling or minReplicas > 0 else
+  replicas) x numOfHosts`` (never above desired), ``max = maxReplicas x
+  numOfHosts``; a suspended group counts 0;
+- a pod's request is Kubernetes' effective request: the sum of its
+  containers (a limit stands in for a missing request) and restartable init
+  containers, at least each init container's, plus the pod overhead;
+- ``nodeSelector`` and required node affinity on exact label values (one
+  term, ``In`` with one value) become the group's node selector; anything
+  that cannot be said that way is refused with a message, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from gangsched.quantity import format_quantity, parse_quantity
+from gangsched_kuberay import names
+
+# gangsched refuses more pods than this per workload (max_count summed).
+MAX_PODS_PER_WORKLOAD = 100_000
+STRATEGIES = ("BINPACK", "SPREAD", "PACK", "STRICT_PACK", "STRICT_SPREAD")
+
+
+class MappingError(ValueError):
+    """The RayCluster asks for something gangsched cannot express."""
+
+
+def workload_id(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def _amounts(resources: Mapping[str, Any] | None) -> dict[str, int]:
+    return {name: parse_quantity(str(text), name)
+            for name, text in (resources or {}).items()}
+
+
+def _container_request(container: Mapping[str, Any]) -> dict[str, int]:
+    res = container.get("resources") or {}
+    requests = _amounts(res.get("requests"))
+    for name, amount in _amounts(res.get("limits")).items():
+        requests.setdefault(name, amount)  # a limit stands in
+    return requests
+
+
+def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
+    for name, amount in more.items():
+        into[name] = into.get(name, 0) + amount
+
+
+def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, amount in other.items():
+        into[name] = max(into.get(name, 0), amount)
+
+
+def pod_request(pod_spec: Mapping[str, Any]) -> dict[str, str]:
+    """Kubernetes' effective pod request, as quantity strings (zeros
+    dropped). Raises MappingError on a malformed quantity."""
+    try:
+        total: dict[str, int] = {}
+        for c in pod_spec.get("containers") or []:
+            _add(total, _container_request(c))
+        # Init containers run one at a time before the app containers;
+        # restartable ones (sidecars) keep running and add up.
+        sidecars: dict[str, int] = {}
+        init_peak: dict[str, int] = {}
+        for c in pod_spec.get("initContainers") or []:
+            req = _container_request(c)
+            if c.get("restartPolicy") == "Always":
+                _add(sidecars, req)
+                _max(init_peak, sidecars)
+            else:
+                step = dict(sidecars)
+                _add(step, req)
+                _max(init_peak, step)
+        _add(total, sidecars)
+        _max(total, init_peak)
+        _add(total, _amounts(pod_spec.get("overhead")))
+    except ValueError as e:
+        raise MappingError(f"pod resources: {e}") from None
+    return {name: format_quantity(amount, name)
+            for name, amount in sorted(total.items()) if amount > 0}
+
+
+def node_selector(pod_spec: Mapping[str, Any]) -> dict[str, str]:
+    """nodeSelector plus required node affinity that is an exact match."""
+    selector = dict(pod_spec.get("nodeSelector") or {})
+    affinity = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required:
+        terms = required.get("nodeSelectorTerms") or []
+        if len(terms) != 1 or terms[0].get("matchFields"):
+            raise MappingError(
+                "required node affinity: gangsched matches exact label "
+                "values; use one nodeSelectorTerm of In with one value")
+        for expr in terms[0].get("matchExpressions") or []:
+            values = expr.get("values") or []
+            if expr.get("operator") != "In" or len(values) != 1:
+                raise MappingError(
+                    f"required node affinity on {expr.get('key')!r}: only "
+                    f"'In' with one value can be scheduled by gangsched, "
+                    f"not {expr.get('operator')!r} {values}")
+            key = expr["key"]
+            if selector.get(key, values[0]) != values[0]:
+                raise MappingError(f"node selector and affinity disagree on "
+                                   f"{key!r}: never satisfiable")
+            selector[key] = values[0]
+    return {k: str(v) for k, v in selector.items()}
+
+
+def _placement(annotations: Mapping[str, str], where: str) -> dict | None:
+    strategy = annotations.get(names.PLACEMENT_ANNOTATION, "")
+    key = annotations.get(names.TOPOLOGY_ANNOTATION, "")
+    required = annotations.get(names.TOPOLOGY_REQUIRED_ANNOTATION, "")
+    if not (strategy or key or required):
+        return None
+    strategy = strategy.strip().upper().replace("-", "_") or "BINPACK"
+    if strategy not in STRATEGIES:
+        raise MappingError(
+            f"{where} annotation {names.PLACEMENT_ANNOTATION}: one of "
+            f"{', '.join(STRATEGIES)}, not {strategy!r}")
+    if required not in ("", "true", "false"):
+        raise MappingError(f"{where} annotation "
+                           f"{names.TOPOLOGY_REQUIRED_ANNOTATION}: "
+                           f"true or false, not {required!r}")
+    return {"strategy": strategy, "topology_key": key,
+            "required": required == "true"}
+
+
+def _int(value: Any, default: int, field: str) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise MappingError(f"{field}: a non-negative integer, not {value!r}")
+    return value
+
+
+def queue_of(labels: Mapping[str, str], default_queue: str) -> str:
+    return (labels.get(names.QUEUE_LABEL)
+            or labels.get(names.KAI_QUEUE_LABEL) or default_queue)
+
+
+def priority_class_of(cluster: Mapping[str, Any],
+                      known_classes: set[str]) -> str:
+    """ray.io/priority-class-name, else a pod template's priorityClassName
+    that gangsched knows by the same name, else "" (gangsched's default)."""
+    labels = (cluster.get("metadata") or {}).get("labels") or {}
+    if labels.get(names.PRIORITY_LABEL):
+        return labels[names.PRIORITY_LABEL]
+    spec = cluster.get("spec") or {}
+    templates = [(spec.get("headGroupSpec") or {}).get("template") or {}]
+    templates += [(g.get("template") or {})
+                  for g in spec.get("workerGroupSpecs") or []]
+    for t in templates:
+        name = (t.get("spec") or {}).get("priorityClassName")
+        if name and name in known_classes:
+            return name
+    return ""
+
+
+def worker_counts(group: Mapping[str, Any], autoscaling: bool,
+                  where: str) -> tuple[int, int, int, int]:
+    """(min, desired, max, pods_per_replica) in pods for a worker group."""
+    hosts = _int(group.get("numOfHosts"), 1, f"{where}.numOfHosts") or 1
+    min_r = _int(group.get("minReplicas"), 0, f"{where}.minReplicas")
+    replicas = _int(group.get("replicas"), min_r, f"{where}.replicas")
+    max_r = _int(group.get("maxReplicas"), max(replicas, min_r),
+                 f"{where}.maxReplicas")
+    if group.get("suspend"):
+        return 0, 0, 0, hosts
+    if min_r > max_r:
+        raise MappingError(f"{where}: minReplicas {min_r} > maxReplicas "
+                           f"{max_r}")
+    desired = min(max(replicas, min_r), max_r)
+    minimum = min_r if (autoscaling or min_r > 0) else replicas
+    minimum = min(minimum, desired)
+    return minimum * hosts, desired * hosts, max_r * hosts, hosts
+
+
+def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
+                          known_classes: set[str]) -> dict[str, Any]:
+    """The WorkloadSpec dict for gangsched.workload_spec()."""
+    meta = cluster.get("metadata") or {}
+    spec = cluster.get("spec") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    autoscaling = bool(spec.get("enableInTreeAutoscaling"))
+    head_template = (spec.get("headGroupSpec") or {}).get("template") or {}
+    head_spec = dict(head_template.get("spec") or {})
+    if autoscaling:
+        # KubeRay adds the autoscaler container to the head pod.
+        head_spec["containers"] = list(head_spec.get("containers") or []) + [
+            {"name": "autoscaler", "resources": autoscaler_resources(spec)}]
+    head = {"name": names.HEAD_GROUP,
+            "resources": pod_request(head_spec),
+            "min_count": 1, "desired_count": 1, "max_count": 1,
+            "node_selector": _selector(head_template, "headGroupSpec")}
+    head_placement = _placement(
+        (head_template.get("metadata") or {}).get("annotations") or {},
+        "headGroupSpec.template")
+    if head_placement:
+        head["placement"] = head_placement
+    groups = [head]
+    for i, g in enumerate(spec.get("workerGroupSpecs") or []):
+        where = f"workerGroupSpecs[{i}]"
+        name = g.get("groupName") or ""
+        if not name:
+            raise MappingError(f"{where}.groupName is empty")
+        if name == names.HEAD_GROUP:
+            raise MappingError(f"{where}.groupName {name!r} is the name "
+                               "gangsched gives the head group; rename it")
+        minimum, desired, maximum, hosts = worker_counts(g, autoscaling,
+                                                         where)
+        template = g.get("template") or {}
+        worker_spec = dict(template.get("spec") or {})
+        # KubeRay's wait-gcs-ready init container on every worker.
+        worker_spec["initContainers"] = list(
+            worker_spec.get("initContainers") or []) + [WAIT_GCS_READY]
+        group = {"name": name,
+                 "resources": pod_request(worker_spec),
+                 "min_count": minimum, "desired_count": desired,
+                 "max_count": maximum, "pods_per_replica": hosts,
+                 "node_selector": _selector(template, where)}
+        placement = _placement(
+            (template.get("metadata") or {}).get("annotations") or {},
+            f"{where}.template")
+        if placement:
+            group["placement"] = placement
+        groups.append(group)
+    _cap_max(groups)
+    out: dict[str, Any] = {
+        "id": workload_id(meta.get("namespace", "default"), meta["name"]),
+        "queue": queue_of(labels, default_queue),
+        "priority_class": priority_class_of(cluster, known_classes),
+        "groups": groups,
+        "labels": {"ray.io/cluster": meta["name"],
+                   "kubernetes.io/namespace":
+                       meta.get("namespace", "default")},
+    }
+    placement = _placement(annotations, "RayCluster")
+    if placement:
+        out["placement"] = placement
+    return out
+
+
+# What KubeRay injects (ray-operator/controllers/ray/common/pod.go): the
+# autoscaler sidecar of the head (autoscalerOptions.resources, else 500m /
+# 512Mi) and the wait-gcs-ready init container of workers (200m / 256Mi).
+DEFAULT_AUTOSCALER = {"requests": {"cpu": "500m", "memory": "512Mi"},
+                      "limits": {"cpu": "500m", "memory": "512Mi"}}
+WAIT_GCS_READY = {"name": "wait-gcs-ready", "resources": {
+    "requests": {"cpu": "200m", "memory": "256Mi"},
+    "limits": {"cpu": "200m", "memory": "256Mi"}}}
+
+
+def autoscaler_resources(spec: Mapping[str, Any]) -> dict:
+    options = spec.get("autoscalerOptions") or {}
+    return options.get("resources") or DEFAULT_AUTOSCALER
+
+
+def fits_group(pod_spec: Mapping[str, Any],
+               group_resources: Mapping[str, int]) -> str:
+    """"" when the pod asks for no more than its group's per-pod resources
+    in gangsched, else what it asks for beyond them."""
+    over = []
+    for name, text in pod_request(pod_spec).items():
+        amount = parse_quantity(text, name)
+        if amount > group_resources.get(name, 0):
+            over.append(f"{name} {text}")
+    return ", ".join(over)
+
+
+def _selector(template: Mapping[str, Any], where: str) -> dict[str, str]:
+    try:
+        return node_selector(template.get("spec") or {})
+    except MappingError as e:
+        raise MappingError(f"{where}: {e}") from None
+
+
+def _cap_max(groups: list[dict[str, Any]]) -> None:
+    """An unset maxReplicas is 2^31-1 in KubeRay's CRD: cap what gangsched
+    is told so the workload stays within its pod limit (the autoscaler is
+    capped the same; scale_hints say so)."""
+    total = sum(g["max_count"] for g in groups)
+    if total <= MAX_PODS_PER_WORKLOAD:
+        return
+    fixed = sum(g["desired_count"] for g in groups)
+    room = MAX_PODS_PER_WORKLOAD - fixed
+    elastic = [g for g in groups if g["max_count"] > g["desired_count"]]
+    for g in elastic:
+        share = room // len(elastic)
+        per = g.get("pods_per_replica", 1)
+        g["max_count"] = g["desired_count"] + max(0, share // per * per)
+
+
+def scale_hints_annotation(hints: list[tuple[str, int]]) -> str:
+    return json.dumps({g: n for g, n in sorted(hints)}, sort_keys=True,
+                      separators=(",", ":"))

@@ -1,0 +1,32 @@
+"""Every label, annotation and name the shim reads or writes, in one place
+(the README's "Run with KubeRay" lists them for users)."""
+
+# What users set on a RayCluster / RayJob / RayService.
+QUEUE_LABEL = "gangsched.io/queue"
+KAI_QUEUE_LABEL = "kai.scheduler/queue"  # read when moving from KAI
+PRIORITY_LABEL = "ray.io/priority-class-name"
+PLACEMENT_ANNOTATION = "gangsched.io/placement"
+TOPOLOGY_ANNOTATION = "gangsched.io/topology-key"
+TOPOLOGY_REQUIRED_ANNOTATION = "gangsched.io/topology-required"
+EVICT_ANNOTATION = "gangsched.io/on-eviction"  # "suspend" on a RayJob
+
+# What the shim writes.
+SLOT_ANNOTATION = "gangsched.io/slot"  # "group/index", set when bound
+WORKLOAD_ANNOTATION = "gangsched.io/workload"
+GRANTABLE_ANNOTATION = "gangsched.io/grantable"  # scale_hints as JSON
+COMPONENT = "gangsched-kuberay"
+
+# KubeRay's labels on the pods it creates.
+CLUSTER_LABEL = "ray.io/cluster"
+GROUP_LABEL = "ray.io/group"
+NODE_TYPE_LABEL = "ray.io/node-type"
+HEAD_GROUP_LABEL_VALUE = "headgroup"
+REPLICA_NAME_LABEL = "ray.io/worker-group-replica-name"
+REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"
+HOST_INDEX_LABEL = "ray.io/replica-host-index"
+
+# The gangsched group of a RayCluster's head.
+HEAD_GROUP = "head"
+
+RAY_GROUP = "ray.io"
+RAY_VERSION = "v1"

@@ -1,0 +1,208 @@
+"""RayCluster -> WorkloadSpec, by KubeRay's rules (no server needed)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from gangsched_kuberay import mapping  # noqa: E402
+from gangsched_kuberay.clusters import _match  # noqa: E402
+from gangsched_kuberay.pods import tolerates  # noqa: E402
+
+
+def container(requests=None, limits=None, name="c", **kw):
+    return {"name": name, "resources": {"requests": requests or {},
+                                        "limits": limits or {}}, **kw}
+
+
+def cluster(workers=None, autoscaling=False, labels=None, annotations=None,
+            head_spec=None):
+    return {
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "rc", "namespace": "ml",
+                     "labels": labels or {}, "annotations": annotations or {}},
+        "spec": {
+            "enableInTreeAutoscaling": autoscaling,
+            "headGroupSpec": {"template": {"spec": head_spec or {
+                "containers": [container({"cpu": "2", "memory": "4Gi"})]}}},
+            "workerGroupSpecs": workers or []}}
+
+
+def worker(name="gpu", replicas=2, min_r=None, max_r=None, hosts=None,
+           suspend=None, spec=None, annotations=None):
+    g = {"groupName": name, "replicas": replicas,
+         "template": {"metadata": {"annotations": annotations or {}},
+                      "spec": spec or {"containers": [container(
+                          {"cpu": "4"}, {"nvidia.com/gpu": "1"})]}}}
+    if min_r is not None:
+        g["minReplicas"] = min_r
+    if max_r is not None:
+        g["maxReplicas"] = max_r
+    if hosts is not None:
+        g["numOfHosts"] = hosts
+    if suspend is not None:
+        g["suspend"] = suspend
+    return g
+
+
+def groups(spec):
+    return {g["name"]: g for g in spec["groups"]}
+
+
+def test_head_first_and_kuberay_counts():
+    spec = mapping.workload_from_cluster(cluster(
+        [worker(replicas=3, min_r=2, max_r=8)], autoscaling=True,
+        labels={"gangsched.io/queue": "team-a"}), "default", set())
+    assert spec["id"] == "ml/rc" and spec["queue"] == "team-a"
+    assert [g["name"] for g in spec["groups"]] == ["head", "gpu"]
+    head, gpu = spec["groups"]
+    assert (head["min_count"], head["desired_count"]) == (1, 1)
+    # KubeRay adds the autoscaler sidecar (500m / 512Mi) to the head.
+    assert head["resources"] == {"cpu": "2500m", "memory": "4608Mi"}
+    assert (gpu["min_count"], gpu["desired_count"], gpu["max_count"]) == \
+        (2, 3, 8)
+    # A limit stands in for a missing request; KubeRay's wait-gcs-ready
+    # init container (200m / 256Mi) counts where it is the larger.
+    assert gpu["resources"] == {"cpu": "4", "memory": "256Mi",
+                                "nvidia.com/gpu": "1"}
+
+
+def test_min_is_replicas_without_autoscaling_and_min_zero():
+    g = groups(mapping.workload_from_cluster(cluster(
+        [worker(replicas=3, min_r=0, max_r=5)]), "q", set()))["gpu"]
+    assert (g["min_count"], g["desired_count"], g["max_count"]) == (3, 3, 5)
+    g = groups(mapping.workload_from_cluster(cluster(
+        [worker(replicas=3, min_r=0, max_r=5)], autoscaling=True), "q",
+        set()))["gpu"]
+    assert g["min_count"] == 0
+
+
+def test_multi_host_counts_are_replicas_times_hosts():
+    g = groups(mapping.workload_from_cluster(cluster(
+        [worker(replicas=2, min_r=1, max_r=3, hosts=4)], autoscaling=True),
+        "q", set()))["gpu"]
+    assert (g["min_count"], g["desired_count"], g["max_count"],
+            g["pods_per_replica"]) == (4, 8, 12, 4)
+
+
+def test_replicas_are_clamped_and_a_suspended_group_counts_zero():
+    g = groups(mapping.workload_from_cluster(cluster(
+        [worker(replicas=9, min_r=1, max_r=4),
+         worker("off", replicas=2, suspend=True)]), "q", set()))
+    assert g["gpu"]["desired_count"] == 4
+    assert (g["off"]["min_count"], g["off"]["desired_count"]) == (0, 0)
+
+
+def test_effective_pod_request_init_containers_and_overhead():
+    spec = {"containers": [container({"cpu": "1", "memory": "1Gi"}),
+                           container({"cpu": "500m"}, name="d")],
+            "initContainers": [container({"cpu": "3"}, name="i1"),
+                               container({"memory": "512Mi"}, name="side",
+                                         restartPolicy="Always"),
+                               container({"memory": "1Gi"}, name="i2")],
+            "overhead": {"cpu": "100m"}}
+    # cpu: max(1.5 + 0 sidecar cpu, 3) + 0.1; memory: max(1Gi + 512Mi,
+    # 512Mi + 1Gi) = 1.5Gi.
+    assert mapping.pod_request(spec) == {"cpu": "3100m",
+                                         "memory": "1536Mi"}
+
+
+def test_node_selector_and_exact_affinity_are_carried():
+    spec = {"nodeSelector": {"pool": "a100"}, "affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "topology.kubernetes.io/zone", "operator": "In",
+                 "values": ["z1"]}]}]}}}}
+    assert mapping.node_selector(spec) == {
+        "pool": "a100", "topology.kubernetes.io/zone": "z1"}
+
+
+@pytest.mark.parametrize("expr", [
+    {"key": "zone", "operator": "In", "values": ["a", "b"]},
+    {"key": "zone", "operator": "NotIn", "values": ["a"]},
+    {"key": "zone", "operator": "Exists"}])
+def test_affinity_gangsched_cannot_express_is_refused(expr):
+    spec = {"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [expr]}]}}}}
+    with pytest.raises(mapping.MappingError, match="zone"):
+        mapping.node_selector(spec)
+
+
+def test_queue_falls_back_to_kai_and_priority_class_to_pods():
+    c = cluster([worker()], labels={"kai.scheduler/queue": "kai-q"})
+    c["spec"]["headGroupSpec"]["template"]["spec"]["priorityClassName"] = \
+        "inference"
+    spec = mapping.workload_from_cluster(c, "default", {"inference"})
+    assert spec["queue"] == "kai-q"
+    assert spec["priority_class"] == "inference"
+    # A Kubernetes class gangsched does not know is not passed on.
+    assert mapping.workload_from_cluster(c, "default", set())[
+        "priority_class"] == ""
+    c["metadata"]["labels"]["ray.io/priority-class-name"] = "build"
+    assert mapping.workload_from_cluster(c, "default", set())[
+        "priority_class"] == "build"
+
+
+def test_placement_annotations():
+    spec = mapping.workload_from_cluster(cluster(
+        [worker(annotations={"gangsched.io/placement": "strict-spread"})],
+        annotations={"gangsched.io/placement": "PACK",
+                     "gangsched.io/topology-key": "zone",
+                     "gangsched.io/topology-required": "true"}), "q", set())
+    assert spec["placement"] == {"strategy": "PACK", "topology_key": "zone",
+                                 "required": True}
+    assert groups(spec)["gpu"]["placement"]["strategy"] == "STRICT_SPREAD"
+    with pytest.raises(mapping.MappingError, match="placement"):
+        mapping.workload_from_cluster(cluster(
+            [worker()], annotations={"gangsched.io/placement": "nearby"}),
+            "q", set())
+
+
+def test_a_worker_group_named_head_is_refused():
+    with pytest.raises(mapping.MappingError, match="head"):
+        mapping.workload_from_cluster(cluster([worker("head")]), "q", set())
+
+
+def pod(name, replica=None, host=None, created="2026-01-01T00:00:00Z"):
+    labels = {}
+    if replica is not None:
+        labels["ray.io/worker-group-replica-name"] = replica
+    if host is not None:
+        labels["ray.io/replica-host-index"] = str(host)
+    return {"metadata": {"name": name, "labels": labels,
+                         "creationTimestamp": created}}
+
+
+def test_a_replica_takes_one_kuberay_replica_by_host_index():
+    pods = [pod("a1", "ra", 1), pod("b0", "rb", 0), pod("a0", "ra", 0),
+            pod("b1", "rb", 1), pod("c0", "rc", 0)]  # rc is incomplete
+    out = _match("g", [2, 3, 4, 5], pods, 2, {})
+    assigned = {s: p["metadata"]["name"] for s, p in out}
+    assert assigned == {"g/2": "a0", "g/3": "a1", "g/4": "b0", "g/5": "b1"}
+
+
+def test_a_half_bound_replica_takes_the_missing_host_of_its_own_replica():
+    occupied = {"g/0": pod("a0", "ra", 0)}
+    pods = [pod("x1", "rx", 1), pod("a1", "ra", 1)]
+    assert [(s, p["metadata"]["name"]) for s, p in
+            _match("g", [1], pods, 2, occupied)] == [("g/1", "a1")]
+
+
+def test_tolerations_match_as_kubernetes_does():
+    taint = {"key": "nvidia.com/gpu", "value": "present",
+             "effect": "NoSchedule"}
+    assert tolerates({"tolerations": [{"key": "nvidia.com/gpu",
+                                       "operator": "Exists"}]}, taint)
+    assert tolerates({"tolerations": [{"operator": "Exists"}]}, taint)
+    assert not tolerates({"tolerations": [{"key": "nvidia.com/gpu",
+                                           "value": "other"}]}, taint)
+    assert not tolerates({"tolerations": [{
+        "key": "nvidia.com/gpu", "operator": "Exists",
+        "effect": "NoExecute"}]}, taint)
+    assert not tolerates({}, taint)
