@@ -1,0 +1,422 @@
+"""gangsched-kuberay end to end: the Kubernetes API test server, the KubeRay
+stand-in, the real gangsched binary and the real shim executable. Each
+scenario asserts on what a user sees: which pods are bound to which nodes,
+pod conditions, Events, annotations, gangsched's state; and the invariants
+(kuberay_env.Env.check_invariants) after every scenario.
+
+Run by ctest (integration.kuberay) with GANGSCHED_SERVER and
+GANGSCHED_KUBERAY naming the built binaries.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from typing import Any, Iterator
+
+import pytest
+
+from kuberay_env import Env, manifest
+
+QUEUES = """
+queues:
+  - name: dept-research
+    resources:
+      nvidia.com/gpu: {quota: 2, over_quota_weight: 1}
+  - name: research
+    parent: dept-research
+    resources:
+      nvidia.com/gpu: {quota: 2, limit: 8, over_quota_weight: 2}
+  - name: research-2
+    parent: dept-research
+    resources:
+      nvidia.com/gpu: {quota: 0, over_quota_weight: 1}
+  - name: dept-prod
+    priority: 120
+    resources:
+      nvidia.com/gpu: {quota: 6, over_quota_weight: 1}
+  - name: production
+    parent: dept-prod
+    resources:
+      nvidia.com/gpu: {quota: 6, limit: 8}
+  - name: production-2
+    parent: dept-prod
+    resources:
+      nvidia.com/gpu: {quota: 0}
+  - name: default
+"""
+
+TRAIN = "raycluster-autoscaler"
+
+
+def binaries() -> tuple[str, str]:
+    server = os.environ.get("GANGSCHED_SERVER", "")
+    shim = os.environ.get("GANGSCHED_KUBERAY", "")
+    if not (server and shim):
+        pytest.fail("GANGSCHED_SERVER and GANGSCHED_KUBERAY must be set")
+    return server, shim
+
+
+@pytest.fixture
+def env() -> Iterator[Env]:
+    server, shim = binaries()
+    e = Env(server, shim, QUEUES)
+    try:
+        yield e
+        e.check_invariants()
+    finally:
+        e.close()
+
+
+def gpu_nodes(env: Env, count: int, start: int = 0) -> None:
+    for i in range(start, start + count):
+        env.add_node(f"gpu-{i}", gpus=4, cpu="64", memory="256Gi")
+
+
+def scale(env: Env, cluster: str, replicas: int, delete: list[str] = (),
+          group: int = 0, **more: Any) -> None:
+    """What the Ray autoscaler does: replicas, and workersToDelete."""
+    obj = env.kube.get("rayclusters", "default", cluster)
+    g = obj["spec"]["workerGroupSpecs"][group]
+    g["replicas"] = replicas
+    if delete:
+        g.setdefault("scaleStrategy", {})["workersToDelete"] = list(delete)
+    g.update(more)
+    env.kube.replace(obj)
+
+
+def condition(pod: dict) -> dict:
+    for c in pod.get("status", {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return c
+    return {}
+
+
+def service_cluster(env: Env, name: str) -> str:
+    def find() -> str:
+        for c in env.ray_clusters():
+            labels = c["metadata"].get("labels") or {}
+            if labels.get("ray.io/originated-from-cr-name") == name:
+                return c["metadata"]["name"]
+        return ""
+    return env.wait(find, f"the RayCluster of {name}")
+
+
+# -- 1. the story ----------------------------------------------------------
+
+def test_training_grows_inference_preempts_training_grows_back(
+        env: Env) -> None:
+    gpu_nodes(env, 2)
+    env.shim("--leader-election=false")
+    env.apply(manifest("raycluster-autoscaler.yaml"))
+    # Gang-scheduled: head and both minimum workers at once.
+    env.wait(lambda: len(env.bound(TRAIN)) == 3, "the training gang bound")
+    assert env.gang(f"default/{TRAIN}") is None or True
+    status = env.client.get_workload(f"default/{TRAIN}")
+    assert status.queue == "research"
+    # The autoscaler reads what it could get.
+    env.wait(lambda: (env.kube.get("rayclusters", "default", TRAIN)[
+        "metadata"].get("annotations") or {}).get("gangsched.io/grantable")
+        == '{"gpu-group":6,"head":0}', "scale hints in gangsched.io/grantable")
+    # It grows into the idle GPUs (over the queue's quota: nobody else
+    # wants them).
+    scale(env, TRAIN, 8)
+    env.wait(lambda: len(env.bound(TRAIN, group="gpu-group")) == 8,
+             "training grown to 8 workers")
+    env.check_invariants()
+
+    # Inference arrives with 6 GPUs of the production queue's quota: it
+    # reclaims 6 of training's elastic workers.
+    svc = manifest("rayservice-inference.yaml")
+    workers = svc["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]
+    workers.update(replicas=6, minReplicas=6, maxReplicas=6)
+    env.apply(svc)
+    inference = service_cluster(env, "rayservice-inference")
+    env.wait(lambda: len(env.bound(inference)) == 7,
+             "inference bound (head + 6 workers)")
+    assert env.client.get_workload(
+        f"default/{inference}").spec.priority_class == "inference"
+    # Training is down to its minimum; KubeRay made its deleted workers
+    # again and they wait, saying why.
+    env.wait(lambda: len(env.bound(TRAIN, group="gpu-group")) == 2,
+             "training shrunk to its minimum")
+    env.wait(lambda: len(env.waiting(TRAIN)) == 6,
+             "training's replaced workers waiting")
+    env.wait(lambda: all(
+        condition(p).get("reason") == "Unschedulable" and
+        condition(p).get("message", "").startswith("gangsched:")
+        for p in env.waiting(TRAIN)), "the reason on every waiting pod")
+    evicted = [e for e in env.events_for(TRAIN) if e["reason"] == "Evicted"]
+    assert evicted and "reclaim" in evicted[0]["message"], \
+        [e["message"] for e in env.events_for(TRAIN)]
+    env.check_invariants()
+
+    # Inference scales down (its autoscaler deletes 5 workers): training
+    # grows back into the GPUs it frees.
+    victims = [p["metadata"]["name"] for p in
+               env.bound(inference, group="gpu-group")][:5]
+    scale(env, inference, 1, delete=victims, minReplicas=1)
+    env.wait(lambda: len(env.bound(inference, group="gpu-group")) == 1,
+             "inference scaled down to 1")
+    env.wait(lambda: env.client.get_workload(
+        f"default/{inference}").spec.groups[1].desired_count == 1,
+        "gangsched shrank inference (Release shrink=true)")
+    env.wait(lambda: len(env.bound(TRAIN, group="gpu-group")) == 7,
+             "training grown back to 7 workers")
+    assert not env.waiting(inference)
+
+
+# -- 2. a gang that cannot fit --------------------------------------------
+
+def test_a_gang_that_cannot_fit_waits_whole_and_binds_whole(env: Env) -> None:
+    gpu_nodes(env, 2)
+    env.shim("--leader-election=false")
+    big = manifest("raycluster-autoscaler.yaml",
+                   **{"metadata.name": "big",
+                      "spec.enableInTreeAutoscaling": False,
+                      "spec.workerGroupSpecs.0.replicas": 10,
+                      "spec.workerGroupSpecs.0.minReplicas": 10,
+                      "spec.workerGroupSpecs.0.maxReplicas": 10})
+    big["metadata"]["labels"]["gangsched.io/queue"] = "default"
+    env.apply(big)
+    env.wait(lambda: len(env.waiting("big")) == 11, "11 pods created")
+    env.wait(lambda: all(condition(p).get("message", "").startswith(
+        "gangsched: ") for p in env.waiting("big")),
+        "the reason on every pod")
+    message = condition(env.waiting("big")[0])["message"]
+    assert "CAPACITY" in message or "UNSATISFIABLE" in message, message
+    assert env.bound("big") == []
+    events = [e for e in env.events_for("big")
+              if e["reason"] == "Unschedulable"]
+    assert len(events) == 1, [e["message"] for e in events]
+    time.sleep(1.0)  # several passes: still nothing bound, no new Event
+    assert env.bound("big") == []
+    assert len([e for e in env.events_for("big")
+                if e["reason"] == "Unschedulable"]) == 1
+    # One more node: the whole gang binds.
+    gpu_nodes(env, 1, start=2)
+    env.wait(lambda: len(env.bound("big")) == 11, "the whole gang bound")
+    assert {e["reason"] for e in env.events_for("big")} >= {"Scheduled"}
+
+
+# -- 3. multi-host replicas ---------------------------------------------------
+
+def test_multi_host_replicas_bind_all_or_nothing(env: Env) -> None:
+    env.add_node("cpu-0", gpus=0, cpu="32", memory="128Gi")
+    big = {"cpu": "64", "memory": "512Gi"}
+    tpu_labels = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                  "cloud.google.com/gke-tpu-topology": "4x4"}
+    for i in range(6):
+        env.add_node(f"tpu-{i}", gpus=0, **big, labels=tpu_labels,
+                     extra={"google.com/tpu": "4"})
+    env.shim("--leader-election=false")
+    rc = manifest("raycluster-multihost.yaml",
+                  **{"spec.enableInTreeAutoscaling": True,
+                     "spec.workerGroupSpecs.0.minReplicas": 1})
+    name = rc["metadata"]["name"]
+    env.apply(rc)
+
+    def replicas_whole() -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for p in env.bound(name, group="tpu-group"):
+            r = p["metadata"]["labels"]["ray.io/worker-group-replica-name"]
+            counts[r] = counts.get(r, 0) + 1
+        assert all(n == 4 for n in counts.values()), counts
+        return counts
+
+    env.wait(lambda: len(replicas_whole()) == 1, "one replica bound")
+    bound = env.bound(name, group="tpu-group")
+    # Host i of the KubeRay replica is slot r*4+i of the gangsched replica.
+    for p in bound:
+        host = int(p["metadata"]["labels"]["ray.io/replica-host-index"])
+        slot = int(p["metadata"]["annotations"]["gangsched.io/slot"]
+                   .split("/")[1])
+        assert slot % 4 == host, (slot, host)
+    assert len({p["spec"]["nodeName"] for p in bound}) == 4
+    for _ in range(10):  # the other replica never binds in part
+        assert len(replicas_whole()) == 1
+        time.sleep(0.05)
+    assert len(env.waiting(name)) == 4
+    for i in range(6, 8):
+        env.add_node(f"tpu-{i}", gpus=0, **big, labels=tpu_labels,
+                     extra={"google.com/tpu": "4"})
+    env.wait(lambda: len(replicas_whole()) == 2, "the second replica bound")
+
+
+# -- 4. nodes: removed, cordoned, DaemonSet pods --------------------------------
+
+def test_daemonset_pods_cordon_and_node_loss(env: Env) -> None:
+    gpu_nodes(env, 3)
+    # A DaemonSet pod (another scheduler) takes most of gpu-2's CPU.
+    env.kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "node-agent-gpu-2", "namespace": "kube-system"},
+        "spec": {"nodeName": "gpu-2", "schedulerName": "default-scheduler",
+                 "containers": [{"name": "agent", "resources": {
+                     "requests": {"cpu": "60", "memory": "1Gi"}}}]}})
+    env.shim("--leader-election=false")
+    env.apply(manifest("raycluster-autoscaler.yaml"))
+    env.wait(lambda: len(env.bound(TRAIN)) == 3, "training bound")
+    scale(env, TRAIN, 8)
+    env.wait(lambda: len(env.bound(TRAIN, group="gpu-group")) == 8,
+             "8 workers bound")
+    assert all(p["spec"]["nodeName"] != "gpu-2"
+               for p in env.bound(TRAIN, group="gpu-group")), \
+        "a worker went to the node whose CPU the DaemonSet pod holds"
+    env.check_invariants()
+
+    # Cordon gpu-1, then lose a worker there: its replacement waits.
+    env.kube.patch("nodes", None, "gpu-1", {"spec": {"unschedulable": True}})
+    env.wait(lambda: [n.node.schedulable for n in
+                      env.client.cluster_snapshot().nodes
+                      if n.node.name == "gpu-1"] == [False],
+             "gangsched told gpu-1 is cordoned")
+    on_1 = [p for p in env.bound(TRAIN, group="gpu-group")
+            if p["spec"]["nodeName"] == "gpu-1"]
+    env.kube.fail_pod("default", on_1[0]["metadata"]["name"])
+    env.wait(lambda: len(env.waiting(TRAIN)) == 1, "the replacement waits")
+    env.wait(lambda: condition(env.waiting(TRAIN)[0]).get(
+        "message", "").startswith("gangsched"), "the replacement says why")
+    assert all(p["spec"]["nodeName"] != "gpu-1" or p["metadata"]["name"] !=
+               env.waiting(TRAIN)[0]["metadata"]["name"]
+               for p in env.bound(TRAIN))
+    env.kube.patch("nodes", None, "gpu-1", {"spec": {"unschedulable": False}})
+    env.wait(lambda: len(env.bound(TRAIN, group="gpu-group")) == 8,
+             "bound again after uncordon")
+
+    # gpu-0 goes away (and its pods, as the pod GC does): the lost slots
+    # wait for room, then bind on a new node.
+    lost = [p for p in env.bound(TRAIN)
+            if p["spec"]["nodeName"] == "gpu-0"]
+    assert lost
+    env.kube.delete("nodes", None, "gpu-0")
+    for p in lost:
+        env.kube.delete("pods", "default", p["metadata"]["name"],
+                        grace_seconds=0)
+    env.wait(lambda: all(n.node.name != "gpu-0" for n in
+                         env.client.cluster_snapshot().nodes),
+             "gpu-0 gone from gangsched")
+    gpu_nodes(env, 1, start=3)
+    env.wait(lambda: len(env.bound(TRAIN)) == 9 and not env.waiting(TRAIN),
+             "everything bound again on gpu-3")
+    assert any(p["spec"]["nodeName"] == "gpu-3" for p in env.bound(TRAIN))
+
+
+# -- 5. kills and compaction ------------------------------------------------------
+
+def test_kill9_of_the_shim_and_of_gangsched_mid_gang(env: Env) -> None:
+    gpu_nodes(env, 4)
+    shim = env.shim("--leader-election=false", name="first")
+    big = manifest("raycluster-autoscaler.yaml",
+                   **{"metadata.name": "big",
+                      "spec.workerGroupSpecs.0.replicas": 14,
+                      "spec.workerGroupSpecs.0.maxReplicas": 16})
+    big["metadata"]["labels"]["gangsched.io/queue"] = "default"
+    env.apply(big)
+    env.wait(lambda: len(env.bound("big")) >= 1, "the first binds")
+    shim.kill9()
+    partial = len(env.bound("big"))
+    env.check_invariants(settle=False)
+    env.shim("--leader-election=false", name="second")
+    env.wait(lambda: len(env.bound("big")) == 15, "all 15 bound after the "
+             f"restart (had {partial})")
+    env.check_invariants()
+
+    # gangsched killed while a gang is placed; it restarts on its data.
+    scale(env, "big", 16)
+    env.gs.kill9()
+    env.gs.start()
+    env.wait(lambda: len(env.bound("big")) == 17, "grown to 16 workers")
+    env.check_invariants()
+
+
+def test_watch_compaction_relists_and_goes_on(env: Env) -> None:
+    gpu_nodes(env, 2)
+    shim = env.shim("--leader-election=false")
+    env.apply(manifest("raycluster-autoscaler.yaml"))
+    env.wait(lambda: len(env.bound(TRAIN)) == 3, "training bound")
+    before = shim.metric('gangsched_kuberay_resyncs_total{reason="pods_gone"}')
+    env.kube.compact()
+    scale(env, TRAIN, 5)
+    env.wait(lambda: len(env.bound(TRAIN)) == 6, "grown after compaction")
+    env.wait(lambda: shim.metric(
+        'gangsched_kuberay_resyncs_total{reason="pods_gone"}') > before,
+        "the shim relisted pods")
+
+
+# -- 6. two replicas ---------------------------------------------------------------
+
+def test_only_the_leader_binds_and_the_standby_takes_over(env: Env) -> None:
+    gpu_nodes(env, 2)
+    a = env.shim(name="a")
+    b = env.shim(name="b")
+    env.wait(lambda: a.metric("gangsched_kuberay_leader") +
+             b.metric("gangsched_kuberay_leader") == 1, "one leader")
+    leader, standby = (a, b) if a.metric("gangsched_kuberay_leader") else \
+        (b, a)
+    env.apply(manifest("raycluster-autoscaler.yaml"))
+    env.wait(lambda: len(env.bound(TRAIN)) == 3, "training bound")
+    env.wait(lambda: leader.metric("gangsched_kuberay_pods_bound_total")
+             == 3, "the leader bound the pods")
+    assert standby.metric("gangsched_kuberay_pods_bound_total") == 0
+    leader.kill9()
+    killed = time.monotonic()
+    second = manifest("raycluster-autoscaler.yaml",
+                      **{"metadata.name": "second"})
+    env.apply(second)
+    env.wait(lambda: len(env.bound("second")) == 3,
+             "the standby binds the next cluster", timeout=env.lease_seconds
+             + 10)
+    took = time.monotonic() - killed
+    assert took < env.lease_seconds + 5, took
+    assert standby.metric("gangsched_kuberay_leader") == 1
+    assert standby.metric("gangsched_kuberay_pods_bound_total") == 3
+
+
+# -- KubeRay's other samples ---------------------------------------------------------
+
+def test_rayjob_suspended_group_and_cluster_deletion(env: Env) -> None:
+    gpu_nodes(env, 2)
+    env.shim("--leader-election=false")
+    env.apply(manifest("rayjob.yaml"))
+    job_cluster = env.wait(lambda: (env.kube.get(
+        "rayjobs", "default", "rayjob-train").get("status") or {}).get(
+        "rayClusterName"), "the RayJob's cluster")
+    env.wait(lambda: len(env.bound(job_cluster)) == 3, "the job's gang bound")
+    w = env.client.get_workload(f"default/{job_cluster}")
+    assert w.queue == "research"  # the RayJob's label, copied by KubeRay
+
+    env.apply(manifest("raycluster-suspended-group.yaml"))
+    name = "raycluster-suspended-group"
+    spec = env.wait(lambda: env.client.get_workload(f"default/{name}"),
+                    "the cluster with a suspended group submitted").spec
+    desired = {g.name: g.desired_count for g in spec.groups}
+    suspended = [g["groupName"] for g in manifest(
+        "raycluster-suspended-group.yaml")["spec"]["workerGroupSpecs"]
+        if g.get("suspend")]
+    assert suspended and all(desired[g] == 0 for g in suspended), desired
+    env.wait(lambda: env.bound(name) and not env.waiting(name),
+             "the other groups bound")
+
+    # Deleting the RayCluster releases everything once its pods are gone.
+    env.kube.delete("rayclusters", "default", name)
+    env.wait(lambda: env.client.get_workload(f"default/{name}") is None or
+             env.client.get_workload(f"default/{name}").state == 5,
+             "the workload released")
+    assert not env.cluster_pods(name)
+
+
+def test_a_raycluster_gangsched_cannot_express_says_so(env: Env) -> None:
+    gpu_nodes(env, 1)
+    env.shim("--leader-election=false")
+    rc = manifest("raycluster-autoscaler.yaml", **{"metadata.name": "odd"})
+    rc["spec"]["workerGroupSpecs"][0]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{
+                "key": "zone", "operator": "NotIn", "values": ["z9"]}]}]}}}
+    env.apply(rc)
+    env.wait(lambda: env.waiting("odd") and all(
+        "cannot schedule" in condition(p).get("message", "")
+        for p in env.waiting("odd")), "the reason on the pods")
+    assert any("NotIn" in e["message"] for e in env.events_for("odd"))
+    assert env.client.get_workload("default/odd") is None
