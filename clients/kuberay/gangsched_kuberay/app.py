@@ -16,7 +16,7 @@ from typing import Any
 
 import gangsched
 from gangsched import GangschedError, Resync
-from gangsched_kuberay import metrics, names, pods as P
+from gangsched_kuberay import metrics, names, pods as P, profiling
 from gangsched_kuberay.clusters import ClusterReconciler, Key
 from gangsched_kuberay.informer import Informer
 from gangsched_kuberay.kube import Kube
@@ -39,7 +39,8 @@ class App:
         self.scheduler_name = scheduler_name
         self.namespaces = namespaces
         self.pool = ThreadPoolExecutor(bind_workers,
-                                       thread_name_prefix="kube-write")
+                                       thread_name_prefix="kube-write",
+                                       initializer=profiling.thread_start)
         self.stop_event = threading.Event()
         self.exit_code = 0
         self.heartbeat_timeout = heartbeat_timeout
@@ -188,6 +189,7 @@ class App:
             self.mark_dirty(key)
 
     def _worker(self) -> None:
+        profiling.thread_start()
         retry_at: dict[Key, float] = {}
         while not self.stop_event.is_set():
             with self._dirty_cv:
@@ -227,6 +229,7 @@ class App:
     # -- gangsched's event stream -----------------------------------------------
 
     def _follow(self) -> None:
+        profiling.thread_start()
         while not self.stop_event.is_set():
             if not self._acting.is_set():
                 time.sleep(0.2)

@@ -12,6 +12,7 @@ from prometheus_client import start_http_server
 
 import gangsched
 from gangsched_kuberay import app as app_module, kube as kube_module, logs
+from gangsched_kuberay import profiling
 
 log = logging.getLogger("gangsched_kuberay")
 
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         done.wait(0.5)
     app.stop()
     client.close()
+    profiling.dump()
     return app.exit_code
 
 

@@ -253,21 +253,23 @@ class ClusterReconciler:
                 return False
             raise
 
-    def _excess(self, gang: GangView, cluster: dict | None,
-                group: str) -> int:
-        """Pods gangsched still holds for a group above what the RayCluster
-        wants now (a scale-down in progress)."""
-        if cluster is None or group not in gang.groups:
-            return 0
+    def _wanted_desired(self, cluster: dict) -> dict[str, int] | None:
+        """Pods per group the RayCluster wants now (None: unmappable)."""
         try:
             wanted = mapping.workload_from_cluster(
                 cluster, self.default_queue, self.known_classes)
         except (mapping.MappingError, ValueError):
+            return None
+        return {g["name"]: g["desired_count"] for g in wanted["groups"]}
+
+    @staticmethod
+    def _excess(gang: GangView, desired: dict[str, int] | None,
+                group: str) -> int:
+        """Pods gangsched still holds for a group above what the RayCluster
+        wants now (a scale-down in progress)."""
+        if desired is None or group not in gang.groups:
             return 0
-        for g in wanted["groups"]:
-            if g["name"] == group:
-                return gang.groups[group].desired_count - g["desired_count"]
-        return gang.groups[group].desired_count  # the group went away
+        return gang.groups[group].desired_count - desired.get(group, 0)
 
     def _give_back(self, t: Tracked, wid: str, gang: GangView,
                    pods: list[dict], cluster: dict | None) -> None:
@@ -276,6 +278,7 @@ class ClusterReconciler:
             t.gone.clear()
             t.blocked.clear()
             return
+        desired = self._wanted_desired(cluster)
         for uid, (slot, pod_name, node) in list(t.gone.items()):
             del t.gone[uid]
             t.blocked.discard(slot)
@@ -288,7 +291,7 @@ class ClusterReconciler:
             t.released_uids.add(uid)
             h = view.pods_per_replica
             shrink = pod_name in t.to_delete or \
-                self._excess(gang, cluster, group) > 0
+                self._excess(gang, desired, group) > 0
             if shrink:
                 first = index - index % h
                 replica = [slot_name(group, first + i) for i in range(h)]
@@ -304,7 +307,7 @@ class ClusterReconciler:
         # RayCluster wants: KubeRay will not create their pods.
         occupied = self._occupied(t, pods)
         for group, view in gang.groups.items():
-            excess = self._excess(gang, cluster, group)
+            excess = self._excess(gang, desired, group)
             h = view.pods_per_replica
             replicas: dict[int, list[str]] = {}
             for slot in gang.bindings:

@@ -29,9 +29,6 @@ EVICTIONS = Counter("gangsched_kuberay_evictions_total",
                     "Victim pods deleted for gangsched evictions.")
 RELEASES = Counter("gangsched_kuberay_releases_total",
                    "Release calls, by kind.", ["kind"])
-WORKLOADS = Gauge("gangsched_kuberay_workloads",
-                  "RayClusters the shim tracks, by gangsched state.",
-                  ["state"])
 RECONCILE = Histogram("gangsched_kuberay_reconcile_seconds",
                       "One RayCluster's reconcile, gangsched calls included.",
                       buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,

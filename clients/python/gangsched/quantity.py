@@ -8,6 +8,7 @@ See docs/SCHEDULING.md ("Resources").
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 
@@ -39,6 +40,13 @@ def parse_quantity(text: str, resource: str = "cpu") -> int:
     """
     if not isinstance(text, str):
         text = str(text)
+    return _parse(text, is_bytes(resource))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str, in_bytes: bool) -> int:
+    """The same few quantity strings come back all the time (every pod of a
+    group, every node of a pool): parsed once each."""
     bad = f'"{text}" is not a valid quantity'
     if text == "":
         raise ValueError(f"{bad}: empty")
@@ -59,7 +67,7 @@ def parse_quantity(text: str, resource: str = "cpu") -> int:
         value = number * Fraction(10) ** int(suffix[1:])
     else:
         raise ValueError(f"{bad}: unknown suffix")
-    if not is_bytes(resource):
+    if not in_bytes:
         value *= 1000
     whole = -(-value.numerator // value.denominator)  # round up
     if whole > INT64_MAX:
