@@ -89,9 +89,8 @@ class App:
         assert pod is not None
         ns = P.meta(pod).get("namespace", "")
         pkey = (ns, P.name(pod))
-        if self._in_scope(ns):
-            # Before the index changes: see ClusterReconciler.pod_changed.
-            self.reconciler.pod_changed(old, new)
+        # Before the index changes: see ClusterReconciler.pod_changed.
+        matters = self._in_scope(ns) and self.reconciler.pod_changed(old, new)
         with self._index_lock:
             for p, present in ((old, False), (new, True)):
                 if p is None:
@@ -115,7 +114,7 @@ class App:
             if p is not None and P.node_of(p):
                 self.node_reconciler.mark(P.node_of(p))
                 self._nodes_dirty.set()
-        if self._in_scope(ns) and P.cluster_of(pod):
+        if matters:
             self.mark_dirty((ns, P.cluster_of(pod)))
 
     def _pods_of(self, key: Key) -> list[dict]:

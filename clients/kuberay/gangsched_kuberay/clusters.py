@@ -98,12 +98,18 @@ class ClusterReconciler:
                 t = self.tracked[key] = Tracked(key)
             return t
 
-    def pod_changed(self, old: dict | None, new: dict | None) -> None:
+    def pod_changed(self, old: dict | None, new: dict | None) -> bool:
+        """Records what a pod change means for its cluster; True when the
+        cluster needs a pass (the caller marks it once its pod index has
+        the change)."""
         pod = new or old
         if pod is None or not P.cluster_of(pod):
-            return
+            return False
         if P.scheduler(pod) != self.scheduler_name:
-            return
+            return False
+        if old is not None and new is not None and \
+                not _matters(old, new):
+            return False  # e.g. Pending -> Running: nothing to schedule
         key = (P.meta(pod).get("namespace", ""), P.cluster_of(pod))
         t = self.track(key)
         uid = P.uid(pod)
@@ -120,7 +126,7 @@ class ClusterReconciler:
         if new is None:
             self.first_seen.pop(uid, None)
             t.deleting.discard(P.name(pod))
-        self.mark_dirty(key)
+        return True
 
     def gang_changed(self, workload_id: str) -> None:
         ns, _, name = workload_id.partition("/")
@@ -659,6 +665,17 @@ class ClusterReconciler:
             except ApiError as e:
                 log.info("event on %s: %s", P.meta(obj).get("name"), e)
         self.pool.submit(run)
+
+
+def _matters(old: dict, new: dict) -> bool:
+    """Whether a pod update can change what a pass does."""
+    return (P.node_of(old) != P.node_of(new)
+            or P.terminating(old) != P.terminating(new)
+            or P.terminal(old) != P.terminal(new)
+            or P.slot(old) != P.slot(new)
+            or P.labels(old) != P.labels(new)
+            or P.scheduled_condition(old) != P.scheduled_condition(new)
+            and not P.node_of(new))
 
 
 def _now() -> str:

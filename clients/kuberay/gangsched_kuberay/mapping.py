@@ -65,6 +65,13 @@ def _max(into: dict[str, int], other: Mapping[str, int]) -> None:
 def pod_request(pod_spec: Mapping[str, Any]) -> dict[str, str]:
     """Kubernetes' effective pod request, as quantity strings (zeros
     dropped). Raises MappingError on a malformed quantity."""
+    return {name: format_quantity(amount, name)
+            for name, amount in sorted(pod_amounts(pod_spec).items())
+            if amount > 0}
+
+
+def pod_amounts(pod_spec: Mapping[str, Any]) -> dict[str, int]:
+    """pod_request as integers in each resource's scale."""
     try:
         total: dict[str, int] = {}
         for c in pod_spec.get("containers") or []:
@@ -87,8 +94,7 @@ def pod_request(pod_spec: Mapping[str, Any]) -> dict[str, str]:
         _add(total, _amounts(pod_spec.get("overhead")))
     except ValueError as e:
         raise MappingError(f"pod resources: {e}") from None
-    return {name: format_quantity(amount, name)
-            for name, amount in sorted(total.items()) if amount > 0}
+    return total
 
 
 def node_selector(pod_spec: Mapping[str, Any]) -> dict[str, str]:
@@ -271,12 +277,10 @@ def fits_group(pod_spec: Mapping[str, Any],
                group_resources: Mapping[str, int]) -> str:
     """"" when the pod asks for no more than its group's per-pod resources
     in gangsched, else what it asks for beyond them."""
-    over = []
-    for name, text in pod_request(pod_spec).items():
-        amount = parse_quantity(text, name)
-        if amount > group_resources.get(name, 0):
-            over.append(f"{name} {text}")
-    return ", ".join(over)
+    return ", ".join(
+        f"{name} {format_quantity(amount, name)}"
+        for name, amount in sorted(pod_amounts(pod_spec).items())
+        if amount > group_resources.get(name, 0))
 
 
 def _selector(template: Mapping[str, Any], where: str) -> dict[str, str]:
