@@ -44,6 +44,7 @@ class App:
         self.stop_event = threading.Event()
         self.exit_code = 0
         self.heartbeat_timeout = heartbeat_timeout
+        self.coalesce_seconds = 0.003
         # Indexes over the pod cache.
         self._index_lock = threading.Lock()
         self._pods_by_cluster: dict[Key, dict[str, dict]] = {}
@@ -196,6 +197,9 @@ class App:
                     self._dirty_cv.wait(0.5)
             if not self._acting.is_set():
                 continue
+            # A burst (a gang's pods created, bound, deleted) becomes one
+            # pass per cluster rather than one per pod.
+            time.sleep(self.coalesce_seconds)
             if self._nodes_dirty.is_set():
                 self._nodes_dirty.clear()
                 try:

@@ -88,6 +88,9 @@ class ClusterReconciler:
         self.tracked: dict[Key, Tracked] = {}
         self.lock = threading.Lock()
         self.first_seen: dict[str, float] = {}  # pod uid -> monotonic
+        self._occupied_memo: tuple[Any, dict[str, dict]] = (None, {})
+        self._wanted_memo: dict[Key, tuple[Any, Any]] = {}
+        self._spec_memo: dict[Key, tuple[Any, Any, tuple]] = {}
 
     # -- called from the informers' threads ---------------------------------
 
@@ -161,6 +164,7 @@ class ClusterReconciler:
         return t.gang
 
     def _reconcile(self, key: Key) -> bool:
+        self._occupied_memo = (None, {})
         t = self.track(key)
         ns, name = key
         wid = mapping.workload_id(ns, name)
@@ -181,9 +185,7 @@ class ClusterReconciler:
             return self._wind_down(t, wid, gang, pods)
 
         try:
-            wanted = mapping.workload_from_cluster(
-                cluster, self.default_queue, self.known_classes)
-            spec = workload_spec(self._hold_occupied(wanted, gang, pods, t))
+            spec, key = self._spec(cluster, gang, pods, t)
         except (mapping.MappingError, ValueError) as e:
             self._tell(t, cluster, pods, "Warning", "Unschedulable",
                        f"gangsched cannot schedule this RayCluster: {e}",
@@ -191,8 +193,7 @@ class ClusterReconciler:
             return False
 
         self._workers_to_delete(t, cluster, pods)
-        if gang is None or gang.state == "RELEASED" or \
-                gang.spec_key != spec_key(spec):
+        if gang is None or gang.state == "RELEASED" or gang.spec_key != key:
             signature = _digest([P.meta(cluster).get("uid"),
                                  spec.SerializeToString().hex()])
             if t.refused == signature:
@@ -259,11 +260,50 @@ class ClusterReconciler:
                 return False
             raise
 
+    def _wanted(self, cluster: dict) -> dict:
+        """The RayCluster's workload dict, computed once per version of the
+        object (a pass runs for every burst of pod changes)."""
+        meta = P.meta(cluster)
+        key = (meta.get("uid"), meta.get("resourceVersion"),
+               frozenset(self.known_classes))
+        t_key = (meta.get("namespace", ""), meta.get("name", ""))
+        memo = self._wanted_memo.get(t_key)
+        if memo is not None and memo[0] == key:
+            if isinstance(memo[1], Exception):
+                raise memo[1]
+            return memo[1]
+        try:
+            wanted: Any = mapping.workload_from_cluster(
+                cluster, self.default_queue, self.known_classes)
+        except (mapping.MappingError, ValueError) as e:
+            wanted = e
+        self._wanted_memo[t_key] = (key, wanted)
+        if isinstance(wanted, Exception):
+            raise wanted
+        return wanted
+
+    def _spec(self, cluster: dict, gang: GangView | None, pods: list[dict],
+              t: Tracked) -> tuple[Any, tuple]:
+        """The WorkloadSpec to hold in gangsched now, and its spec_key."""
+        wanted = self._wanted(cluster)
+        held = self._hold_occupied(
+            {**wanted, "groups": [dict(g) for g in wanted["groups"]]},
+            gang, pods, t)
+        counts = tuple((g["name"], g["desired_count"], g["max_count"])
+                       for g in held["groups"])
+        memo_key = (self._wanted_memo[t.key][0], counts)
+        memo = self._spec_memo.get(t.key)
+        if memo is not None and memo[0] == memo_key:
+            return memo[1], memo[2]
+        spec = workload_spec(held)
+        key = spec_key(spec)
+        self._spec_memo[t.key] = (memo_key, spec, key)
+        return spec, key
+
     def _wanted_desired(self, cluster: dict) -> dict[str, int] | None:
         """Pods per group the RayCluster wants now (None: unmappable)."""
         try:
-            wanted = mapping.workload_from_cluster(
-                cluster, self.default_queue, self.known_classes)
+            wanted = self._wanted(cluster)
         except (mapping.MappingError, ValueError):
             return None
         return {g["name"]: g["desired_count"] for g in wanted["groups"]}
@@ -334,13 +374,18 @@ class ClusterReconciler:
                     t.fresh = False
 
     def _occupied(self, t: Tracked, pods: list[dict]) -> dict[str, dict]:
-        """Slot -> the live pod on it (bound with its annotation)."""
+        """Slot -> the live pod on it (bound with its annotation); computed
+        once per pass (the pass's pods list and released pods)."""
+        key = (id(pods), len(t.released_uids))
+        if self._occupied_memo[0] == key:
+            return self._occupied_memo[1]
         out: dict[str, dict] = {}
         for p in pods:
             s = P.slot(p)
             if s and P.node_of(p) and not P.terminal(p) and \
                     P.uid(p) not in t.released_uids:
                 out[s] = p
+        self._occupied_memo = (key, out)
         return out
 
     def _hold_occupied(self, wanted: dict, gang: GangView | None,
@@ -390,6 +435,8 @@ class ClusterReconciler:
         if self.cluster_of(t.key) is None and not pods:
             with self.lock:
                 self.tracked.pop(t.key, None)
+            self._wanted_memo.pop(t.key, None)
+            self._spec_memo.pop(t.key, None)
         return False
 
     # -- 2b. pods bound where gangsched does not say -------------------------
@@ -668,7 +715,13 @@ class ClusterReconciler:
 
 
 def _matters(old: dict, new: dict) -> bool:
-    """Whether a pod update can change what a pass does."""
+    """Whether a pod update can change what a pass does. A bind of the
+    shim's own (the slot annotation arrives with the node) does not: the
+    pass that made it already counts the slot as taken."""
+    if not P.node_of(old) and P.node_of(new) and P.slot(new) and \
+            P.labels(old) == P.labels(new) and not P.terminating(new) and \
+            not P.terminal(new):
+        return False
     return (P.node_of(old) != P.node_of(new)
             or P.terminating(old) != P.terminating(new)
             or P.terminal(old) != P.terminal(new)

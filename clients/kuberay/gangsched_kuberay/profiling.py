@@ -9,6 +9,7 @@ import cProfile
 import os
 import pstats
 import threading
+import time
 
 _PATH = os.environ.get("GANGSCHED_KUBERAY_PROFILE", "")
 _profiles: list[cProfile.Profile] = []
@@ -19,7 +20,8 @@ def thread_start() -> None:
     """Called first thing in each of the shim's threads."""
     if not _PATH:
         return
-    p = cProfile.Profile()
+    # CPU time of the thread, not wall time: waits do not count.
+    p = cProfile.Profile(time.thread_time)
     with _lock:
         _profiles.append(p)
     p.enable()
