@@ -421,3 +421,60 @@ def test_a_raycluster_gangsched_cannot_express_says_so(env: Env) -> None:
         for p in env.waiting("odd")), "the reason on the pods")
     assert any("NotIn" in e["message"] for e in env.events_for("odd"))
     assert env.client.get_workload("default/odd") is None
+
+
+def test_a_preempted_rayjob_that_asks_for_it_is_suspended(env: Env) -> None:
+    gpu_nodes(env, 1)
+    env.shim("--leader-election=false")
+    env.apply(manifest("rayjob.yaml"))
+    job_cluster = env.wait(lambda: (env.kube.get(
+        "rayjobs", "default", "rayjob-train").get("status") or {}).get(
+        "rayClusterName"), "the RayJob's cluster")
+    env.wait(lambda: len(env.bound(job_cluster)) == 3, "the job's gang bound")
+    # Inference needs 2 of the job's 4 GPUs: the job's gang cannot lose a
+    # worker and stay whole, so it is evicted whole, and the RayJob asked
+    # (gangsched.io/on-eviction: suspend) to be suspended rather than have
+    # its pods made again.
+    svc = manifest("rayservice-inference.yaml")
+    env.apply(svc)
+    inference = service_cluster(env, "rayservice-inference")
+    env.wait(lambda: env.kube.get("rayjobs", "default", "rayjob-train")[
+        "spec"].get("suspend") is True, "the RayJob suspended")
+    env.wait(lambda: len(env.bound(inference)) == 3, "inference bound")
+    env.wait(lambda: not env.cluster_pods(job_cluster),
+             "the job's pods gone")
+    assert any(e["reason"] == "Suspended"
+               for e in env.events_for("rayjob-train"))
+    env.wait(lambda: (env.client.get_workload(f"default/{job_cluster}")
+                      or type("", (), {"state": 5})).state == 5,
+             "the job's workload released")
+
+
+def test_gangsched_wiped_the_shim_resyncs(env: Env) -> None:
+    import shutil
+    gpu_nodes(env, 2)
+    shim = env.shim("--leader-election=false")
+    env.apply(manifest("raycluster-autoscaler.yaml"))
+    env.wait(lambda: len(env.bound(TRAIN)) == 3, "training bound")
+    env.wait(lambda: shim.metric('gangsched_kuberay_resyncs_total'
+                                 '{reason="gangsched_start"}') == 1,
+             "the shim following gangsched's events")
+
+    def resyncs() -> float:
+        return sum(v for k, v in shim.metrics().items()
+                   if k.startswith("gangsched_kuberay_resyncs_total")
+                   and "gangsched_" in k and "gangsched_start" not in k)
+    # gangsched loses everything (a new data dir): its revision goes back,
+    # and it no longer knows the workload whose pods run.
+    env.gs.kill9()
+    shutil.rmtree(env.gs.data_dir)
+    env.gs.start()
+    env.wait(lambda: resyncs() >= 1, "a full resync")
+    # The nodes and the cluster are back in gangsched, and every pod runs
+    # where gangsched holds its slot (pods it placed elsewhere were
+    # deleted and bound again).
+    env.wait(lambda: len(env.client.cluster_snapshot().nodes) == 2,
+             "nodes synced again")
+    env.wait(lambda: len(env.bound(TRAIN)) == 3 and not env.waiting(TRAIN),
+             "training bound again")
+    env.check_invariants()

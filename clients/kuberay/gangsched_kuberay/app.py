@@ -25,6 +25,8 @@ from gangsched_kuberay.nodes import NodeReconciler
 
 log = logging.getLogger(__name__)
 
+FULL_PASS_SECONDS = 5.0
+
 
 class App:
     def __init__(self, kube: Kube, client: gangsched.Client, *,
@@ -44,6 +46,8 @@ class App:
         self.stop_event = threading.Event()
         self.exit_code = 0
         self.heartbeat_timeout = heartbeat_timeout
+        self._resync_lock = threading.Lock()
+        self._resynced_at = 0.0
         self.coalesce_seconds = 0.003
         # Indexes over the pod cache.
         self._index_lock = threading.Lock()
@@ -71,7 +75,11 @@ class App:
             kube, client, scheduler_name, default_queue, self.pool,
             pods_of=self._pods_of, cluster_of=self._cluster,
             rayjob_of=self._rayjob_of, mark_dirty=self.mark_dirty,
-            tolerated=self._tolerated)
+            tolerated=self._tolerated, lost_state=self._lost_state,
+            acting=lambda: self._acting.is_set(),
+            nodes_touched=self._nodes_touched)
+        self.node_reconciler.booked = self.reconciler.booked
+        self.reconciler.taint_specs = tuple(tolerated_taints)
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.leader = None
         if leader_election:
@@ -117,6 +125,12 @@ class App:
                 self._nodes_dirty.set()
         if matters:
             self.mark_dirty((ns, P.cluster_of(pod)))
+
+    def _nodes_touched(self, nodes: set[str]) -> None:
+        for n in nodes:
+            self.node_reconciler.mark(n)
+        if nodes:
+            self._nodes_dirty.set()
 
     def _pods_of(self, key: Key) -> list[dict]:
         with self._index_lock:
@@ -178,19 +192,26 @@ class App:
             self._dirty.add(key)
             self._dirty_cv.notify()
 
-    def _mark_all(self) -> None:
+    def _cluster_keys(self) -> set[Key]:
+        """Every RayCluster, and every cluster with pods or tracked."""
         keys = set()
         for inf in self.clusters:
             for obj in inf.items():
                 keys.add((P.meta(obj).get("namespace", ""), P.name(obj)))
+        with self._index_lock:
+            keys |= {k for k, v in self._pods_by_cluster.items() if v}
         with self.reconciler.lock:
             keys |= set(self.reconciler.tracked)
-        for key in keys:
+        return {k for k in keys if self._in_scope(k[0])}
+
+    def _mark_all(self) -> None:
+        for key in self._cluster_keys():
             self.mark_dirty(key)
 
     def _worker(self) -> None:
         profiling.thread_start()
         retry_at: dict[Key, float] = {}
+        last_full = time.monotonic()
         while not self.stop_event.is_set():
             with self._dirty_cv:
                 if not self._dirty:
@@ -200,6 +221,11 @@ class App:
             # A burst (a gang's pods created, bound, deleted) becomes one
             # pass per cluster rather than one per pod.
             time.sleep(self.coalesce_seconds)
+            if time.monotonic() - last_full > FULL_PASS_SECONDS:
+                # Level-triggered: every cluster now and then, whatever
+                # events were missed or timers ran out.
+                last_full = time.monotonic()
+                self._mark_all()
             if self._nodes_dirty.is_set():
                 self._nodes_dirty.clear()
                 try:
@@ -252,9 +278,21 @@ class App:
                 log.exception("gangsched event stream failed")
                 time.sleep(1)
 
+    def _lost_state(self) -> None:
+        """gangsched does not know a workload whose pods the shim bound: it
+        was wiped or restored, whatever its revision says (a wiped server's
+        revision may have caught up before the event stream reconnects)."""
+        if time.monotonic() - self._resynced_at > 2.0:
+            self._resync("lost_workload")
+
     def _resync(self, reason: str) -> None:
         """Everything again: gangsched restarted from nothing, was restored,
         or this replica just became the leader."""
+        with self._resync_lock:
+            self._resync_locked(reason)
+            self._resynced_at = time.monotonic()
+
+    def _resync_locked(self, reason: str) -> None:
         metrics.RESYNCS.labels("gangsched_" + reason.split(":")[0][:40]
                                .replace(" ", "_")).inc()
         log.info("full resync with gangsched (%s)", reason)
@@ -263,12 +301,29 @@ class App:
                 classes = self.client.priority_classes()
                 self.reconciler.known_classes = {c.name for c in
                                                  classes.classes}
+                break
+            except GangschedError as e:
+                log.warning("resync: %s", e)
+                time.sleep(1)
+        # Workloads first, so the node inventory counts pods on slots
+        # gangsched no longer holds as taking room.
+        while not self.stop_event.is_set():
+            try:
+                workloads, _ = self.client.list_workloads()
+                break
+            except GangschedError as e:
+                log.warning("resync: %s", e)
+                time.sleep(1)
+        else:
+            return
+        self.reconciler.load_all(workloads, self._cluster_keys())
+        while not self.stop_event.is_set():
+            try:
                 self.node_reconciler.sync_all()
                 break
             except GangschedError as e:
                 log.warning("resync: %s", e)
                 time.sleep(1)
-        self.reconciler.forget_all_status()
         self._mark_all()
 
     # -- leadership -------------------------------------------------------------

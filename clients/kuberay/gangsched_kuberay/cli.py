@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import signal
 import sys
@@ -130,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         log.info("signal %d: stopping", signum)
         app.stop_event.set()
         done.set()
+    # kill -USR1 writes every thread's stack to stderr (a stuck shim).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     log.info("gangsched-kuberay: gangsched %s, scheduler name %s, "

@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 
+# How long a new RayCluster waits for its pods before it is submitted
+# from its templates alone.
+HOLD_SECONDS = 1.0
+
 
 @dataclasses.dataclass
 class Tracked:
@@ -59,6 +63,7 @@ class Tracked:
     refused_why: str = ""
     last_reason: str = ""
     suspended_job: bool = False
+    seen_at: float = 0.0  # first pass (monotonic), for the pods' hold
 
 
 def _digest(value: Any) -> str:
@@ -73,7 +78,11 @@ class ClusterReconciler:
                  cluster_of: Callable[[Key], dict | None],
                  rayjob_of: Callable[[Key], dict | None],
                  mark_dirty: Callable[[Key], None],
-                 tolerated: Callable[[dict, str], bool]) -> None:
+                 tolerated: Callable[[dict, str], bool],
+                 lost_state: Callable[[], None] = lambda: None,
+                 acting: Callable[[], bool] = lambda: True,
+                 nodes_touched: Callable[[set[str]], None] = lambda n: None
+                 ) -> None:
         self.kube = kube
         self.client = client
         self.scheduler_name = scheduler_name
@@ -84,13 +93,19 @@ class ClusterReconciler:
         self.rayjob_of = rayjob_of
         self.mark_dirty = mark_dirty
         self.tolerated = tolerated
+        self.lost_state = lost_state
+        # False once the Lease is lost: a pass in progress writes nothing.
+        self.acting = acting
+        self.nodes_touched = nodes_touched
         self.known_classes: set[str] = set()
+        self.taint_specs: tuple[str, ...] = ()
         self.tracked: dict[Key, Tracked] = {}
         self.lock = threading.Lock()
         self.first_seen: dict[str, float] = {}  # pod uid -> monotonic
         self._occupied_memo: tuple[Any, dict[str, dict]] = (None, {})
         self._wanted_memo: dict[Key, tuple[Any, Any]] = {}
         self._spec_memo: dict[Key, tuple[Any, Any, tuple]] = {}
+        self._pod_amounts: dict[str, dict[str, int]] = {}  # pod uid ->
 
     # -- called from the informers' threads ---------------------------------
 
@@ -128,6 +143,7 @@ class ClusterReconciler:
             t.gone[uid] = (slot, P.name(pod), P.node_of(pod))
         if new is None:
             self.first_seen.pop(uid, None)
+            self._pod_amounts.pop(uid, None)
             t.deleting.discard(P.name(pod))
         return True
 
@@ -136,12 +152,6 @@ class ClusterReconciler:
         t = self.track((ns, name))
         t.fresh = False
         self.mark_dirty((ns, name))
-
-    def forget_all_status(self) -> None:
-        with self.lock:
-            for t in self.tracked.values():
-                t.fresh = False
-                t.known_absent = False
 
     # -- the pass -------------------------------------------------------------
 
@@ -158,10 +168,49 @@ class ClusterReconciler:
             return t.gang
         status = self.client.get_workload(wid)
         metrics.GANGSCHED_CALLS.labels("GetWorkload", "ok").inc()
-        t.gang = GangView.of(status) if status is not None else None
-        t.known_absent = status is None
-        t.fresh = True
+        self._set_gang(t, GangView.of(status) if status is not None
+                       else None)
         return t.gang
+
+    def _set_gang(self, t: Tracked, gang: GangView | None) -> None:
+        """A fresh view of gangsched's workload (None: it has none). When
+        the slots it holds change, the nodes of the cluster's pods are
+        looked at again (a pod on a slot gangsched does not hold there is
+        not booked by gangsched: its room is taken out of the node)."""
+        before = (t.known_absent, t.gang.bindings if t.gang else None)
+        t.gang = gang
+        t.known_absent = gang is None
+        t.fresh = True
+        if before != (t.known_absent, gang.bindings if gang else None):
+            self.nodes_touched({P.node_of(p) for p in self.pods_of(t.key)
+                                if P.node_of(p)})
+
+    def booked(self, pod: dict) -> bool:
+        """Whether gangsched holds the pod's slot on the pod's node as far
+        as the shim knows (True while it does not know: a workload never
+        read yet is not taken for lost)."""
+        key = (P.meta(pod).get("namespace", ""), P.cluster_of(pod))
+        t = self.tracked.get(key)
+        if t is None or (t.gang is None and not t.known_absent):
+            return True
+        if t.known_absent or P.uid(pod) in t.released_uids:
+            return False
+        slot = P.slot(pod)
+        return t.gang.bindings.get(slot) == P.node_of(pod) or \
+            slot in t.gang.evicting
+
+    def load_all(self, statuses: list[Any], keys: set[Key]) -> None:
+        """Every workload as gangsched has it now (a resync): clusters it
+        does not list are known absent."""
+        by_key = {}
+        for status in statuses:
+            ns, _, name = status.spec.id.partition("/")
+            by_key[(ns, name)] = status
+        for key in keys | set(by_key):
+            t = self.track(key)
+            status = by_key.get(key)
+            self._set_gang(t, GangView.of(status) if status is not None
+                           else None)
 
     def _reconcile(self, key: Key) -> bool:
         self._occupied_memo = (None, {})
@@ -173,6 +222,10 @@ class ClusterReconciler:
                 if P.scheduler(p) == self.scheduler_name]
         self._settle_inflight(t, pods)
         gang = self._gang(t, wid)
+        if gang is None and self._occupied(t, pods):
+            # Pods the shim bound, a workload gangsched does not know.
+            self.lost_state()
+            gang = self._gang(t, wid)
         alive = cluster is not None and not P.meta(cluster).get(
             "deletionTimestamp") and not (cluster.get("spec") or {}).get(
             "suspend")
@@ -184,51 +237,77 @@ class ClusterReconciler:
         if not alive:
             return self._wind_down(t, wid, gang, pods)
 
+        # A spec gangsched cannot take (or refuses) is reported, but what
+        # gangsched already decided still happens: victims are evicted,
+        # held slots get their pods.
+        problem = ""
         try:
             spec, key = self._spec(cluster, gang, pods, t)
         except (mapping.MappingError, ValueError) as e:
-            self._tell(t, cluster, pods, "Warning", "Unschedulable",
-                       f"gangsched cannot schedule this RayCluster: {e}",
-                       pending=True)
-            return False
-
+            spec, problem = None, \
+                f"gangsched cannot schedule this RayCluster: {e}"
         self._workers_to_delete(t, cluster, pods)
-        if gang is None or gang.state == "RELEASED" or gang.spec_key != key:
-            signature = _digest([P.meta(cluster).get("uid"),
-                                 spec.SerializeToString().hex()])
-            if t.refused == signature:
-                self._tell(t, cluster, pods, "Warning", "Refused",
-                           t.refused_why, pending=True)
-                return False
-            try:
-                self.client.allocate(
-                    spec, request_id=f"allocate/{wid}/{signature}/"
-                    f"{gang.revision if gang else 0}")
-                metrics.GANGSCHED_CALLS.labels("Allocate", "ok").inc()
-            except GangschedError as e:
-                metrics.GANGSCHED_CALLS.labels("Allocate", e.code.name).inc()
-                if e.code in (grpc.StatusCode.INVALID_ARGUMENT,
-                              grpc.StatusCode.FAILED_PRECONDITION,
-                              grpc.StatusCode.NOT_FOUND):
-                    t.refused = signature
-                    t.refused_why = f"gangsched refused the workload: " \
-                        f"{e.details}"
-                    self._tell(t, cluster, pods, "Warning", "Refused",
-                               t.refused_why, pending=True)
-                    return False
-                raise
-            t.refused = ""
-            t.fresh = False
-            t.known_absent = False
+        if spec is not None and (gang is None or gang.state == "RELEASED") \
+                and self._pods_pending(t, cluster, pods):
+            return False  # their creation marks the cluster again
+        if spec is not None and (gang is None or gang.state == "RELEASED" or
+                                 gang.spec_key != key):
+            problem = self._submit(t, wid, cluster, spec, gang)
             gang = self._gang(t, wid)
-            if gang is None:
-                return True
 
+        if gang is None or gang.state == "RELEASED":
+            if problem:
+                self._tell(t, cluster, pods, "Warning", "Refused", problem,
+                           pending=True)
+            return gang is None and not problem and not t.known_absent
         self._drop_orphans(t, cluster, gang, pods)
         self._evict(t, wid, cluster, gang, pods)
-        self._bind(t, wid, cluster, gang, pods)
-        self._report(t, cluster, gang, pods)
+        notes = self._bind(t, wid, cluster, gang, pods)
+        self._report(t, cluster, gang, pods, problem, notes)
         return bool(t.inflight)
+
+    def _pods_pending(self, t: Tracked, cluster: dict,
+                      pods: list[dict]) -> bool:
+        """Before a cluster is first submitted, wait (up to HOLD_SECONDS)
+        for KubeRay to create a pod of every group: the pods' own requests,
+        webhooks' additions included, then size the slots."""
+        if not t.seen_at:
+            t.seen_at = time.monotonic()
+        if time.monotonic() - t.seen_at > HOLD_SECONDS:
+            return False
+        groups = {P.group_of(p) for p in pods if not P.terminal(p)}
+        wanted = self._wanted(cluster)
+        return any(g["desired_count"] > 0 and g["name"] not in groups
+                   for g in wanted["groups"])
+
+    def _submit(self, t: Tracked, wid: str, cluster: dict, spec: Any,
+                gang: GangView | None) -> str:
+        """Allocate the spec; "" or why gangsched refused it (a refused
+        spec is not sent again until it changes)."""
+        signature = _digest([P.meta(cluster).get("uid"),
+                             spec.SerializeToString().hex()])
+        if t.refused == signature:
+            return t.refused_why
+        if not self.acting():
+            return ""
+        try:
+            self.client.allocate(
+                spec, request_id=f"allocate/{wid}/{signature}/"
+                f"{gang.revision if gang else 0}")
+            metrics.GANGSCHED_CALLS.labels("Allocate", "ok").inc()
+        except GangschedError as e:
+            metrics.GANGSCHED_CALLS.labels("Allocate", e.code.name).inc()
+            if e.code not in (grpc.StatusCode.INVALID_ARGUMENT,
+                              grpc.StatusCode.FAILED_PRECONDITION,
+                              grpc.StatusCode.NOT_FOUND):
+                raise
+            t.refused = signature
+            t.refused_why = f"gangsched refused the workload: {e.details}"
+            return t.refused_why
+        t.refused = ""
+        t.fresh = False
+        t.known_absent = False
+        return ""
 
     def _settle_inflight(self, t: Tracked, pods: list[dict]) -> None:
         """A bind stays in flight until this pass's own view of the pods
@@ -244,6 +323,8 @@ class ClusterReconciler:
 
     def _release(self, wid: str, slots: list[str], shrink: bool,
                  request_id: str, kind: str) -> bool:
+        if not self.acting():
+            return False
         try:
             self.client.release(wid, slots, shrink=shrink,
                                 request_id=request_id, reason=kind)
@@ -274,7 +355,8 @@ class ClusterReconciler:
             return memo[1]
         try:
             wanted: Any = mapping.workload_from_cluster(
-                cluster, self.default_queue, self.known_classes)
+                cluster, self.default_queue, self.known_classes,
+                self.taint_specs)
         except (mapping.MappingError, ValueError) as e:
             wanted = e
         self._wanted_memo[t_key] = (key, wanted)
@@ -289,7 +371,13 @@ class ClusterReconciler:
         held = self._hold_occupied(
             {**wanted, "groups": [dict(g) for g in wanted["groups"]]},
             gang, pods, t)
-        counts = tuple((g["name"], g["desired_count"], g["max_count"])
+        observed = self._observed(pods)
+        for g in held["groups"]:
+            seen = observed.get(g["name"])
+            if seen:
+                g["resources"] = mapping.larger(g["resources"], seen)
+        counts = tuple((g["name"], g["desired_count"], g["max_count"],
+                        tuple(sorted(g["resources"].items())))
                        for g in held["groups"])
         memo_key = (self._wanted_memo[t.key][0], counts)
         memo = self._spec_memo.get(t.key)
@@ -299,6 +387,27 @@ class ClusterReconciler:
         key = spec_key(spec)
         self._spec_memo[t.key] = (memo_key, spec, key)
         return spec, key
+
+    def _observed(self, pods: list[dict]) -> dict[str, dict[str, int]]:
+        """Per group, the largest request of its live pods: what admission
+        webhooks added (a sidecar, a RuntimeClass overhead) counts, so a
+        pod never asks for more than its slot was placed with."""
+        out: dict[str, dict[str, int]] = {}
+        for p in pods:
+            if P.terminal(p):
+                continue
+            uid = P.uid(p)
+            amounts = self._pod_amounts.get(uid)
+            if amounts is None:
+                try:
+                    amounts = mapping.pod_amounts(p.get("spec") or {})
+                except mapping.MappingError:
+                    amounts = {}
+                self._pod_amounts[uid] = amounts
+            group = out.setdefault(P.group_of(p), {})
+            for name, amount in amounts.items():
+                group[name] = max(group.get(name, 0), amount)
+        return out
 
     def _wanted_desired(self, cluster: dict) -> dict[str, int] | None:
         """Pods per group the RayCluster wants now (None: unmappable)."""
@@ -458,18 +567,21 @@ class ClusterReconciler:
             log.warning("pod %s/%s runs on %s as slot %s, which gangsched "
                         "does not hold there: deleting it", t.key[0],
                         P.name(p), P.node_of(p), slot)
+            self.nodes_touched({P.node_of(p)})
             t.released_uids.add(P.uid(p))
             t.deleting.add(P.name(p))
             self._delete(t, p)
             self._event(cluster, "Warning", "Orphaned",
-                        f"pod {P.name(p)} ran on {P.node_of(p)} as slot "
-                        f"{slot}, which gangsched does not hold (gangsched "
-                        f"lost its state?); deleted so it is scheduled "
-                        f"again")
+                        f"gangsched no longer holds slot {slot} on node "
+                        f"{P.node_of(p)} (the node was removed, or "
+                        f"gangsched's state was lost or restored): pod "
+                        f"{P.name(p)} is deleted so it is scheduled again")
 
     # -- 3. evictions -----------------------------------------------------------
 
     def _delete(self, t: Tracked, pod: dict) -> None:
+        if not self.acting():
+            return
         ns = P.meta(pod).get("namespace", "")
 
         def run() -> None:
@@ -532,7 +644,7 @@ class ClusterReconciler:
         annotations = P.meta(job).get("annotations") or {}
         spec = job.get("spec") or {}
         if annotations.get(names.EVICT_ANNOTATION) != "suspend" or \
-                not spec.get("shutdownAfterJobFinishes"):
+                not spec.get("shutdownAfterJobFinishes") or not self.acting():
             return False
         try:
             self.kube.patch_ray("rayjobs", P.meta(job)["namespace"],
@@ -550,9 +662,12 @@ class ClusterReconciler:
     # -- 4. bindings --------------------------------------------------------------
 
     def _bind(self, t: Tracked, wid: str, cluster: dict, gang: GangView,
-              pods: list[dict]) -> None:
+              pods: list[dict]) -> dict[str, str]:
+        """Binds waiting pods to free bound slots; returns, by pod name, why
+        a pod matched to a slot was not bound (its condition says so)."""
+        notes: dict[str, str] = {}
         if not gang.bindings:
-            return
+            return notes
         occupied = self._occupied(t, pods)
         taken = set(occupied) | set(t.inflight) | t.blocked
         free: dict[str, list[int]] = {}
@@ -562,7 +677,7 @@ class ClusterReconciler:
             group, index = split_slot(slot)
             free.setdefault(group, []).append(index)
         if not free:
-            return
+            return notes
         busy = set(t.inflight.values())
         waiting: dict[str, list[dict]] = {}
         for p in pods:
@@ -583,19 +698,23 @@ class ClusterReconciler:
                     over = str(e)
                 if over:
                     # Binding it would overcommit the node: the pod is not
-                    # what its RayCluster's template said.
-                    self._condition(pod, f"gangsched: this pod asks for "
-                                    f"more than group {group!r} was "
-                                    f"scheduled with ({over})")
+                    # what the RayCluster's template (and the pods seen when
+                    # it was submitted) said.
+                    notes[P.name(pod)] = (
+                        f"gangsched: this pod asks for more than group "
+                        f"{group!r} was scheduled with ({over}); a group's "
+                        f"resources cannot change while it has bound pods")
                     continue
                 if not self.tolerated(pod, node):
-                    self._condition(pod, f"gangsched placed slot {slot} on "
-                                    f"node {node}, whose taints this pod "
-                                    "does not tolerate; start the shim with "
-                                    "--tolerate-taint for them")
+                    notes[P.name(pod)] = (
+                        f"gangsched: slot {slot} is on node {node}, whose "
+                        f"taints this pod does not tolerate")
                     continue
+                if not self.acting():
+                    return notes
                 t.inflight[slot] = P.name(pod)
                 self.pool.submit(self._bind_one, t, wid, pod, slot, node)
+        return notes
 
     def _bind_one(self, t: Tracked, wid: str, pod: dict, slot: str,
                   node: str) -> None:
@@ -620,7 +739,8 @@ class ClusterReconciler:
         """(event type, reason, message) for the cluster as it stands."""
         if gang.state == "RUNNING":
             return "Normal", "Scheduled", \
-                f"gangsched placed the gang ({len(gang.bindings)} pods bound)"
+                "gangsched placed the gang's minimum; its pods are bound " \
+                "as they come"
         if gang.state == "PIPELINED":
             return "Normal", "Pipelined", \
                 "gangsched placed the gang on room that evicted pods still " \
@@ -633,14 +753,20 @@ class ClusterReconciler:
             f"gangsched: {code}: {gang.pending_message}"
 
     def _report(self, t: Tracked, cluster: dict, gang: GangView,
-                pods: list[dict]) -> None:
+                pods: list[dict], problem: str = "",
+                notes: dict[str, str] | None = None) -> None:
         kind, reason, message = self._reason(gang)
+        if problem:
+            kind, reason, message = "Warning", "Refused", problem
         self._tell(t, cluster, pods, kind, reason, message,
-                   pending=gang.state != "RUNNING", gang=gang)
+                   pending=gang.state != "RUNNING", gang=gang,
+                   notes=notes or {},
+                   key=f"{reason}:{gang.pending_code}" if not problem
+                   else "")
         hints = mapping.scale_hints_annotation(gang.hints)
         current = (P.meta(cluster).get("annotations") or {}).get(
             names.GRANTABLE_ANNOTATION)
-        if hints != current:
+        if hints != current and self.acting():
             ns, name = t.key
 
             def run() -> None:
@@ -654,16 +780,23 @@ class ClusterReconciler:
 
     def _tell(self, t: Tracked, cluster: dict, pods: list[dict], kind: str,
               reason: str, message: str, pending: bool,
-              gang: GangView | None = None) -> None:
-        signature = f"{reason}:{message}"
-        if signature != t.last_reason:
+              gang: GangView | None = None,
+              notes: dict[str, str] | None = None, key: str = "") -> None:
+        """An Event when the cluster's reason changes (``key``: what makes
+        it a change; the message by default), and each waiting pod's
+        PodScheduled condition (written only when its text changes)."""
+        signature = key or f"{reason}:{message}"
+        if signature != t.last_reason and self.acting():
             t.last_reason = signature
             self._event(cluster, kind, reason, message)
         busy = set(t.inflight.values())
+        notes = notes or {}
         for p in pods:
             if not P.waiting(p) or P.name(p) in busy:
                 continue
-            if pending:
+            if P.name(p) in notes:
+                self._condition(p, notes[P.name(p)])
+            elif pending:
                 self._condition(p, message)
             elif gang is not None:
                 group = P.group_of(p)
@@ -685,6 +818,8 @@ class ClusterReconciler:
                 self._condition(p, text)
 
     def _condition(self, pod: dict, message: str) -> None:
+        if not self.acting():
+            return
         current = P.scheduled_condition(pod) or {}
         if current.get("status") == "False" and \
                 current.get("reason") == "Unschedulable" and \
@@ -706,6 +841,9 @@ class ClusterReconciler:
 
     def _event(self, obj: dict, kind: str, reason: str,
                message: str) -> None:
+        if not self.acting():
+            return
+
         def run() -> None:
             try:
                 self.kube.event(obj, kind, reason, message)

@@ -21,13 +21,15 @@ groups mean):
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping
 
 from gangsched.quantity import format_quantity, parse_quantity
-from gangsched_kuberay import names
+from gangsched_kuberay import names, taints
 
 # gangsched refuses more pods than this per workload (max_count summed).
 MAX_PODS_PER_WORKLOAD = 100_000
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 STRATEGIES = ("BINPACK", "SPREAD", "PACK", "STRICT_PACK", "STRICT_SPREAD")
 
 
@@ -193,8 +195,11 @@ def worker_counts(group: Mapping[str, Any], autoscaling: bool,
 
 
 def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
-                          known_classes: set[str]) -> dict[str, Any]:
-    """The WorkloadSpec dict for gangsched.workload_spec()."""
+                          known_classes: set[str],
+                          taint_specs: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The WorkloadSpec dict for gangsched.workload_spec(). ``taint_specs``
+    are the shim's --tolerate-taint values: a group whose pods do not
+    tolerate one is kept off the nodes that have it (taints.py)."""
     meta = cluster.get("metadata") or {}
     spec = cluster.get("spec") or {}
     labels = meta.get("labels") or {}
@@ -209,7 +214,10 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
     head = {"name": names.HEAD_GROUP,
             "resources": pod_request(head_spec),
             "min_count": 1, "desired_count": 1, "max_count": 1,
-            "node_selector": _selector(head_template, "headGroupSpec")}
+            "node_selector": {
+                **_selector(head_template, "headGroupSpec"),
+                **taints.selector(head_template.get("spec") or {},
+                                  taint_specs)}}
     head_placement = _placement(
         (head_template.get("metadata") or {}).get("annotations") or {},
         "headGroupSpec.template")
@@ -221,6 +229,10 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
         name = g.get("groupName") or ""
         if not name:
             raise MappingError(f"{where}.groupName is empty")
+        if not _DNS_LABEL.fullmatch(name):
+            raise MappingError(f"{where}.groupName {name!r}: KubeRay names "
+                               "pods after it, so it must be a DNS label "
+                               "(lowercase letters, digits and '-')")
         if name == names.HEAD_GROUP:
             raise MappingError(f"{where}.groupName {name!r} is the name "
                                "gangsched gives the head group; rename it")
@@ -235,7 +247,10 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
                  "resources": pod_request(worker_spec),
                  "min_count": minimum, "desired_count": desired,
                  "max_count": maximum, "pods_per_replica": hosts,
-                 "node_selector": _selector(template, where)}
+                 "node_selector": {
+                     **_selector(template, where),
+                     **taints.selector(template.get("spec") or {},
+                                       taint_specs)}}
         placement = _placement(
             (template.get("metadata") or {}).get("annotations") or {},
             f"{where}.template")
@@ -304,6 +319,16 @@ def _cap_max(groups: list[dict[str, Any]]) -> None:
         share = room // len(elastic)
         per = g.get("pods_per_replica", 1)
         g["max_count"] = g["desired_count"] + max(0, share // per * per)
+
+
+def larger(resources: Mapping[str, str],
+           amounts: Mapping[str, int]) -> dict[str, str]:
+    """Quantity strings, each raised to the amount when that is larger."""
+    out = dict(resources)
+    for name, amount in amounts.items():
+        if amount > 0 and amount > parse_quantity(out.get(name, "0"), name):
+            out[name] = format_quantity(amount, name)
+    return dict(sorted(out.items()))
 
 
 def scale_hints_annotation(hints: list[tuple[str, int]]) -> str:

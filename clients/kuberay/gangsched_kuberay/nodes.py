@@ -16,7 +16,7 @@ import threading
 from typing import Any, Callable
 
 from gangsched.quantity import format_quantity, parse_quantity
-from gangsched_kuberay import mapping, metrics, pods as P
+from gangsched_kuberay import mapping, metrics, pods as P, taints
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +29,15 @@ class NodeReconciler:
                  tolerated_taints: list[str],
                  nodes: Callable[[], list[dict]],
                  node: Callable[[str], dict | None],
-                 pods_on: Callable[[str], list[dict]]) -> None:
+                 pods_on: Callable[[str], list[dict]],
+                 booked: Callable[[dict], bool] = lambda pod: True) -> None:
         self.client = client
         self.scheduler_name = scheduler_name
         self.tolerated_taints = tolerated_taints
         self.nodes = nodes
         self.node = node
         self.pods_on = pods_on
+        self.booked = booked
         self.sent: dict[str, Any] = {}  # name -> last Node message sent
         self.dirty: set[str] = set()
         self.lock = threading.Lock()
@@ -45,20 +47,15 @@ class NodeReconciler:
             self.dirty.add(name)
 
     def placed_by_gangsched(self, pod: dict) -> bool:
-        return P.scheduler(pod) == self.scheduler_name and bool(P.slot(pod))
+        """A pod whose room gangsched books: bound by the shim to a slot
+        gangsched still holds on that node. Others (DaemonSets, other
+        schedulers, pods bound by hand, pods left on a slot gangsched no
+        longer holds there) take their room out of the node."""
+        return P.scheduler(pod) == self.scheduler_name and \
+            bool(P.slot(pod)) and self.booked(pod)
 
     def taint_tolerated(self, taint: dict) -> bool:
-        for spec in self.tolerated_taints:
-            key, _, effect = spec.partition(":")
-            key, _, value = key.partition("=")
-            if key not in ("*", taint.get("key")):
-                continue
-            if value and value != (taint.get("value") or ""):
-                continue
-            if effect and effect != taint.get("effect"):
-                continue
-            return True
-        return False
+        return any(taints.matches(s, taint) for s in self.tolerated_taints)
 
     def untolerated_taints(self, node: dict) -> list[dict]:
         return [t for t in (node.get("spec") or {}).get("taints") or []
@@ -95,6 +92,9 @@ class NodeReconciler:
         schedulable = not (node.get("spec") or {}).get("unschedulable") \
             and not self.untolerated_taints(node)
         labels = {k: str(v) for k, v in (meta.get("labels") or {}).items()}
+        labels.update(taints.node_labels(
+            (node.get("spec") or {}).get("taints") or [],
+            self.tolerated_taints))
         return make_node(meta["name"], out, labels, schedulable)
 
     def flush(self) -> None:

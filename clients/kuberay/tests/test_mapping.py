@@ -206,3 +206,35 @@ def test_tolerations_match_as_kubernetes_does():
         "key": "nvidia.com/gpu", "operator": "Exists",
         "effect": "NoExecute"}]}, taint)
     assert not tolerates({}, taint)
+
+
+def test_a_tolerated_taint_keeps_groups_that_do_not_tolerate_it_away():
+    from gangsched_kuberay import taints
+    specs = ("nvidia.com/gpu",)
+    gpu_taint = {"key": "nvidia.com/gpu", "value": "present",
+                 "effect": "NoSchedule"}
+    no_schedule = taints.label("nvidia.com/gpu:NoSchedule")
+    no_execute = taints.label("nvidia.com/gpu:NoExecute")
+    # A node lacks the label of each taint it has; others have it.
+    assert taints.node_labels([gpu_taint], specs) == {no_execute: "true"}
+    assert taints.node_labels([], specs) == {no_schedule: "true",
+                                             no_execute: "true"}
+    assert taints.node_labels([{**gpu_taint, "effect": "PreferNoSchedule"}],
+                              specs) == {no_schedule: "true",
+                                         no_execute: "true"}
+    # The head (no toleration) must avoid both; GPU workers that tolerate
+    # NoSchedule only must avoid NoExecute nodes.
+    spec = mapping.workload_from_cluster(cluster(
+        [worker(spec={"containers": [container({"nvidia.com/gpu": "1"})],
+                      "tolerations": [{"key": "nvidia.com/gpu",
+                                       "operator": "Exists",
+                                       "effect": "NoSchedule"}]})]),
+        "q", set(), specs)
+    assert groups(spec)["head"]["node_selector"] == {no_schedule: "true",
+                                                     no_execute: "true"}
+    assert groups(spec)["gpu"]["node_selector"] == {no_execute: "true"}
+
+
+def test_a_group_name_kuberay_cannot_name_pods_after_is_refused():
+    with pytest.raises(mapping.MappingError, match="DNS label"):
+        mapping.workload_from_cluster(cluster([worker("a/b")]), "q", set())

@@ -70,7 +70,12 @@ class Client:
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.target = target
         if channel is None:
-            options = [("grpc.max_receive_message_length", 64 << 20)]
+            options = [("grpc.max_receive_message_length", 64 << 20),
+                       # Back on a restarted server within a fraction of a
+                       # second, not gRPC's default backoff of up to 2 min.
+                       ("grpc.initial_reconnect_backoff_ms", 200),
+                       ("grpc.min_reconnect_backoff_ms", 200),
+                       ("grpc.max_reconnect_backoff_ms", 5000)]
             channel = (grpc.secure_channel(target, credentials, options)
                        if credentials else
                        grpc.insecure_channel(target, options))

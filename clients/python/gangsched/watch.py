@@ -14,6 +14,7 @@ replaces it with the Resync's workloads.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from typing import Any, Iterator
@@ -21,6 +22,8 @@ from typing import Any, Iterator
 import grpc
 
 from gangsched import _stubs
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -116,6 +119,8 @@ class Watcher:
             except grpc.RpcError as e:
                 if self._stopped.is_set():
                     return
+                log.info("event stream from revision %d ended: %s: %s",
+                         self.revision, e.code().name, e.details())
                 if e.code() == grpc.StatusCode.OUT_OF_RANGE:
                     resync_reason = e.details() or "out of range"
                     continue
@@ -123,6 +128,8 @@ class Watcher:
                 call.cancel()
             if self._stopped.is_set():
                 return
+            log.info("event stream from revision %d closed; reopening",
+                     self.revision)
             self.reconnects += 1
             self._stopped.wait(delay)
             delay = min(delay * 2, self.max_reconnect_delay)
