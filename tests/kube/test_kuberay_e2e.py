@@ -10,7 +10,6 @@ GANGSCHED_KUBERAY naming the built binaries.
 
 from __future__ import annotations
 
-import copy
 import os
 import time
 from typing import Any, Iterator

@@ -12,11 +12,10 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import gangsched
 from gangsched import GangschedError, Resync
-from gangsched_kuberay import metrics, names, pods as P, profiling
+from gangsched_kuberay import metrics, names, pods as P
 from gangsched_kuberay.clusters import ClusterReconciler, Key
 from gangsched_kuberay.informer import Informer
 from gangsched_kuberay.kube import Kube
@@ -41,14 +40,13 @@ class App:
         self.scheduler_name = scheduler_name
         self.namespaces = namespaces
         self.pool = ThreadPoolExecutor(bind_workers,
-                                       thread_name_prefix="kube-write",
-                                       initializer=profiling.thread_start)
+                                       thread_name_prefix="kube-write")
         self.stop_event = threading.Event()
         self.exit_code = 0
         self.heartbeat_timeout = heartbeat_timeout
         self._resync_lock = threading.Lock()
         self._resynced_at = 0.0
-        self.coalesce_seconds = 0.003
+        self.coalesce_seconds = 0.005
         # Indexes over the pod cache.
         self._index_lock = threading.Lock()
         self._pods_by_cluster: dict[Key, dict[str, dict]] = {}
@@ -148,6 +146,9 @@ class App:
     def _cluster_changed(self, kind: str, old: dict | None,
                          new: dict | None) -> None:
         obj = new or old or {}
+        if old is not None and new is not None and \
+                _cluster_unchanged(old, new):
+            return  # e.g. the shim's own gangsched.io/grantable
         self.mark_dirty((P.meta(obj).get("namespace", ""), P.name(obj)))
 
     def _cluster(self, key: Key) -> dict | None:
@@ -209,7 +210,6 @@ class App:
             self.mark_dirty(key)
 
     def _worker(self) -> None:
-        profiling.thread_start()
         retry_at: dict[Key, float] = {}
         last_full = time.monotonic()
         while not self.stop_event.is_set():
@@ -258,7 +258,6 @@ class App:
     # -- gangsched's event stream -----------------------------------------------
 
     def _follow(self) -> None:
-        profiling.thread_start()
         while not self.stop_event.is_set():
             if not self._acting.is_set():
                 time.sleep(0.2)
@@ -273,7 +272,8 @@ class App:
                         self._resync(item.reason)
                         continue
                     if item.workload_id:
-                        self.reconciler.gang_changed(item.workload_id)
+                        self.reconciler.gang_changed(item.workload_id,
+                                                     item.revision)
             except Exception:  # noqa: BLE001 - reopen the stream
                 log.exception("gangsched event stream failed")
                 time.sleep(1)
@@ -368,6 +368,17 @@ class App:
                 self.jobs:
             inf.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _cluster_unchanged(old: dict, new: dict) -> bool:
+    """Whether a RayCluster update changes nothing the shim reads."""
+    def view(obj: dict) -> tuple:
+        meta = P.meta(obj)
+        annotations = dict(meta.get("annotations") or {})
+        annotations.pop(names.GRANTABLE_ANNOTATION, None)
+        return (obj.get("spec"), meta.get("labels"), annotations,
+                meta.get("deletionTimestamp"), meta.get("ownerReferences"))
+    return view(old) == view(new)
 
 
 def default_lease_namespace() -> str:

@@ -13,7 +13,6 @@ from prometheus_client import start_http_server
 
 import gangsched
 from gangsched_kuberay import app as app_module, kube as kube_module, logs
-from gangsched_kuberay import profiling
 
 log = logging.getLogger("gangsched_kuberay")
 
@@ -144,7 +143,6 @@ def main(argv: list[str] | None = None) -> int:
         done.wait(0.5)
     app.stop()
     client.close()
-    profiling.dump()
     return app.exit_code
 
 

@@ -42,6 +42,7 @@ Key = tuple[str, str]
 # How long a new RayCluster waits for its pods before it is submitted
 # from its templates alone.
 HOLD_SECONDS = 1.0
+HINTS_SECONDS = 2.0
 
 
 @dataclasses.dataclass
@@ -64,6 +65,7 @@ class Tracked:
     last_reason: str = ""
     suspended_job: bool = False
     seen_at: float = 0.0  # first pass (monotonic), for the pods' hold
+    hints_at: float = -1e9  # last gangsched.io/grantable write
 
 
 def _digest(value: Any) -> str:
@@ -147,9 +149,15 @@ class ClusterReconciler:
             t.deleting.discard(P.name(pod))
         return True
 
-    def gang_changed(self, workload_id: str) -> None:
+    def gang_changed(self, workload_id: str, revision: int) -> None:
+        """An event of gangsched's about the workload: read it again,
+        unless the view already has that revision (the pass that caused
+        the event read it)."""
         ns, _, name = workload_id.partition("/")
         t = self.track((ns, name))
+        gang = t.gang
+        if t.fresh and gang is not None and gang.revision >= revision:
+            return
         t.fresh = False
         self.mark_dirty((ns, name))
 
@@ -766,7 +774,13 @@ class ClusterReconciler:
         hints = mapping.scale_hints_annotation(gang.hints)
         current = (P.meta(cluster).get("annotations") or {}).get(
             names.GRANTABLE_ANNOTATION)
-        if hints != current and self.acting():
+        # At most one write per HINTS_SECONDS per cluster: hints move with
+        # every placement in the cluster, and the periodic pass writes the
+        # last value.
+        now = time.monotonic()
+        if hints != current and self.acting() and \
+                now - t.hints_at >= HINTS_SECONDS:
+            t.hints_at = now
             ns, name = t.key
 
             def run() -> None:

@@ -11,7 +11,7 @@ import random
 import threading
 from typing import Any, Callable
 
-from gangsched_kuberay import metrics, profiling
+from gangsched_kuberay import metrics
 from gangsched_kuberay.kube import ApiError, Gone, Kube
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,6 @@ class Informer:
         self.synced.set()
 
     def _run(self) -> None:
-        profiling.thread_start()
         delay = 0.2
         need_list = True
         while not self._stop.is_set():

@@ -47,6 +47,9 @@ def load_config(kubeconfig: str | None) -> kubernetes.client.ApiClient:
             client_configuration=configuration)
     # One connection per worker thread and watch, kept alive.
     configuration.connection_pool_maxsize = 32
+    # The client's Configuration sets urllib3's logger to WARNING, which
+    # logs every retried connection; the shim logs its own failures.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     return kubernetes.client.ApiClient(configuration)
 
 
