@@ -370,16 +370,14 @@ TEST_F(SchedulerTest, LowerDesiredDropsUnplacedReplicasBeforeBoundOnes) {
   s_.UpsertNodes({GpuNode("n0", 2)}, Now());
   Cycle();
   std::set<int32_t> bound_before;
-  for (const auto& b : s_.Answer("ray/a")->bindings) {
-    bound_before.insert(b.index);
-  }
+  auto before = s_.Answer("ray/a");
+  for (const auto& b : before->bindings) bound_before.insert(b.index);
   ASSERT_EQ(bound_before.size(), 2u);
   // Down to 2: only replicas with nothing bound go, whatever their index.
   Allocate(Workload("ray/a", {Group("w", 1, 1, 2, 8)}));
   std::set<int32_t> bound_after;
-  for (const auto& b : s_.Answer("ray/a")->bindings) {
-    bound_after.insert(b.index);
-  }
+  auto after = s_.Answer("ray/a");
+  for (const auto& b : after->bindings) bound_after.insert(b.index);
   EXPECT_EQ(bound_after, bound_before);
   // Down to 1: now a bound replica goes, the highest.
   Allocate(Workload("ray/a", {Group("w", 1, 1, 1, 8)}));
