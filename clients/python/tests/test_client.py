@@ -166,14 +166,25 @@ def test_unavailable_is_retried_until_the_server_is_back(server: Any) -> None:
     with _client(server) as c:
         _nodes(c)
     server.kill9()
-    restarter = threading.Timer(0.5, server.start)
+    failures: list[BaseException] = []
+
+    def restart() -> None:
+        time.sleep(0.5)
+        try:
+            server.start()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failures.append(e)
+    restarter = threading.Thread(target=restart)
     restarter.start()
-    with _client(server, backoff=0.05, max_backoff=0.5, retries=30,
+    # Up to ~40 s of retries: a loaded CI machine may take seconds to start
+    # the server, and gRPC's own reconnect backoff adds up to 5 s.
+    with _client(server, backoff=0.05, max_backoff=0.5, retries=80,
                  timeout=2.0) as c:
         reply = c.allocate(_spec("ray/b"))
         assert reply.workload_id == "ray/b"
         assert c.retried.get("Allocate", 0) >= 1
     restarter.join()
+    assert not failures, failures
 
 
 def test_a_call_that_cannot_succeed_is_not_retried(server: Any) -> None:
