@@ -43,6 +43,21 @@ def qty(text):
     return float(m.group(1)) * _SUFFIX[m.group(2)]
 
 
+def wait_until(predicate, timeout, what, explain=lambda: "", interval=0.05):
+    """Polls predicate until it returns something truthy (returned), or
+    fails after timeout seconds naming what it waited for and, from
+    explain(), what it saw."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.0f s waiting for %s\n%s"
+                                 % (timeout, what, explain()))
+        time.sleep(interval)  # polling interval, bounded by the deadline
+
+
 def health_check(channel, timeout=1.0, wait_for_ready=None):
     """Raw grpc.health.v1.Health/Check for service ""; returns the reply bytes."""
     call = channel.unary_unary("/grpc.health.v1.Health/Check")

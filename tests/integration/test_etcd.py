@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import test_e2e as e2e  # noqa: E402
+from server_process import wait_until  # noqa: E402
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 GPU = e2e.GPU
@@ -62,16 +63,6 @@ class Process:
                 self.proc.wait(timeout=5)
         self.log.close()
 
-
-def wait_until(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
-        time.sleep(0.1)  # polling interval, bounded by the deadline
 
 
 class EtcdFailoverTest(unittest.TestCase):

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from typing import Any, Callable
 
@@ -28,7 +27,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from fake_kube import FakeKube  # noqa: E402
 from kuberay_standin import KubeRayStandIn  # noqa: E402
-from server_process import PersistentServer, free_port  # noqa: E402
+from server_process import PersistentServer, free_port, wait_until  # noqa: E402
 
 import gangsched  # noqa: E402
 from gangsched.quantity import parse_quantity  # noqa: E402
@@ -54,19 +53,6 @@ def set_path(obj: dict, path: str, value: Any) -> None:
         obj[int(last)] = value
     else:
         obj[last] = value
-
-
-def wait(predicate: Callable[[], Any], timeout: float, what: str,
-         explain: Callable[[], str] = lambda: "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting "
-                                 f"for {what}\n{explain()}")
-        time.sleep(0.05)  # polling interval, bounded by the deadline
 
 
 class Shim:
@@ -250,7 +236,7 @@ class Env:
 
     def wait(self, predicate: Callable[[], Any], what: str,
              timeout: float = 20.0) -> Any:
-        return wait(predicate, timeout, what, self.describe)
+        return wait_until(predicate, timeout, what, self.describe)
 
     # -- invariants ----------------------------------------------------------
 

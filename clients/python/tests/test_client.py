@@ -14,6 +14,7 @@ import pytest
 import gangsched
 from gangsched import GangschedError, Resync, SpecError, Watcher
 from gangsched.quantity import format_quantity, parse_quantity
+from server_process import wait_until
 
 
 def _spec(wid: str, workers: int = 2, gpus: str = "1",
@@ -207,12 +208,7 @@ def _collect(watcher: Watcher, out: list[Any]) -> threading.Thread:
 
 
 def _wait(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)  # polling, bounded by the deadline
-    raise AssertionError("condition not met in time")
+    wait_until(predicate, timeout, "the watcher")
 
 
 def _events(out: list[Any], kind: str) -> list[Any]:
