@@ -111,9 +111,8 @@ def test_training_grows_inference_preempts_training_grows_back(
     env.apply(manifest("raycluster-autoscaler.yaml"))
     # Gang-scheduled: head and both minimum workers at once.
     env.wait(lambda: len(env.bound(TRAIN)) == 3, "the training gang bound")
-    assert env.gang(f"default/{TRAIN}") is None or True
-    status = env.client.get_workload(f"default/{TRAIN}")
-    assert status.queue == "research"
+    status = env.gang(TRAIN)
+    assert status.state == 3 and status.queue == "research"  # RUNNING
     # The autoscaler reads what it could get.
     env.wait(lambda: (env.kube.get("rayclusters", "default", TRAIN)[
         "metadata"].get("annotations") or {}).get("gangsched.io/grantable")
@@ -344,6 +343,23 @@ def test_watch_compaction_relists_and_goes_on(env: Env) -> None:
         "the shim relisted pods")
 
 
+
+def test_a_workload_another_client_submitted_is_left_alone(
+        env: Env) -> None:
+    """A workload with a RayCluster-like id and no RayCluster (the CLI's):
+    the shim reads it at its start, and must not release it."""
+    gpu_nodes(env, 1)
+    env.client.allocate({"id": "default/not-a-raycluster", "queue": "default",
+                         "groups": [{"name": "w", "min_count": 1,
+                                     "resources": {"cpu": "1"}}]})
+    shim = env.shim("--leader-election=false")
+    env.wait(lambda: shim.metric(
+        "gangsched_kuberay_reconcile_seconds_count") >= 1,
+        "the shim's pass over that workload")
+    env.wait(lambda: env.client.get_workload(
+        "default/not-a-raycluster").state == 3, "it placed (RUNNING)")
+
+
 # -- 6. two replicas ---------------------------------------------------------------
 
 def test_only_the_leader_binds_and_the_standby_takes_over(env: Env) -> None:
@@ -375,14 +391,20 @@ def test_only_the_leader_binds_and_the_standby_takes_over(env: Env) -> None:
 
 # -- KubeRay's other samples ---------------------------------------------------------
 
-def test_rayjob_suspended_group_and_cluster_deletion(env: Env) -> None:
-    gpu_nodes(env, 2)
-    env.shim("--leader-election=false")
+def start_rayjob(env: Env) -> str:
+    """The RayJob sample, running; returns its RayCluster's name."""
     env.apply(manifest("rayjob.yaml"))
     job_cluster = env.wait(lambda: (env.kube.get(
         "rayjobs", "default", "rayjob-train").get("status") or {}).get(
         "rayClusterName"), "the RayJob's cluster")
     env.wait(lambda: len(env.bound(job_cluster)) == 3, "the job's gang bound")
+    return job_cluster
+
+
+def test_rayjob_suspended_group_and_cluster_deletion(env: Env) -> None:
+    gpu_nodes(env, 2)
+    env.shim("--leader-election=false")
+    job_cluster = start_rayjob(env)
     w = env.client.get_workload(f"default/{job_cluster}")
     assert w.queue == "research"  # the RayJob's label, copied by KubeRay
 
@@ -425,11 +447,7 @@ def test_a_raycluster_gangsched_cannot_express_says_so(env: Env) -> None:
 def test_a_preempted_rayjob_that_asks_for_it_is_suspended(env: Env) -> None:
     gpu_nodes(env, 1)
     env.shim("--leader-election=false")
-    env.apply(manifest("rayjob.yaml"))
-    job_cluster = env.wait(lambda: (env.kube.get(
-        "rayjobs", "default", "rayjob-train").get("status") or {}).get(
-        "rayClusterName"), "the RayJob's cluster")
-    env.wait(lambda: len(env.bound(job_cluster)) == 3, "the job's gang bound")
+    job_cluster = start_rayjob(env)
     # Inference needs 2 of the job's 4 GPUs: the job's gang cannot lose a
     # worker and stay whole, so it is evicted whole, and the RayJob asked
     # (gangsched.io/on-eviction: suspend) to be suspended rather than have

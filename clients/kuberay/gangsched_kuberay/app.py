@@ -118,7 +118,11 @@ class App:
                     else:
                         bucket2.pop(pkey, None)
         for p in (old, new):
-            if p is not None and P.node_of(p):
+            # A pod on a slot gangsched holds there changes nothing in the
+            # node's inventory (gangsched counts it): the shim's own binds
+            # skip the node's recomputation.
+            if p is not None and P.node_of(p) and \
+                    not self.node_reconciler.placed_by_gangsched(p):
                 self.node_reconciler.mark(P.node_of(p))
                 self._nodes_dirty.set()
         if matters:

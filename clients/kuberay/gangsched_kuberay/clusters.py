@@ -147,6 +147,7 @@ class ClusterReconciler:
             self.first_seen.pop(uid, None)
             self._pod_amounts.pop(uid, None)
             t.deleting.discard(P.name(pod))
+            t.released_uids.discard(uid)
         return True
 
     def gang_changed(self, workload_id: str, revision: int) -> None:
@@ -159,6 +160,7 @@ class ClusterReconciler:
         if t.fresh and gang is not None and gang.revision >= revision:
             return
         t.fresh = False
+        t.known_absent = False
         self.mark_dirty((ns, name))
 
     # -- the pass -------------------------------------------------------------
@@ -234,6 +236,11 @@ class ClusterReconciler:
             # Pods the shim bound, a workload gangsched does not know.
             self.lost_state()
             gang = self._gang(t, wid)
+        if cluster is None and gang is not None and not gang.ours:
+            # Another client's workload (the CLI's, another shim's) that
+            # shares the naming: not this shim's to release.
+            self._forget(t)
+            return False
         alive = cluster is not None and not P.meta(cluster).get(
             "deletionTimestamp") and not (cluster.get("spec") or {}).get(
             "suspend")
@@ -550,11 +557,14 @@ class ClusterReconciler:
                              "cluster_deleted"):
                 t.fresh = False
         if self.cluster_of(t.key) is None and not pods:
-            with self.lock:
-                self.tracked.pop(t.key, None)
-            self._wanted_memo.pop(t.key, None)
-            self._spec_memo.pop(t.key, None)
+            self._forget(t)
         return False
+
+    def _forget(self, t: Tracked) -> None:
+        with self.lock:
+            self.tracked.pop(t.key, None)
+        self._wanted_memo.pop(t.key, None)
+        self._spec_memo.pop(t.key, None)
 
     # -- 2b. pods bound where gangsched does not say -------------------------
 

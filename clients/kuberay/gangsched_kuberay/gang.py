@@ -39,6 +39,7 @@ class GangView:
     revision: int
     spec_key: tuple
     after_eviction: str
+    ours: bool  # submitted by the shim for this RayCluster (its labels)
 
     @staticmethod
     def of(status: Any) -> "GangView":
@@ -75,7 +76,15 @@ class GangView:
             pending_message=status.pending.message,
             hints=[(h.group, h.grantable) for h in status.scale_hints],
             groups=groups, revision=status.revision,
-            spec_key=spec_key(status.spec), after_eviction=after)
+            spec_key=spec_key(status.spec), after_eviction=after,
+            ours=_submitted_by_the_shim(status.spec))
+
+
+def _submitted_by_the_shim(spec: Any) -> bool:
+    from gangsched_kuberay import names
+    ns, _, name = spec.id.partition("/")
+    return spec.labels.get(names.CLUSTER_LABEL) == name and \
+        spec.labels.get(names.NAMESPACE_LABEL) == ns
 
 
 def spec_key(spec: Any) -> tuple:

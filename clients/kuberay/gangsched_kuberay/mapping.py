@@ -263,9 +263,8 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
         "queue": queue_of(labels, default_queue),
         "priority_class": priority_class_of(cluster, known_classes),
         "groups": groups,
-        "labels": {"ray.io/cluster": meta["name"],
-                   "kubernetes.io/namespace":
-                       meta.get("namespace", "default")},
+        "labels": {names.CLUSTER_LABEL: meta["name"],
+                   names.NAMESPACE_LABEL: meta.get("namespace", "default")},
     }
     placement = _placement(annotations, "RayCluster")
     if placement:

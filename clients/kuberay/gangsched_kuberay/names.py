@@ -25,6 +25,10 @@ REPLICA_NAME_LABEL = "ray.io/worker-group-replica-name"
 REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"
 HOST_INDEX_LABEL = "ray.io/replica-host-index"
 
+# Labels of the workloads the shim submits: what marks a workload as a
+# RayCluster's (the shim never releases a workload without them).
+NAMESPACE_LABEL = "kubernetes.io/namespace"
+
 # The gangsched group of a RayCluster's head.
 HEAD_GROUP = "head"
 

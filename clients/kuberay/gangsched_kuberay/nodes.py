@@ -79,12 +79,12 @@ class NodeReconciler:
             if P.terminal(pod) or self.placed_by_gangsched(pod):
                 continue
             try:
-                request = mapping.pod_request(pod.get("spec") or {})
+                request = mapping.pod_amounts(pod.get("spec") or {})
             except mapping.MappingError:
                 continue
-            for name, text in request.items():
+            for name, amount in request.items():
                 if name in amounts:
-                    amounts[name] -= parse_quantity(text, name)
+                    amounts[name] -= amount
             if "pods" in amounts:
                 amounts["pods"] -= 1000  # one pod, in milli-units
         out = {name: format_quantity(max(0, v), name)
