@@ -29,6 +29,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def refused_port(case):
+    """A loopback port that refuses connections for the rest of `case`.
+
+    The port stays bound (never listening) until the test ends, so a server
+    started by a test running in parallel cannot take it, as it could take
+    a port from free_port()."""
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    case.addCleanup(held.close)
+    held.bind(("127.0.0.1", 0))
+    return held.getsockname()[1]
+
+
 _SUFFIX = {"": 1, "m": 0.001, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 

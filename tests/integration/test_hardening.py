@@ -13,7 +13,6 @@ the fixed behaviour is.
 
 import argparse
 import os
-import re
 import shutil
 import signal
 import socket
@@ -32,7 +31,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 import test_e2e as e2e  # noqa: E402
-from server_process import PersistentServer, free_port, metric_value, qty  # noqa: E402
+from server_process import (  # noqa: E402
+    PersistentServer, free_port, metric_value, qty, refused_port)
 
 GPU = e2e.GPU
 T = e2e.RPC_TIMEOUT_S
@@ -530,7 +530,7 @@ class EdgeTest(PersistentCase):
             reply = self.server.channel.unary_unary("/grpc.health.v1.Health/Check")(
                 e2e_health_request(name), timeout=T)
             self.assertEqual(reply, b"\x08\x01", name)
-        dead = "127.0.0.1:%d" % free_port()
+        dead = "127.0.0.1:%d" % refused_port(self)
         front = PersistentServer(e2e.SERVER_BINARY,
                                  extra_args=("--role", "frontend", "--core", dead))
         self.addCleanup(front.cleanup)
@@ -591,7 +591,7 @@ class EdgeTest(PersistentCase):
         whole = self.ctl("preempt", "big", "--scope", "whole")
         self.assertEqual(whole.returncode, 0, whole.stderr)
         self.assertIn("nothing was running: released at once", whole.stdout)
-        dead = subprocess.run([LOADGEN, "--server=127.0.0.1:%d" % free_port(),
+        dead = subprocess.run([LOADGEN, "--server=127.0.0.1:%d" % refused_port(self),
                                "--duration=1", "--concurrency=4"],
                               capture_output=True, text=True, timeout=60)
         self.assertNotEqual(dead.returncode, 0)
