@@ -51,6 +51,32 @@ std::string FlagsUsage() {
                            heartbeats, so there the core's value applies
   --max-queue-depth=N      the deepest a queue may sit in the tree, a
                            top-level queue being 1 (default 16)
+  --tls-cert=FILE --tls-key=FILE
+                           serve gRPC and HTTP over TLS with this PEM
+                           certificate chain and key (re-read when changed)
+  --tls-client-ca=FILE     mTLS: require client certificates signed by these
+                           CAs (a certificate's CN may map to a role)
+  --auth-tokens=FILE       YAML list of {sha256: <hex digest of a token>,
+                           subject, role: shim|admin|viewer} (or {cn: ...});
+                           calls must then carry "authorization: Bearer
+                           <token>" or a mapped client certificate.
+                           Re-read on SIGHUP and when it changes
+  --insecure-listen-any    without --auth-tokens or --tls-client-ca, the
+                           server listens on loopback only; this flag lets
+                           an unauthenticated server listen anywhere
+  --health-listen=ADDR     plaintext gRPC serving only grpc.health.v1 (for
+                           kubelet's gRPC probes, which cannot do TLS)
+  --core-tls-ca=FILE --core-tls-cert=FILE --core-tls-key=FILE
+                           --role=frontend: TLS (mTLS with cert and key) to
+                           the cores
+  --reload-poll-seconds=S  the config, TLS and token files are re-read when
+                           their content changes, checked this often
+                           (default 2; 0: only on SIGHUP, TLS files never)
+  --max-message-bytes=N    the largest request accepted (default 4194304)
+  --max-watch-streams=N    open WatchEvents streams before new ones get
+                           RESOURCE_EXHAUSTED (default 1000)
+  --watch-max-lag-events=N a WatchEvents reader more than N events behind
+                           is dropped with RESOURCE_EXHAUSTED (default 10000)
   --log-level=LEVEL        trace|debug|info|warn|error|off (default info)
   --log-format=FORMAT      text (key=value) or json (one JSON object per line);
                            one line per scheduling decision and per eviction
@@ -58,7 +84,8 @@ std::string FlagsUsage() {
   --help                   this text
 
 SIGHUP reloads the config file (queues are upserted, priority classes replaced),
-all or nothing: a file that fails to load or to apply changes nothing.
+all or nothing: a file that fails to load or to apply changes nothing; and the
+token file, all or nothing too.
 )";
 }
 
@@ -89,6 +116,12 @@ absl::Status CheckAddress(const std::string& address, bool allow_any_port) {
     return bad(absl::StrCat("the port ", port, " is not in 1..65535"));
   }
   return absl::OkStatus();
+}
+
+bool IsLoopback(const std::string& address) {
+  if (address.starts_with("unix:")) return true;
+  std::string host = address.substr(0, address.rfind(':'));
+  return host == "localhost" || host == "[::1]" || host.starts_with("127.");
 }
 
 absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
@@ -172,6 +205,36 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
                 flags.watch_heartbeat_seconds >= 0.05 &&
                 flags.watch_heartbeat_seconds <= 3600;
        }},
+      {"tls-cert", string_flag(&flags.tls_cert)},
+      {"tls-key", string_flag(&flags.tls_key)},
+      {"tls-client-ca", string_flag(&flags.tls_client_ca)},
+      {"auth-tokens", string_flag(&flags.auth_tokens)},
+      {"health-listen", string_flag(&flags.health_listen)},
+      {"core-tls-ca", string_flag(&flags.core_tls_ca)},
+      {"core-tls-cert", string_flag(&flags.core_tls_cert)},
+      {"core-tls-key", string_flag(&flags.core_tls_key)},
+      {"reload-poll-seconds",
+       [&](const std::string& v) {
+         return absl::SimpleAtod(v, &flags.reload_poll_seconds) &&
+                flags.reload_poll_seconds >= 0 &&
+                flags.reload_poll_seconds <= 3600;
+       }},
+      {"max-message-bytes",
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &flags.max_message_bytes) &&
+                flags.max_message_bytes >= 1024 &&
+                flags.max_message_bytes <= (int64_t{1} << 30);
+       }},
+      {"max-watch-streams",
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &flags.max_watch_streams) &&
+                flags.max_watch_streams >= 1;
+       }},
+      {"watch-max-lag-events",
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &flags.watch_max_lag_events) &&
+                flags.watch_max_lag_events >= 1;
+       }},
       {"max-queue-depth",
        [&](const std::string& v) {
          return absl::SimpleAtoi(v, &flags.max_queue_depth) &&
@@ -186,6 +249,10 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
     }
     if (arg == "--ephemeral") {
       flags.ephemeral = true;
+      continue;
+    }
+    if (arg == "--insecure-listen-any") {
+      flags.insecure_listen_any = true;
       continue;
     }
     if (arg == "--version") {
@@ -225,6 +292,39 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
     if (absl::Status s = CheckAddress(flags.metrics_listen, false); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--metrics-listen: ", s.message()));
+    }
+  }
+  if (!flags.health_listen.empty()) {
+    if (absl::Status s = CheckAddress(flags.health_listen, false); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--health-listen: ", s.message()));
+    }
+  }
+  if (flags.tls_cert.empty() != flags.tls_key.empty())
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  if (!flags.tls_client_ca.empty() && flags.tls_cert.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS)");
+  }
+  if (flags.role != "frontend" &&
+      !(flags.core_tls_ca + flags.core_tls_cert + flags.core_tls_key).empty()) {
+    return absl::InvalidArgumentError(
+        "--core-tls-* are only for --role=frontend (TLS to its cores)");
+  }
+  // An open server is a choice: without credentials checked, only loopback.
+  bool authenticated =
+      !flags.auth_tokens.empty() || !flags.tls_client_ca.empty();
+  if (!authenticated && !flags.insecure_listen_any) {
+    for (const auto& [flag, address] :
+         {std::pair{"--listen", flags.listen},
+          std::pair{"--metrics-listen", flags.metrics_listen}}) {
+      if (!address.empty() && !IsLoopback(address)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            flag, "=", address,
+            ": without --auth-tokens or --tls-client-ca the server listens on "
+            "loopback only; give --insecure-listen-any to serve anyone who "
+            "can reach it"));
+      }
     }
   }
   if (!flags.core_addresses.empty() && flags.role != "frontend") {

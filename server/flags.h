@@ -27,6 +27,21 @@ struct ServerFlags {
   double stale_gang_grace_seconds = 60.0;
   double watch_heartbeat_seconds = 10.0;
   int max_queue_depth = 16;
+  // Security (docs/SECURITY.md).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  std::string auth_tokens;
+  bool insecure_listen_any = false;
+  std::string health_listen;
+  std::string core_tls_ca;  // --role=frontend: TLS to the cores
+  std::string core_tls_cert;
+  std::string core_tls_key;
+  double reload_poll_seconds = 2.0;
+  // Overload bounds.
+  int64_t max_message_bytes = 4 << 20;
+  int64_t max_watch_streams = 1000;
+  int64_t watch_max_lag_events = 10000;
   std::string log_level = "info";
   std::string log_format = "text";
   bool help = false;
@@ -37,6 +52,9 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv);
 // A listening address: HOST:PORT with a port in 1..65535 (0 too when
 // `allow_any_port`: the system picks one), [IPv6]:PORT, or unix:PATH.
 absl::Status CheckAddress(const std::string& address, bool allow_any_port);
+// Whether an address listens on loopback only (127.0.0.0/8, [::1],
+// localhost, a unix socket).
+bool IsLoopback(const std::string& address);
 std::string FlagsUsage();
 
 }  // namespace gangsched::server

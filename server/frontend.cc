@@ -6,10 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "server/convert.h"
+#include "server/services.h"
 
 namespace gangsched::server {
 
-CoreClient::CoreClient(const std::vector<std::string>& addresses) {
+CoreClient::CoreClient(const std::vector<std::string>& addresses,
+                       std::shared_ptr<grpc::ChannelCredentials> credentials) {
   for (const std::string& address : addresses) {
     // Reconnect quickly: a standby core starts listening the moment it is
     // elected, and the frontend should notice within a second.
@@ -17,8 +19,9 @@ CoreClient::CoreClient(const std::vector<std::string>& addresses) {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    auto channel = grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args);
+    // Answers as large as the core sends (a 100,000-pod workload).
+    args.SetMaxReceiveMessageSize(64 << 20);
+    auto channel = grpc::CreateCustomChannel(address, credentials, args);
     schedulers_.push_back(v1::Scheduler::NewStub(channel));
     admins_.push_back(v1::Admin::NewStub(channel));
     health_.push_back(grpc::health::v1::Health::NewStub(channel));
@@ -152,8 +155,10 @@ class Forwarded {
 class WatchProxy final : public grpc::ServerWriteReactor<v1::Event> {
  public:
   WatchProxy(CoreClient* core, Metrics* metrics,
-             grpc::CallbackServerContext* ctx, const v1::WatchRequest& request)
-      : metrics_(metrics), upstream_(this), start_(absl::Now()) {
+             grpc::CallbackServerContext* ctx, const v1::WatchRequest& request,
+             std::atomic<int64_t>* open)
+      : metrics_(metrics), open_(open), upstream_(this), start_(absl::Now()) {
+    open_->fetch_add(1);
     Propagate(*ctx, &client_);
     request_ = request;
     core->Current().scheduler->async()->WatchEvents(&client_, &request_,
@@ -171,6 +176,7 @@ class WatchProxy final : public grpc::ServerWriteReactor<v1::Event> {
   }
   void OnCancel() override { client_.TryCancel(); }
   void OnDone() override {
+    open_->fetch_sub(1);
     metrics_->RecordRequest("WatchEvents", final_code_, absl::Now() - start_);
     Release();
   }
@@ -199,6 +205,7 @@ class WatchProxy final : public grpc::ServerWriteReactor<v1::Event> {
   }
 
   Metrics* metrics_;
+  std::atomic<int64_t>* open_;
   grpc::ClientContext client_;
   v1::WatchRequest request_;
   v1::Event event_;
@@ -212,11 +219,22 @@ class WatchProxy final : public grpc::ServerWriteReactor<v1::Event> {
 
 // Each method: validate, then forward. Retried only when repeating it
 // cannot apply anything twice.
+// Who may call is checked here, at the edge, first (docs/SECURITY.md); the
+// caller's token goes on to the core, which checks it again.
 #define GANGSCHED_FORWARD(Service, Method, Stub, Request, Response,           \
-                          validation, retry_safe)                             \
+                          validation, retry_safe, access, workload, queue)    \
   grpc::ServerUnaryReactor* Service::Method(grpc::CallbackServerContext* ctx, \
                                             const v1::Request* request,       \
                                             v1::Response* response) {         \
+    if (grpc::Status denied =                                                 \
+            access_->Check(*ctx, #Method, access, workload, queue);           \
+        !denied.ok()) {                                                       \
+      metrics_->RecordRequest(#Method, denied.error_code(),                   \
+                              absl::ZeroDuration());                          \
+      grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();              \
+      reactor->Finish(std::move(denied));                                     \
+      return reactor;                                                         \
+    }                                                                         \
     return Forwarded<v1::Request, v1::Response>::Start(                       \
         core_, metrics_, ctx, #Method, request, response, validation,         \
         retry_safe,                                                           \
@@ -229,70 +247,76 @@ class WatchProxy final : public grpc::ServerWriteReactor<v1::Event> {
 
 GANGSCHED_FORWARD(ForwardingScheduler, Allocate, scheduler, AllocateRequest,
                   AllocateResponse, ValidateRequest(*request),
-                  request->dry_run() || !request->request_id().empty())
+                  request->dry_run() || !request->request_id().empty(),
+                  request->dry_run() ? Access::kRead : Access::kSchedule,
+                  request->workload().id(), {})
 GANGSCHED_FORWARD(ForwardingScheduler, Release, scheduler, ReleaseRequest,
                   ReleaseResponse, ValidateRequest(*request),
-                  !request->request_id().empty())
+                  !request->request_id().empty(), Access::kSchedule,
+                  request->workload_id(), {})
 GANGSCHED_FORWARD(ForwardingScheduler, Preempt, scheduler, PreemptRequest,
                   PreemptResponse, ValidateRequest(*request),
-                  request->dry_run() || !request->request_id().empty())
+                  request->dry_run() || !request->request_id().empty(),
+                  request->dry_run() ? Access::kRead : Access::kSchedule,
+                  request->workload_id(), {})
 GANGSCHED_FORWARD(ForwardingScheduler, UpsertNodes, scheduler,
                   UpsertNodesRequest, UpsertNodesResponse,
-                  ValidateRequest(*request), true)  // idempotent by nature
+                  ValidateRequest(*request), true, Access::kSchedule, {},
+                  {})  // idempotent by nature
 GANGSCHED_FORWARD(ForwardingScheduler, RemoveNodes, scheduler,
                   RemoveNodesRequest, RemoveNodesResponse,
-                  ValidateRequest(*request), true)
+                  ValidateRequest(*request), true, Access::kSchedule, {}, {})
 GANGSCHED_FORWARD(ForwardingScheduler, SyncNodes, scheduler, SyncNodesRequest,
-                  SyncNodesResponse, ValidateRequest(*request), true)
+                  SyncNodesResponse, ValidateRequest(*request), true,
+                  Access::kSchedule, {}, {})
 GANGSCHED_FORWARD(ForwardingScheduler, GetWorkload, scheduler,
                   GetWorkloadRequest, WorkloadStatus, ValidateRequest(*request),
-                  true)
+                  true, Access::kRead, {}, {})
 GANGSCHED_FORWARD(ForwardingScheduler, ListWorkloads, scheduler,
                   ListWorkloadsRequest, ListWorkloadsResponse,
-                  ValidateRequest(*request), true)
+                  ValidateRequest(*request), true, Access::kRead, {}, {})
 GANGSCHED_FORWARD(ForwardingScheduler, Explain, scheduler, ExplainRequest,
-                  ExplainResponse, ValidateRequest(*request), true)
+                  ExplainResponse, ValidateRequest(*request), true,
+                  Access::kRead, {}, {})
 GANGSCHED_FORWARD(ForwardingAdmin, UpsertQueue, admin, UpsertQueueRequest,
                   UpsertQueueResponse, ValidateRequest(*request),
-                  !request->request_id().empty())
+                  !request->request_id().empty(), Access::kAdmin, {},
+                  request->queue().name())
 GANGSCHED_FORWARD(ForwardingAdmin, DeleteQueue, admin, DeleteQueueRequest,
                   DeleteQueueResponse, ValidateRequest(*request),
-                  !request->request_id().empty())
+                  !request->request_id().empty(), Access::kAdmin, {},
+                  request->name())
 GANGSCHED_FORWARD(ForwardingAdmin, ListQueues, admin, ListQueuesRequest,
-                  ListQueuesResponse, absl::OkStatus(), true)
+                  ListQueuesResponse, absl::OkStatus(), true, Access::kRead, {},
+                  {})
 GANGSCHED_FORWARD(ForwardingAdmin, GetPriorityClasses, admin,
                   GetPriorityClassesRequest, GetPriorityClassesResponse,
-                  absl::OkStatus(), true)
+                  absl::OkStatus(), true, Access::kRead, {}, {})
 GANGSCHED_FORWARD(ForwardingAdmin, GetClusterSnapshot, admin,
                   GetClusterSnapshotRequest, ClusterSnapshot, absl::OkStatus(),
-                  true)
+                  true, Access::kRead, {}, {})
 
 #undef GANGSCHED_FORWARD
 
-namespace {
-
-// A stream refused at the edge (bad input never reaches the core).
-class RefusedWatch final : public grpc::ServerWriteReactor<v1::Event> {
- public:
-  RefusedWatch(Metrics* metrics, grpc::Status status) : metrics_(metrics) {
-    metrics_->RecordRequest("WatchEvents", status.error_code(),
-                            absl::ZeroDuration());
-    Finish(std::move(status));
-  }
-  void OnDone() override { delete this; }
-
- private:
-  Metrics* metrics_;
-};
-
-}  // namespace
-
 grpc::ServerWriteReactor<v1::Event>* ForwardingScheduler::WatchEvents(
     grpc::CallbackServerContext* ctx, const v1::WatchRequest* request) {
-  if (absl::Status s = ValidateRequest(*request); !s.ok()) {
-    return new RefusedWatch(metrics_, ToGrpc(s));
+  if (grpc::Status denied = access_->Check(*ctx, "WatchEvents", Access::kRead);
+      !denied.ok()) {
+    return RefuseWatch(metrics_, std::move(denied));
   }
-  return new WatchProxy(core_, metrics_, ctx, *request);
+  if (absl::Status s = ValidateRequest(*request); !s.ok()) {
+    return RefuseWatch(metrics_, ToGrpc(s));
+  }
+  if (open_watches_.load() >= max_watch_streams_) {
+    metrics_->RecordWatchDropped("too_many");
+    return RefuseWatch(
+        metrics_, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                               absl::StrCat("too many WatchEvents streams (",
+                                            max_watch_streams_,
+                                            " open); close some, or raise "
+                                            "--max-watch-streams")));
+  }
+  return new WatchProxy(core_, metrics_, ctx, *request, &open_watches_);
 }
 
 }  // namespace gangsched::server

@@ -16,6 +16,7 @@
 #include "gangsched/v1/admin.grpc.pb.h"
 #include "gangsched/v1/scheduler.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "server/access.h"
 #include "server/metrics.h"
 
 namespace gangsched::server {
@@ -25,7 +26,9 @@ namespace v1 = ::gangsched::v1;
 // Channels to the core processes; remembers which one answered last.
 class CoreClient {
  public:
-  explicit CoreClient(const std::vector<std::string>& addresses);
+  // `credentials`: plaintext, or TLS (mTLS) to the cores.
+  CoreClient(const std::vector<std::string>& addresses,
+             std::shared_ptr<grpc::ChannelCredentials> credentials);
 
   struct Target {
     v1::Scheduler::Stub* scheduler;
@@ -49,8 +52,12 @@ class CoreClient {
 
 class ForwardingScheduler final : public v1::Scheduler::CallbackService {
  public:
-  ForwardingScheduler(CoreClient* core, Metrics* metrics)
-      : core_(core), metrics_(metrics) {}
+  ForwardingScheduler(CoreClient* core, Metrics* metrics,
+                      const AccessControl* access, int64_t max_watch_streams)
+      : core_(core),
+        metrics_(metrics),
+        access_(access),
+        max_watch_streams_(max_watch_streams) {}
 
   grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* ctx,
                                      const v1::AllocateRequest* request,
@@ -86,12 +93,16 @@ class ForwardingScheduler final : public v1::Scheduler::CallbackService {
  private:
   CoreClient* core_;
   Metrics* metrics_;
+  const AccessControl* access_;
+  int64_t max_watch_streams_;
+  std::atomic<int64_t> open_watches_{0};
 };
 
 class ForwardingAdmin final : public v1::Admin::CallbackService {
  public:
-  ForwardingAdmin(CoreClient* core, Metrics* metrics)
-      : core_(core), metrics_(metrics) {}
+  ForwardingAdmin(CoreClient* core, Metrics* metrics,
+                  const AccessControl* access)
+      : core_(core), metrics_(metrics), access_(access) {}
 
   grpc::ServerUnaryReactor* UpsertQueue(
       grpc::CallbackServerContext* ctx, const v1::UpsertQueueRequest* request,
@@ -114,6 +125,7 @@ class ForwardingAdmin final : public v1::Admin::CallbackService {
  private:
   CoreClient* core_;
   Metrics* metrics_;
+  const AccessControl* access_;
 };
 
 }  // namespace gangsched::server

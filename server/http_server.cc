@@ -16,6 +16,10 @@ const char* StatusText(int code) {
       return "OK";
     case 400:
       return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 405:
@@ -48,11 +52,30 @@ std::string QueryParam(const mg_request_info* info, const char* name) {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
 }
 
+// The CN of a civetweb client-certificate subject ("/O=x/CN=name").
+std::string CommonName(const mg_request_info* info) {
+  if (info->client_cert == nullptr || info->client_cert->subject == nullptr)
+    return "";
+  std::string subject = info->client_cert->subject;
+  size_t at = subject.find("/CN=");
+  if (at == std::string::npos) {
+    if (!subject.starts_with("CN=")) return "";
+    at = 0;
+  } else {
+    at += 1;
+  }
+  size_t end = subject.find('/', at);
+  return subject.substr(
+      at + 3, end == std::string::npos ? std::string::npos : end - at - 3);
+}
+
 }  // namespace
 
 HttpServer::HttpServer(std::shared_ptr<prometheus::Registry> registry,
-                       ExplainFn explain)
-    : registry_(std::move(registry)), explain_(std::move(explain)) {
+                       ExplainFn explain, const AccessControl* access)
+    : registry_(std::move(registry)),
+      explain_(std::move(explain)),
+      access_(access) {
   mg_init_library(0);
 }
 
@@ -118,6 +141,23 @@ int HttpServer::Serve(mg_connection* conn) {
     return 405;
   }
   std::string uri = info->local_uri != nullptr ? info->local_uri : "/";
+  if (access_ != nullptr && access_->enabled()) {
+    const char* authorization = mg_get_header(conn, "Authorization");
+    absl::Status allowed = access_->CheckHttp(
+        uri, authorization != nullptr ? authorization : "", CommonName(info));
+    if (!allowed.ok()) {
+      int code =
+          allowed.code() == absl::StatusCode::kUnauthenticated ? 401 : 403;
+      std::string body = absl::StrCat(allowed.message(), "\n");
+      mg_printf(conn,
+                "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
+                "WWW-Authenticate: Bearer\r\nContent-Length: %zu\r\n"
+                "Connection: close\r\n\r\n",
+                code, StatusText(code), body.size());
+      if (method != "HEAD") mg_write(conn, body.data(), body.size());
+      return code;
+    }
+  }
   if (uri == "/metrics") {
     std::vector<prometheus::MetricFamily> families = registry_->Collect();
     Reply(conn, 200, "text/plain; version=0.0.4; charset=utf-8",

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "prometheus/registry.h"
+#include "server/access.h"
 #include "server/status.h"
 
 struct mg_context;
@@ -26,7 +27,10 @@ class HttpServer {
   using ExplainFn =
       std::function<absl::StatusOr<std::string>(const std::string& id)>;
 
-  HttpServer(std::shared_ptr<prometheus::Registry> registry, ExplainFn explain);
+  // `access` (may be null: open) decides who may read the pages. Plain
+  // HTTP only (docs/SECURITY.md says why and what to do about it).
+  HttpServer(std::shared_ptr<prometheus::Registry> registry, ExplainFn explain,
+             const AccessControl* access = nullptr);
   ~HttpServer();
 
   // Binds `address` ("127.0.0.1:9090"); fails when it cannot.
@@ -43,6 +47,7 @@ class HttpServer {
 
   std::shared_ptr<prometheus::Registry> registry_;
   ExplainFn explain_;
+  const AccessControl* access_;
   mg_context* ctx_ = nullptr;
   std::mutex mu_;
   std::shared_ptr<const StatusSnapshot> status_;

@@ -11,10 +11,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
@@ -25,6 +27,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/access.h"
+#include "server/auth.h"
 #include "server/config.h"
 #include "server/convert.h"
 #include "server/core_loop.h"
@@ -38,6 +42,7 @@
 #include "server/services.h"
 #include "server/sqlite_store.h"
 #include "server/status.h"
+#include "server/tls.h"
 
 namespace gangsched::server {
 namespace {
@@ -130,12 +135,15 @@ std::string ListenError(const std::string& address) {
 // different state would then split the connections between them.
 std::unique_ptr<grpc::Server> StartServer(
     const std::string& address, const std::vector<grpc::Service*>& services,
+    std::shared_ptr<grpc::ServerCredentials> credentials, int max_message_bytes,
     int* bound_port_out = nullptr) {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           &bound_port);
+  // A request larger than this is refused (RESOURCE_EXHAUSTED) before it
+  // is read into memory.
+  builder.SetMaxReceiveMessageSize(max_message_bytes);
+  builder.AddListeningPort(address, std::move(credentials), &bound_port);
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
@@ -157,11 +165,133 @@ std::string BoundAddress(const std::string& address, int port) {
 // The health of the services (grpc.health.v1 per service name, as
 // Kubernetes gRPC probes and grpc_health_probe ask for them) and of the
 // server as a whole ("").
-void SetHealth(grpc::Server& server, bool serving) {
-  grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
+void SetHealth(grpc::Server* server, bool serving) {
+  if (server == nullptr) return;
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   if (health == nullptr) return;
   for (const char* name : {"", "gangsched.v1.Scheduler", "gangsched.v1.Admin"})
     health->SetServingStatus(name, serving);
+}
+
+// The security of a process (docs/SECURITY.md): TLS files checked, the
+// token file loaded, and what answers health probes in plaintext.
+struct Security {
+  ServerTls tls;
+  std::shared_ptr<const TokenTable> tokens;  // null: no authentication
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  unsigned refresh_seconds = 2;
+};
+
+absl::StatusOr<Security> LoadSecurity(const ServerFlags& flags) {
+  Security security;
+  security.tls = {.cert = flags.tls_cert,
+                  .key = flags.tls_key,
+                  .client_ca = flags.tls_client_ca};
+  if (absl::Status s = CheckServerTls(security.tls); !s.ok()) return s;
+  if (!flags.auth_tokens.empty()) {
+    auto table = TokenTable::Load(flags.auth_tokens);
+    if (!table.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth-tokens: ", table.status().message()));
+    }
+    security.tokens = std::make_shared<const TokenTable>(*std::move(table));
+  }
+  // 0 turns polling off; gRPC's file watcher then looks once a day.
+  security.refresh_seconds =
+      flags.reload_poll_seconds > 0
+          ? std::max(1u, static_cast<unsigned>(flags.reload_poll_seconds))
+          : 86400;
+  security.credentials =
+      GrpcServerCredentials(security.tls, security.refresh_seconds);
+  return security;
+}
+
+// The plaintext health-only server of --health-listen (kubelet's gRPC
+// probes cannot do TLS or send tokens). Built before the reflection plugin
+// is registered, so it serves grpc.health.v1 and nothing else.
+std::unique_ptr<grpc::Server> StartHealthServer(const ServerFlags& flags) {
+  if (flags.health_listen.empty()) return nullptr;
+  return StartServer(flags.health_listen, {}, grpc::InsecureServerCredentials(),
+                     1024);
+}
+
+// Re-reads files whose content changed (the config and token files; a
+// ConfigMap or Secret volume update swaps them), every `every`.
+class FilePoller {
+ public:
+  using OnChange = std::function<void()>;
+  FilePoller(absl::Duration every) : every_(every) {}
+  ~FilePoller() { Stop(); }
+
+  void Watch(const std::string& path, OnChange on_change) {
+    if (path.empty()) return;
+    files_.push_back({path, Read(path), std::move(on_change)});
+  }
+  void Start() {
+    if (files_.empty() || every_ <= absl::ZeroDuration()) return;
+    thread_ = std::thread([this] {
+      std::unique_lock lock(mu_);
+      while (!cv_.wait_for(lock, absl::ToChronoNanoseconds(every_),
+                           [this] { return stop_; })) {
+        for (File& f : files_) {
+          std::optional<std::string> now = Read(f.path);
+          if (now && now != f.content) {
+            f.content = std::move(now);
+            lock.unlock();
+            f.on_change();
+            lock.lock();
+          }
+        }
+      }
+    });
+  }
+  void Stop() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  struct File {
+    std::string path;
+    std::optional<std::string> content;
+    OnChange on_change;
+  };
+  static std::optional<std::string> Read(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return std::nullopt;
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  absl::Duration every_;
+  std::vector<File> files_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// SIGHUP or a changed file: the token file again, all or nothing.
+void ReloadTokens(const ServerFlags& flags, AccessControl& access) {
+  if (flags.auth_tokens.empty()) return;
+  auto table = TokenTable::Load(flags.auth_tokens);
+  if (!table.ok()) {
+    LogLine(spdlog::level::err,
+            "auth tokens not reloaded; the previous ones stay in effect")
+        .Add("file", flags.auth_tokens)
+        .Add("error", table.status().message());
+    return;
+  }
+  size_t entries = table->size();
+  access.Replace(std::make_shared<const TokenTable>(*std::move(table)));
+  LogLine(spdlog::level::info, "auth tokens reloaded")
+      .Add("file", flags.auth_tokens)
+      .Add("entries", static_cast<int64_t>(entries));
 }
 
 // Asks the core for a workload's Explain text (HTTP thread; waits briefly).
@@ -238,14 +368,24 @@ void WaitForSignals(const sigset_t& signals,
 }
 
 // --role=frontend: validate, forward to the core, relay; no state here.
-int RunFrontend(const ServerFlags& flags, const sigset_t& signals) {
+int RunFrontend(const ServerFlags& flags, const Security& security,
+                const sigset_t& signals) {
   if (flags.core_addresses.empty()) {
     LogLine(spdlog::level::err, "--role=frontend needs --core=ADDR[,ADDR...]");
     return 2;
   }
+  ClientTls core_tls{.ca = flags.core_tls_ca,
+                     .cert = flags.core_tls_cert,
+                     .key = flags.core_tls_key};
+  if (absl::Status s = CheckClientTls(core_tls, "--core-tls-"); !s.ok()) {
+    LogLine(spdlog::level::err, "bad TLS files").Add("error", s.message());
+    return 1;
+  }
   Metrics metrics("frontend");
-  CoreClient core(flags.core_addresses);
-  HttpServer http(metrics.registry(), nullptr);
+  AccessControl access(&metrics, security.tokens);
+  CoreClient core(flags.core_addresses,
+                  GrpcChannelCredentials(core_tls, security.refresh_seconds));
+  HttpServer http(metrics.registry(), nullptr, &access);
   if (!flags.metrics_listen.empty()) {
     if (absl::Status s = http.Start(flags.metrics_listen); !s.ok()) {
       LogLine(spdlog::level::err, "cannot serve HTTP")
@@ -254,16 +394,24 @@ int RunFrontend(const ServerFlags& flags, const sigset_t& signals) {
       return 1;
     }
   }
-  ForwardingScheduler scheduler_service(&core, &metrics);
-  ForwardingAdmin admin_service(&core, &metrics);
+  ForwardingScheduler scheduler_service(&core, &metrics, &access,
+                                        flags.max_watch_streams);
+  ForwardingAdmin admin_service(&core, &metrics, &access);
   grpc::EnableDefaultHealthCheckService(true);
+  std::unique_ptr<grpc::Server> health = StartHealthServer(flags);
+  if (!flags.health_listen.empty() && !health) return 1;
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  std::unique_ptr<grpc::Server> server =
-      StartServer(flags.listen, {&scheduler_service, &admin_service});
+  std::unique_ptr<grpc::Server> server = StartServer(
+      flags.listen, {&scheduler_service, &admin_service}, security.credentials,
+      static_cast<int>(flags.max_message_bytes));
   if (!server) return 1;
   // NOT_SERVING until a core answers its health check: a frontend with no
   // core behind it could only answer UNAVAILABLE.
-  SetHealth(*server, false);
+  SetHealth(server.get(), false);
+  SetHealth(health.get(), false);
+  FilePoller poller(absl::Seconds(flags.reload_poll_seconds));
+  poller.Watch(flags.auth_tokens, [&] { ReloadTokens(flags, access); });
+  poller.Start();
   std::mutex health_mu;
   std::condition_variable health_cv;
   bool stopping = false;
@@ -274,7 +422,8 @@ int RunFrontend(const ServerFlags& flags, const sigset_t& signals) {
       lock.unlock();
       bool serving = core.AnyCoreServing(absl::Seconds(1));
       if (last != serving) {
-        SetHealth(*server, serving);
+        SetHealth(server.get(), serving);
+        SetHealth(health.get(), serving);
         LogLine(serving ? spdlog::level::info : spdlog::level::warn,
                 serving ? "a core answers: serving"
                         : "no core answers: not serving")
@@ -289,7 +438,8 @@ int RunFrontend(const ServerFlags& flags, const sigset_t& signals) {
       .Add("version", GANGSCHED_VERSION)
       .Add("grpc", flags.listen)
       .Add("cores", absl::StrJoin(flags.core_addresses, ","));
-  WaitForSignals(signals, [] {});
+  WaitForSignals(signals, [&] { ReloadTokens(flags, access); });
+  poller.Stop();
   {
     std::lock_guard lock(health_mu);
     stopping = true;
@@ -297,6 +447,7 @@ int RunFrontend(const ServerFlags& flags, const sigset_t& signals) {
   health_cv.notify_all();
   health_watch.join();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (health) health->Shutdown(std::chrono::system_clock::now());
   http.Stop();
   return 0;
 }
@@ -334,7 +485,13 @@ int Run(int argc, char** argv) {
       flags->log_format == "json" ? LogFormat::kJson : LogFormat::kText,
       spdlog::level::from_str(flags->log_level));
 
-  if (flags->role == "frontend") return RunFrontend(*flags, signals);
+  auto security = LoadSecurity(*flags);
+  if (!security.ok()) {
+    LogLine(spdlog::level::err, "security settings not loaded")
+        .Add("error", security.status().message());
+    return 1;
+  }
+  if (flags->role == "frontend") return RunFrontend(*flags, *security, signals);
 
   SchedulerOptions scheduler_options{
       .stale_gang_grace = absl::Seconds(flags->stale_gang_grace_seconds),
@@ -392,6 +549,7 @@ int Run(int argc, char** argv) {
     store = *std::move(opened);
   }
   Metrics metrics(flags->role);
+  AccessControl access(&metrics, security->tokens);
   EventLog events(flags->event_window);
   SpecCache specs;  // shared by the services' answers
   CoreLoop core({.inbox_capacity = flags->inbox_capacity,
@@ -427,9 +585,10 @@ int Run(int argc, char** argv) {
         .Add("revision", loaded->revision)
         .Add("seconds", absl::ToDoubleSeconds(absl::Now() - started));
   }
-  HttpServer http(metrics.registry(), [&core](const std::string& id) {
-    return ExplainText(core, id);
-  });
+  HttpServer http(
+      metrics.registry(),
+      [&core](const std::string& id) { return ExplainText(core, id); },
+      &access);
   absl::Time last_status = absl::InfinitePast();
   core.SetCycleObserver([&](const CycleStats& stats, const Scheduler& scheduler,
                             const std::vector<Event>& cycle_events) {
@@ -479,16 +638,23 @@ int Run(int argc, char** argv) {
   }
 
   SchedulerService scheduler_service(
-      &core, &events, &metrics, &specs,
-      absl::Seconds(flags->watch_heartbeat_seconds));
-  AdminService admin_service(&core, &metrics, &specs);
+      &core, &events, &metrics, &specs, &access,
+      absl::Seconds(flags->watch_heartbeat_seconds),
+      {.max_streams = flags->max_watch_streams,
+       .max_lag_events = flags->watch_max_lag_events});
+  AdminService admin_service(&core, &metrics, &specs, &access);
   grpc::EnableDefaultHealthCheckService(true);
+  std::unique_ptr<grpc::Server> health = StartHealthServer(*flags);
+  if (!flags->health_listen.empty() && !health) return 1;
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   int bound_port = 0;
-  std::unique_ptr<grpc::Server> server = StartServer(
-      flags->listen, {&scheduler_service, &admin_service}, &bound_port);
+  std::unique_ptr<grpc::Server> server =
+      StartServer(flags->listen, {&scheduler_service, &admin_service},
+                  security->credentials,
+                  static_cast<int>(flags->max_message_bytes), &bound_port);
   if (!server) return 1;
-  SetHealth(*server, true);
+  SetHealth(server.get(), true);
+  SetHealth(health.get(), true);
   LogLine(spdlog::level::info, "serving")
       .Add("version", GANGSCHED_VERSION)
       .Add("grpc", BoundAddress(flags->listen, bound_port))
@@ -496,11 +662,10 @@ int Run(int argc, char** argv) {
            flags->metrics_listen.empty() ? "off" : flags->metrics_listen)
       .Add("queues", static_cast<int64_t>(config.queues.size()));
 
-  WaitForSignals(signals, [&] {
-    if (flags->config.empty()) {
-      LogLine(spdlog::level::info, "SIGHUP: no config file to reload");
-      return;
-    }
+  // SIGHUP and the poller reload one at a time.
+  std::mutex reload_mu;
+  auto reload_config = [&] {
+    std::lock_guard lock(reload_mu);
     // All or nothing: a file that does not parse, or that the state
     // refuses (a class a live workload uses is gone, a queue cannot move),
     // changes nothing, and the previous config stays in effect.
@@ -521,11 +686,29 @@ int Run(int argc, char** argv) {
           .Add("file", flags->config)
           .Add("error", s.message());
     }
+  };
+  FilePoller poller(absl::Seconds(flags->reload_poll_seconds));
+  poller.Watch(flags->config, reload_config);
+  poller.Watch(flags->auth_tokens, [&] {
+    std::lock_guard lock(reload_mu);
+    ReloadTokens(*flags, access);
   });
+  poller.Start();
+  WaitForSignals(signals, [&] {
+    if (flags->config.empty()) {
+      LogLine(spdlog::level::info, "SIGHUP: no config file to reload");
+    } else {
+      reload_config();
+    }
+    std::lock_guard lock(reload_mu);
+    ReloadTokens(*flags, access);
+  });
+  poller.Stop();
   // In-flight calls get a second to be answered by the core (which keeps
   // running until after the server stops); gRPC 1.51 waits out the whole
   // deadline while any client connection is open, so it is kept short.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (health) health->Shutdown(std::chrono::system_clock::now());
   http.Stop();
   return 0;  // stop_core stops the core
 }

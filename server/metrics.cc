@@ -174,6 +174,22 @@ Metrics::Metrics(const std::string& role)
                     "ok, or error (refused as a whole; the previous config "
                     "stays in effect, and the log says why).")
               .Register(*registry_)),
+      auth_denied_(
+          prometheus::BuildCounter()
+              .Name("gangsched_auth_denied_total")
+              .Help("Calls refused at the edge by method and reason: "
+                    "unauthenticated (no or unknown credentials) or "
+                    "permission_denied (the role does not allow the method). "
+                    "Method HTTP: the metrics and status pages.")
+              .Register(*registry_)),
+      watch_dropped_(
+          prometheus::BuildCounter()
+              .Name("gangsched_watch_streams_dropped_total")
+              .Help("WatchEvents streams ended with RESOURCE_EXHAUSTED by "
+                    "reason: too_many (past --max-watch-streams) or slow "
+                    "(the reader fell more than --watch-buffer-events "
+                    "behind).")
+              .Register(*registry_)),
       config_last_success_(
           prometheus::BuildGauge()
               .Name("gangsched_config_last_reload_success_timestamp_seconds")
@@ -182,6 +198,8 @@ Metrics::Metrics(const std::string& role)
               .Add({})) {
   config_reloads_.Add({{"result", "ok"}});
   config_reloads_.Add({{"result", "error"}});
+  watch_dropped_.Add({{"reason", "too_many"}});
+  watch_dropped_.Add({{"reason", "slow"}});
   spec_cache_hits_ = &spec_cache_lookups_.Add({{"result", "hit"}});
   spec_cache_misses_ = &spec_cache_lookups_.Add({{"result", "miss"}});
   // A process that schedules (all, core) leads its own state; a frontend
@@ -202,6 +220,17 @@ Metrics::Metrics(const std::string& role)
       .Register(*registry_)
       .Add({{"version", GANGSCHED_VERSION}})
       .Set(1);
+}
+
+void Metrics::RecordAuthDenied(absl::string_view method,
+                               absl::string_view reason) {
+  auth_denied_
+      .Add({{"method", std::string(method)}, {"reason", std::string(reason)}})
+      .Increment();
+}
+
+void Metrics::RecordWatchDropped(absl::string_view reason) {
+  watch_dropped_.Add({{"reason", std::string(reason)}}).Increment();
 }
 
 void Metrics::RecordConfigLoad(bool ok) {

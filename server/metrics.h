@@ -59,6 +59,11 @@ class Metrics {
   // and the previous config stays (gangsched_config_reloads_total{result}),
   // and the time of the last one that took effect.
   void RecordConfigLoad(bool ok);
+  // A call refused at the edge: reason "unauthenticated" or
+  // "permission_denied" (docs/SECURITY.md).
+  void RecordAuthDenied(absl::string_view method, absl::string_view reason);
+  // A watch stream dropped because its reader fell behind (docs/SECURITY.md).
+  void RecordWatchDropped(absl::string_view reason);
 
   std::shared_ptr<prometheus::Registry> registry() { return registry_; }
 
@@ -91,6 +96,8 @@ class Metrics {
   prometheus::Gauge& spec_cache_entries_;
   prometheus::Counter& spec_cache_evictions_;
   prometheus::Family<prometheus::Counter>& config_reloads_;
+  prometheus::Family<prometheus::Counter>& auth_denied_;
+  prometheus::Family<prometheus::Counter>& watch_dropped_;
   prometheus::Gauge& config_last_success_;
   int64_t spec_hits_seen_ = 0;
   int64_t spec_misses_seen_ = 0;

@@ -165,6 +165,15 @@ grpc::ServerUnaryReactor* Reject(Metrics* metrics,
                     absl::ZeroDuration());
 }
 
+// Who may call: checked before anything of the request is looked at
+// (docs/SECURITY.md). `access`, `workload` and `queue` are expressions of
+// the handler's request.
+#define GANGSCHED_GUARD(method, access, workload, queue)         \
+  if (grpc::Status denied =                                      \
+          access_->Check(*ctx, method, access, workload, queue); \
+      !denied.ok())                                              \
+  return Reject(metrics_, ctx, method, std::move(denied))
+
 // Dispatch for a mutating request that carries a request_id.
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* DispatchWithId(CoreLoop* core, Metrics* metrics,
@@ -240,16 +249,32 @@ void FillNodeAnswer(const NodeChangeAnswer& answer, Response* response) {
 // the heartbeat ticker and by gRPC after each write; one write in flight at
 // a time. A HEARTBEAT opens the stream and is sent again whenever nothing
 // was written for `heartbeat`, with the stream's position as its revision.
+// A reader that falls more than `limits.max_lag_events` behind the newest
+// event is dropped with RESOURCE_EXHAUSTED (docs/SECURITY.md, overload), so
+// a stream that is never read holds at most one batch, and not for long.
 class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
  public:
-  WatchReactor(EventLog* log, Metrics* metrics, const v1::WatchRequest& request,
-               absl::Duration heartbeat)
+  WatchReactor(EventLog* log, Metrics* metrics,
+               grpc::CallbackServerContext* ctx,
+               const v1::WatchRequest& request, absl::Duration heartbeat,
+               const WatchLimits& limits, std::atomic<int64_t>* open)
       : log_(log),
         metrics_(metrics),
+        ctx_(ctx),
         filter_(request.workload_id()),
         heartbeat_(heartbeat),
+        max_lag_(limits.max_lag_events),
+        open_(open),
         start_(absl::Now()) {
     std::lock_guard lock(mu_);
+    if (open_->fetch_add(1) >= limits.max_streams) {
+      metrics_->RecordWatchDropped("too_many");
+      FinishLocked(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("too many WatchEvents streams (", limits.max_streams,
+                       " open); close some, or raise --max-watch-streams")));
+      return;
+    }
     if (absl::Status s = ValidateRequest(request); !s.ok()) {
       FinishLocked(ToGrpc(s));
       return;
@@ -300,6 +325,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
 
   void OnDone() override {
     if (listener_ != 0) log_->RemoveListener(listener_);
+    open_->fetch_sub(1);
     metrics_->RecordRequest("WatchEvents", final_code_, absl::Now() - start_);
     delete this;
   }
@@ -311,7 +337,30 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
   }
 
   void PumpLocked() {
-    if (writing_ || finished_) return;
+    if (finished_) {
+      // A finished stream whose last write never completes (nobody reads
+      // it) is cancelled, which frees it, after a grace period.
+      if (writing_ && !cancelled_ &&
+          absl::Now() - finished_at_ > absl::Seconds(5)) {
+        cancelled_ = true;
+        ctx_->TryCancel();
+      }
+      return;
+    }
+    if (writing_) {
+      int64_t lag = log_->last_revision() - written_;
+      if (lag > max_lag_) {
+        metrics_->RecordWatchDropped("slow");
+        FinishLocked(
+            grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                         absl::StrCat("the reader fell ", lag,
+                                      " events behind (more than ", max_lag_,
+                                      "): read faster, or resume with "
+                                      "from_revision ",
+                                      written_)));
+      }
+      return;
+    }
     if (buffer_.empty()) {
       std::vector<v1::Event> batch;
       if (log_->Read(after_, filter_, 64, &batch, &after_) ==
@@ -343,21 +392,31 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
     }
     last_write_ = now;
     writing_ = true;
+    written_ = current_.type() == v1::EVENT_TYPE_HEARTBEAT
+                   ? current_.revision()
+                   : current_.revision() - 1;
     StartWrite(&current_);
   }
 
   void FinishLocked(grpc::Status status) {
     if (finished_) return;
     finished_ = true;
+    finished_at_ = absl::Now();
     final_code_ = status.error_code();
     Finish(std::move(status));
   }
 
   EventLog* log_;
   Metrics* metrics_;
+  grpc::CallbackServerContext* ctx_;
   std::string filter_;
   absl::Duration heartbeat_;
+  int64_t max_lag_;
+  std::atomic<int64_t>* open_;
   absl::Time start_;
+  absl::Time finished_at_;
+  bool cancelled_ = false;
+  int64_t written_ = 0;  // every event up to here was handed to gRPC
   uint64_t listener_ = 0;
   std::mutex mu_;
   int64_t after_ = 0;
@@ -377,12 +436,16 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
 
 SchedulerService::SchedulerService(CoreLoop* core, EventLog* events,
                                    Metrics* metrics, SpecCache* specs,
-                                   absl::Duration heartbeat)
+                                   const AccessControl* access,
+                                   absl::Duration heartbeat,
+                                   WatchLimits watch_limits)
     : core_(core),
       events_(events),
       metrics_(metrics),
       specs_(specs),
-      heartbeat_(heartbeat) {
+      access_(access),
+      heartbeat_(heartbeat),
+      watch_limits_(watch_limits) {
   absl::Duration tick =
       std::clamp(heartbeat_ / 4, absl::Milliseconds(10), absl::Seconds(1));
   ticker_ = std::thread([this, tick] {
@@ -408,6 +471,9 @@ SchedulerService::SchedulerService(CoreLoop* core, EventLog* events,
 grpc::ServerUnaryReactor* SchedulerService::Allocate(
     grpc::CallbackServerContext* ctx, const v1::AllocateRequest* request,
     v1::AllocateResponse* response) {
+  GANGSCHED_GUARD("Allocate",
+                  request->dry_run() ? Access::kRead : Access::kSchedule,
+                  request->workload().id(), {});
   auto spec = ParseWorkloadRequest(request->workload());
   if (!spec.ok())
     return Reject(metrics_, ctx, "Allocate", Invalid(spec.status()));
@@ -452,6 +518,7 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
 grpc::ServerUnaryReactor* SchedulerService::Release(
     grpc::CallbackServerContext* ctx, const v1::ReleaseRequest* request,
     v1::ReleaseResponse* response) {
+  GANGSCHED_GUARD("Release", Access::kSchedule, request->workload_id(), {});
   if (auto s = CheckName(request->workload_id(), "workload_id"); !s.ok()) {
     return Reject(metrics_, ctx, "Release", Invalid(s));
   }
@@ -488,6 +555,9 @@ grpc::ServerUnaryReactor* SchedulerService::Release(
 grpc::ServerUnaryReactor* SchedulerService::Preempt(
     grpc::CallbackServerContext* ctx, const v1::PreemptRequest* request,
     v1::PreemptResponse* response) {
+  GANGSCHED_GUARD("Preempt",
+                  request->dry_run() ? Access::kRead : Access::kSchedule,
+                  request->workload_id(), {});
   if (auto s = ValidateRequest(*request); !s.ok()) {
     return Reject(metrics_, ctx, "Preempt", Invalid(s));
   }
@@ -533,8 +603,36 @@ grpc::ServerUnaryReactor* SchedulerService::Preempt(
 }
 
 grpc::ServerWriteReactor<v1::Event>* SchedulerService::WatchEvents(
-    grpc::CallbackServerContext*, const v1::WatchRequest* request) {
-  return new WatchReactor(events_, metrics_, *request, heartbeat_);
+    grpc::CallbackServerContext* ctx, const v1::WatchRequest* request) {
+  if (grpc::Status denied = access_->Check(*ctx, "WatchEvents", Access::kRead);
+      !denied.ok()) {
+    return RefuseWatch(metrics_, std::move(denied));
+  }
+  return new WatchReactor(events_, metrics_, ctx, *request, heartbeat_,
+                          watch_limits_, &open_watches_);
+}
+
+namespace {
+
+// A stream refused before it starts (bad input, credentials, too many).
+class RefusedWatch final : public grpc::ServerWriteReactor<v1::Event> {
+ public:
+  RefusedWatch(Metrics* metrics, grpc::Status status) : metrics_(metrics) {
+    metrics_->RecordRequest("WatchEvents", status.error_code(),
+                            absl::ZeroDuration());
+    Finish(std::move(status));
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  Metrics* metrics_;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::Event>* RefuseWatch(Metrics* metrics,
+                                                 grpc::Status status) {
+  return new RefusedWatch(metrics, std::move(status));
 }
 
 SchedulerService::~SchedulerService() {
@@ -549,6 +647,7 @@ SchedulerService::~SchedulerService() {
 grpc::ServerUnaryReactor* SchedulerService::UpsertNodes(
     grpc::CallbackServerContext* ctx, const v1::UpsertNodesRequest* request,
     v1::UpsertNodesResponse* response) {
+  GANGSCHED_GUARD("UpsertNodes", Access::kSchedule, {}, {});
   // All or nothing, like SyncNodes: one invalid node fails the request.
   auto parsed = ParseNodeList(request->nodes());
   if (!parsed.ok())
@@ -570,6 +669,7 @@ grpc::ServerUnaryReactor* SchedulerService::UpsertNodes(
 grpc::ServerUnaryReactor* SchedulerService::RemoveNodes(
     grpc::CallbackServerContext* ctx, const v1::RemoveNodesRequest* request,
     v1::RemoveNodesResponse* response) {
+  GANGSCHED_GUARD("RemoveNodes", Access::kSchedule, {}, {});
   if (auto s = ValidateRequest(*request); !s.ok()) {
     return Reject(metrics_, ctx, "RemoveNodes", Invalid(s));
   }
@@ -592,6 +692,7 @@ grpc::ServerUnaryReactor* SchedulerService::RemoveNodes(
 grpc::ServerUnaryReactor* SchedulerService::SyncNodes(
     grpc::CallbackServerContext* ctx, const v1::SyncNodesRequest* request,
     v1::SyncNodesResponse* response) {
+  GANGSCHED_GUARD("SyncNodes", Access::kSchedule, {}, {});
   auto parsed = ParseNodeList(request->nodes());
   if (!parsed.ok())
     return Reject(metrics_, ctx, "SyncNodes", Invalid(parsed.status()));
@@ -613,6 +714,7 @@ grpc::ServerUnaryReactor* SchedulerService::SyncNodes(
 grpc::ServerUnaryReactor* SchedulerService::GetWorkload(
     grpc::CallbackServerContext* ctx, const v1::GetWorkloadRequest* request,
     v1::WorkloadStatus* response) {
+  GANGSCHED_GUARD("GetWorkload", Access::kRead, {}, {});
   if (auto s = ValidateRequest(*request); !s.ok()) {
     return Reject(metrics_, ctx, "GetWorkload", Invalid(s));
   }
@@ -634,6 +736,7 @@ grpc::ServerUnaryReactor* SchedulerService::GetWorkload(
 grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
     grpc::CallbackServerContext* ctx, const v1::ListWorkloadsRequest* request,
     v1::ListWorkloadsResponse* response) {
+  GANGSCHED_GUARD("ListWorkloads", Access::kRead, {}, {});
   if (auto s = ValidateRequest(*request); !s.ok()) {
     return Reject(metrics_, ctx, "ListWorkloads", Invalid(s));
   }
@@ -677,6 +780,7 @@ grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
 grpc::ServerUnaryReactor* SchedulerService::Explain(
     grpc::CallbackServerContext* ctx, const v1::ExplainRequest* request,
     v1::ExplainResponse* response) {
+  GANGSCHED_GUARD("Explain", Access::kRead, {}, {});
   if (auto s = ValidateRequest(*request); !s.ok()) {
     return Reject(metrics_, ctx, "Explain", Invalid(s));
   }
@@ -724,8 +828,9 @@ grpc::ServerUnaryReactor* SchedulerService::Explain(
 // ---------------------------------------------------------------------------
 // Admin service
 
-AdminService::AdminService(CoreLoop* core, Metrics* metrics, SpecCache* specs)
-    : core_(core), metrics_(metrics), specs_(specs) {
+AdminService::AdminService(CoreLoop* core, Metrics* metrics, SpecCache* specs,
+                           const AccessControl* access)
+    : core_(core), metrics_(metrics), specs_(specs), access_(access) {
   GANGSCHED_ARENA(UpsertQueue, UpsertQueueRequest, UpsertQueueResponse);
   GANGSCHED_ARENA(DeleteQueue, DeleteQueueRequest, DeleteQueueResponse);
   GANGSCHED_ARENA(ListQueues, ListQueuesRequest, ListQueuesResponse);
@@ -738,6 +843,7 @@ AdminService::AdminService(CoreLoop* core, Metrics* metrics, SpecCache* specs)
 grpc::ServerUnaryReactor* AdminService::UpsertQueue(
     grpc::CallbackServerContext* ctx, const v1::UpsertQueueRequest* request,
     v1::UpsertQueueResponse* response) {
+  GANGSCHED_GUARD("UpsertQueue", Access::kAdmin, {}, request->queue().name());
   auto spec = ParseQueue(request->queue());
   if (!spec.ok())
     return Reject(metrics_, ctx, "UpsertQueue", Invalid(spec.status()));
@@ -765,6 +871,7 @@ grpc::ServerUnaryReactor* AdminService::UpsertQueue(
 grpc::ServerUnaryReactor* AdminService::DeleteQueue(
     grpc::CallbackServerContext* ctx, const v1::DeleteQueueRequest* request,
     v1::DeleteQueueResponse* response) {
+  GANGSCHED_GUARD("DeleteQueue", Access::kAdmin, {}, request->name());
   if (auto s = ValidateRequest(*request); !s.ok()) {
     return Reject(metrics_, ctx, "DeleteQueue", Invalid(s));
   }
@@ -783,6 +890,7 @@ grpc::ServerUnaryReactor* AdminService::DeleteQueue(
 grpc::ServerUnaryReactor* AdminService::ListQueues(
     grpc::CallbackServerContext* ctx, const v1::ListQueuesRequest*,
     v1::ListQueuesResponse* response) {
+  GANGSCHED_GUARD("ListQueues", Access::kRead, {}, {});
   return DispatchRead(
       core_, metrics_, ctx, "ListQueues", response,
       [response](const Scheduler& s) {
@@ -800,6 +908,7 @@ grpc::ServerUnaryReactor* AdminService::ListQueues(
 grpc::ServerUnaryReactor* AdminService::GetPriorityClasses(
     grpc::CallbackServerContext* ctx, const v1::GetPriorityClassesRequest*,
     v1::GetPriorityClassesResponse* response) {
+  GANGSCHED_GUARD("GetPriorityClasses", Access::kRead, {}, {});
   return DispatchRead(core_, metrics_, ctx, "GetPriorityClasses", response,
                       [response](const Scheduler& s) {
                         for (const auto& pc : s.priority_classes()) {
@@ -816,6 +925,7 @@ grpc::ServerUnaryReactor* AdminService::GetPriorityClasses(
 grpc::ServerUnaryReactor* AdminService::GetClusterSnapshot(
     grpc::CallbackServerContext* ctx, const v1::GetClusterSnapshotRequest*,
     v1::ClusterSnapshot* response) {
+  GANGSCHED_GUARD("GetClusterSnapshot", Access::kRead, {}, {});
   return DispatchRead(
       core_, metrics_, ctx, "GetClusterSnapshot", response,
       [response, specs = specs_](const Scheduler& s) {

@@ -7,6 +7,7 @@
 // allows it without waiting (CoreLoop::TryRead). Handlers never block.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "absl/time/time.h"
 #include "gangsched/v1/admin.grpc.pb.h"
 #include "gangsched/v1/scheduler.grpc.pb.h"
+#include "server/access.h"
 #include "server/core_loop.h"
 #include "server/event_log.h"
 #include "server/metrics.h"
@@ -24,13 +26,25 @@ namespace gangsched::server {
 
 namespace v1 = ::gangsched::v1;
 
+// Bounds on WatchEvents streams (docs/SECURITY.md, overload).
+struct WatchLimits {
+  int64_t max_streams = 1000;
+  // A reader further behind the newest event than this is dropped.
+  int64_t max_lag_events = 10000;
+};
+
+// A WatchEvents call finished at once with `status` (and counted).
+grpc::ServerWriteReactor<v1::Event>* RefuseWatch(Metrics* metrics,
+                                                 grpc::Status status);
+
 class SchedulerService final : public v1::Scheduler::CallbackService {
  public:
   // `specs` encodes the specs in WorkloadStatus answers. A WatchEvents
   // stream quiet for `heartbeat` gets an EVENT_TYPE_HEARTBEAT.
   SchedulerService(CoreLoop* core, EventLog* events, Metrics* metrics,
-                   SpecCache* specs,
-                   absl::Duration heartbeat = absl::Seconds(10));
+                   SpecCache* specs, const AccessControl* access,
+                   absl::Duration heartbeat = absl::Seconds(10),
+                   WatchLimits watch_limits = {});
   ~SchedulerService() override;
 
   grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* ctx,
@@ -69,7 +83,10 @@ class SchedulerService final : public v1::Scheduler::CallbackService {
   EventLog* events_;
   Metrics* metrics_;
   SpecCache* specs_;
+  const AccessControl* access_;
   absl::Duration heartbeat_;
+  WatchLimits watch_limits_;
+  std::atomic<int64_t> open_watches_{0};
   // Wakes the watch streams a few times per heartbeat interval, so each
   // can tell it has been quiet long enough.
   std::mutex ticker_mu_;
@@ -80,7 +97,8 @@ class SchedulerService final : public v1::Scheduler::CallbackService {
 
 class AdminService final : public v1::Admin::CallbackService {
  public:
-  AdminService(CoreLoop* core, Metrics* metrics, SpecCache* specs);
+  AdminService(CoreLoop* core, Metrics* metrics, SpecCache* specs,
+               const AccessControl* access);
 
   grpc::ServerUnaryReactor* UpsertQueue(
       grpc::CallbackServerContext* ctx, const v1::UpsertQueueRequest* request,
@@ -104,6 +122,7 @@ class AdminService final : public v1::Admin::CallbackService {
   CoreLoop* core_;
   Metrics* metrics_;
   SpecCache* specs_;
+  const AccessControl* access_;
 };
 
 }  // namespace gangsched::server

@@ -70,6 +70,12 @@ def wait_until(predicate, timeout, what, explain=lambda: "", interval=0.05):
         time.sleep(interval)  # polling interval, bounded by the deadline
 
 
+def health_request(service):
+    """grpc.health.v1.HealthCheckRequest{service}: field 1, length-delimited."""
+    data = service.encode()
+    return (b"\x0a" + bytes([len(data)]) + data) if data else b""
+
+
 def health_check(channel, timeout=1.0, wait_for_ready=None):
     """Raw grpc.health.v1.Health/Check for service ""; returns the reply bytes."""
     call = channel.unary_unary("/grpc.health.v1.Health/Check")
@@ -185,10 +191,15 @@ class PersistentServer:
     state, its config rewritten and reloaded with SIGHUP. Logs of every run
     are appended to one file. `cleanup()` removes the directory."""
 
-    def __init__(self, binary, config=None, extra_args=()):
+    def __init__(self, binary, config=None, extra_args=(), credentials=None,
+                 server_name=None):
+        """`credentials` (grpc.ChannelCredentials) and `server_name`: how
+        the health check reaches a server started with TLS."""
         if not os.access(binary, os.X_OK):
             raise RuntimeError("server binary %r is missing or not executable" % binary)
         self.binary = binary
+        self.credentials = credentials
+        self.server_name = server_name
         self.port = free_port()
         self.metrics_port = free_port()
         while self.metrics_port == self.port:
@@ -248,7 +259,13 @@ class PersistentServer:
                 time.sleep(0.02)  # polling interval, bounded by the deadline
                 continue
             if self.channel is None:
-                self.channel = grpc.insecure_channel("127.0.0.1:%d" % self.port)
+                target = "127.0.0.1:%d" % self.port
+                if self.credentials is None:
+                    self.channel = grpc.insecure_channel(target)
+                else:
+                    options = ([("grpc.ssl_target_name_override", self.server_name)]
+                               if self.server_name else [])
+                    self.channel = grpc.secure_channel(target, self.credentials, options)
             try:
                 if health_check(self.channel, timeout=1.0, wait_for_ready=True) == SERVING:
                     return

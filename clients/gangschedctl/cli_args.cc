@@ -2,10 +2,12 @@
 #include "clients/gangschedctl/cli_args.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -73,6 +75,9 @@ absl::StatusOr<GlobalOptions> ExtractGlobalOptions(
                        ? env_server
                        : kDefaultServer;
 
+  const char* env_token = std::getenv("GANGSCHED_TOKEN");
+  std::string token_from_env = env_token != nullptr ? env_token : "";
+
   size_t i = 0;
   while (i < args->size()) {
     const std::string& arg = (*args)[i];
@@ -116,6 +121,43 @@ absl::StatusOr<GlobalOptions> ExtractGlobalOptions(
       continue;
     }
 
+    value = TakeValueFlag(*args, i, "--token-file", "");
+    if (!value.ok()) return value.status();
+    if (value->has_value()) {
+      std::ifstream in(**value);
+      std::string line;
+      if (!in || !std::getline(in, line)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--token-file: ", **value, " cannot be read"));
+      }
+      if (options.token.empty()) {
+        options.token = std::string(absl::StripAsciiWhitespace(line));
+      }
+      continue;
+    }
+
+    if (arg == "--tls") {
+      options.tls = true;
+      args->erase(args->begin() + i);
+      continue;
+    }
+    bool tls_flag = false;
+    for (auto [flag, field] :
+         {std::pair{"--tls-ca", &options.tls_ca},
+          std::pair{"--tls-cert", &options.tls_cert},
+          std::pair{"--tls-key", &options.tls_key},
+          std::pair{"--tls-server-name", &options.tls_server_name}}) {
+      value = TakeValueFlag(*args, i, flag, "");
+      if (!value.ok()) return value.status();
+      if (value->has_value()) {
+        *field = **value;
+        options.tls = true;
+        tls_flag = true;
+        break;
+      }
+    }
+    if (tls_flag) continue;
+
     value = TakeValueFlag(*args, i, "--timeout", "");
     if (!value.ok()) return value.status();
     if (value->has_value()) {
@@ -128,6 +170,10 @@ absl::StatusOr<GlobalOptions> ExtractGlobalOptions(
       continue;
     }
     ++i;
+  }
+  if (options.token.empty()) options.token = token_from_env;
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
   }
   return options;
 }

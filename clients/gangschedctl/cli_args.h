@@ -18,8 +18,16 @@ enum class OutputFormat { kTable, kJson };
 struct GlobalOptions {
   std::string server;
   OutputFormat output = OutputFormat::kTable;
-  // Sent as "authorization: Bearer <token>" when not empty.
+  // Sent as "authorization: Bearer <token>" when not empty: --token, else
+  // the first line of --token-file, else $GANGSCHED_TOKEN.
   std::string token;
+  // TLS (docs/SECURITY.md): on when a CA or a client certificate is given,
+  // or with --tls (the system's roots).
+  bool tls = false;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name;
   double timeout_seconds = 10;
   bool help = false;
 };

@@ -98,6 +98,7 @@ void PrintCommandUsage(const CommandDef& command, std::ostream& out) {
     flags.Print(out, "  ");
   }
   out << "\nGlobal flags: --server ADDR, -o table|json, --token TOKEN, "
+         "--token-file FILE, --tls-ca/--tls-cert/--tls-key FILE, "
          "--timeout SECONDS (see gangschedctl --help).\n";
 }
 
@@ -134,6 +135,16 @@ void PrintOverview(std::ostream& out) {
                 "127.0.0.1:50051)"});
   flags.AddRow({"-o, --output FORMAT", "table (default) or json"});
   flags.AddRow({"--token TOKEN", "sent as \"authorization: Bearer TOKEN\""});
+  flags.AddRow({"--token-file FILE",
+                "the token from a file (else $GANGSCHED_TOKEN); keeps it out "
+                "of the process list"});
+  flags.AddRow({"--tls", "TLS with the system's CA certificates"});
+  flags.AddRow({"--tls-ca FILE", "TLS, verifying the server with these CAs"});
+  flags.AddRow(
+      {"--tls-cert FILE --tls-key FILE", "a client certificate (mTLS)"});
+  flags.AddRow({"--tls-server-name NAME",
+                "the name the server's certificate must carry, when --server "
+                "is an address"});
   flags.AddRow({"--timeout SECONDS", "deadline of each call (default 10)"});
   flags.AddRow({"-h, --help",
                 "this help; \"gangschedctl help COMMAND\" for "

@@ -2,7 +2,9 @@
 #include "clients/gangschedctl/connection.h"
 
 #include <chrono>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "clients/gangschedctl/exit_codes.h"
@@ -20,12 +22,40 @@ grpc::ChannelArguments ChannelArgs() {
   return args;
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Plaintext, or TLS with the given CA (else the system's roots) and client
+// certificate. Unreadable files surface as a failed handshake on the call.
+std::shared_ptr<grpc::ChannelCredentials> Credentials(
+    const GlobalOptions& options) {
+  if (!options.tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  if (!options.tls_ca.empty()) ssl.pem_root_certs = ReadFile(options.tls_ca);
+  if (!options.tls_cert.empty()) {
+    ssl.pem_cert_chain = ReadFile(options.tls_cert);
+    ssl.pem_private_key = ReadFile(options.tls_key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+grpc::ChannelArguments ChannelArgsFor(const GlobalOptions& options) {
+  grpc::ChannelArguments args = ChannelArgs();
+  if (!options.tls_server_name.empty())
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  return args;
+}
+
 }  // namespace
 
 Connection::Connection(const GlobalOptions& options)
     : options_(options),
-      channel_(grpc::CreateCustomChannel(
-          options.server, grpc::InsecureChannelCredentials(), ChannelArgs())),
+      channel_(grpc::CreateCustomChannel(options.server, Credentials(options),
+                                         ChannelArgsFor(options))),
       scheduler_(gangsched::v1::Scheduler::NewStub(channel_)),
       admin_(gangsched::v1::Admin::NewStub(channel_)) {}
 

@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import test_e2e as e2e  # noqa: E402
 from server_process import (  # noqa: E402
-    PersistentServer, free_port, metric_value, qty, refused_port)
+    PersistentServer, free_port, health_request, metric_value, qty, refused_port)
 
 GPU = e2e.GPU
 T = e2e.RPC_TIMEOUT_S
@@ -528,7 +528,7 @@ class EdgeTest(PersistentCase):
     def test_item13_health_per_service_and_a_frontend_without_a_core(self):
         for name in ("", "gangsched.v1.Scheduler", "gangsched.v1.Admin"):
             reply = self.server.channel.unary_unary("/grpc.health.v1.Health/Check")(
-                e2e_health_request(name), timeout=T)
+                health_request(name), timeout=T)
             self.assertEqual(reply, b"\x08\x01", name)
         dead = "127.0.0.1:%d" % refused_port(self)
         front = PersistentServer(e2e.SERVER_BINARY,
@@ -619,12 +619,6 @@ class EdgeTest(PersistentCase):
             time.sleep(0.1)  # the page is republished at most 4 times a second
         self.assertIn("nvidia.com/gpu=0 (2 awaiting eviction)", page)
         self.assertNotIn("=-", page)
-
-
-def e2e_health_request(service):
-    # grpc.health.v1.HealthCheckRequest{service}: field 1, length-delimited.
-    data = service.encode()
-    return (b"\x0a" + bytes([len(data)]) + data) if data else b""
 
 
 def main():

@@ -125,7 +125,11 @@ class Shim:
 class Env:
     def __init__(self, server_binary: str, shim_binary: str,
                  config: str, lease_seconds: float = 2.0,
-                 grace_scale: float = 0.02) -> None:
+                 grace_scale: float = 0.02,
+                 server_args: tuple[str, ...] = (),
+                 client_options: dict | None = None) -> None:
+        """``server_args`` go to gangsched (TLS, tokens); ``client_options``
+        to the test's own gangsched.Client (its credentials then)."""
         self.dir = tempfile.mkdtemp(prefix="gangsched-kuberay-e2e-")
         self.shim_binary = shim_binary
         self.lease_seconds = lease_seconds
@@ -135,12 +139,21 @@ class Env:
             os.path.join(self.dir, "kubeconfig"))
         self.kuberay = KubeRayStandIn(self.kube)
         self.kuberay.start()
+        options = client_options or {}
+        credentials = None
+        if options.get("tls_ca"):
+            credentials = gangsched.client.tls_credentials(
+                options["tls_ca"], options.get("tls_cert"),
+                options.get("tls_key"))
         self.gs = PersistentServer(server_binary, config=config,
                                    extra_args=["--watch-heartbeat-seconds",
-                                               "1"])
+                                               "1", *server_args],
+                                   credentials=credentials,
+                                   server_name=options.get("tls_server_name"))
         self.gs.start()
         self.client = gangsched.Client(f"127.0.0.1:{self.gs.port}",
-                                       timeout=5, retries=20, backoff=0.05)
+                                       timeout=5, retries=20, backoff=0.05,
+                                       **(client_options or {}))
         self.shims: list[Shim] = []
 
     def shim(self, *extra: str, name: str = "") -> Shim:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import logging
+import os
 import signal
 import sys
 import threading
@@ -89,6 +90,21 @@ def parser() -> argparse.ArgumentParser:
                    default=10.0,
                    help="deadline of each gangsched call; UNAVAILABLE is "
                    "retried with the same request id (default %(default)s)")
+    p.add_argument("--tls-ca", metavar="FILE",
+                   help="reach gangsched over TLS, verifying it with these "
+                   "CA certificates (PEM)")
+    p.add_argument("--tls-cert", metavar="FILE",
+                   help="client certificate for mTLS (PEM, with --tls-key)")
+    p.add_argument("--tls-key", metavar="FILE",
+                   help="the client certificate's key (PEM)")
+    p.add_argument("--tls-server-name", metavar="NAME",
+                   help="the name gangsched's certificate must carry, when "
+                   "--gangsched is an address")
+    p.add_argument("--token-file", metavar="FILE",
+                   default=os.environ.get("GANGSCHED_TOKEN_FILE"),
+                   help="bearer token for gangsched (role shim), first line "
+                   "of FILE, read again when it changes (default "
+                   "$GANGSCHED_TOKEN_FILE)")
     p.add_argument("--heartbeat-timeout", metavar="SECONDS", type=float,
                    default=30.0,
                    help="an event stream quiet this long (no HEARTBEAT) is "
@@ -113,7 +129,18 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         log.error("cannot serve metrics on %s:%d: %s", host, port, e)
         return 2
-    client = gangsched.Client(args.gangsched, timeout=args.gangsched_timeout)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        log.error("--tls-cert and --tls-key go together")
+        return 2
+    for flag in ("tls_ca", "tls_cert", "tls_key", "token_file"):
+        path = getattr(args, flag)
+        if path and not os.access(path, os.R_OK):
+            log.error("--%s: %s cannot be read", flag.replace("_", "-"), path)
+            return 2
+    client = gangsched.Client(
+        args.gangsched, timeout=args.gangsched_timeout, tls_ca=args.tls_ca,
+        tls_cert=args.tls_cert, tls_key=args.tls_key,
+        tls_server_name=args.tls_server_name, token_file=args.token_file)
     app = app_module.App(
         kube_module.Kube(api_client), client,
         scheduler_name=args.scheduler_name, namespaces=args.namespace,

@@ -6,6 +6,7 @@ a request id it has seen with its stored answer; see docs/ARCHITECTURE.md,
 
 from __future__ import annotations
 
+import os
 import random
 import time
 import uuid
@@ -54,6 +55,73 @@ def _slot_refs(slots: Iterable[Any]) -> list[Any]:
     return refs
 
 
+def _read(path: str | None) -> bytes | None:
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def tls_credentials(ca: str | None, cert: str | None = None,
+                    key: str | None = None) -> grpc.ChannelCredentials:
+    """TLS credentials from PEM files: ``ca`` verifies the server (None: the
+    system's roots), ``cert`` and ``key`` are a client certificate."""
+    if bool(cert) != bool(key):
+        raise ValueError("tls_cert and tls_key go together")
+    return grpc.ssl_channel_credentials(root_certificates=_read(ca),
+                                        private_key=_read(key),
+                                        certificate_chain=_read(cert))
+
+
+class _BearerToken(grpc.UnaryUnaryClientInterceptor,
+                   grpc.UnaryStreamClientInterceptor):
+    """Adds ``authorization: Bearer <token>`` to every call (also on a
+    plaintext channel, where gRPC's call credentials are not allowed)."""
+
+    def __init__(self, token: str | None, token_file: str | None) -> None:
+        self._token = token
+        self._file = token_file
+        self._seen: tuple[float, str] | None = None
+
+    def _current(self) -> str:
+        """The token; a token file is read again when it changes (a
+        rotated Kubernetes Secret)."""
+        if self._file is None:
+            return self._token or ""
+        mtime = os.stat(self._file).st_mtime
+        if self._seen is None or self._seen[0] != mtime:
+            with open(self._file, encoding="utf-8") as f:
+                self._seen = (mtime, f.readline().strip())
+        return self._seen[1]
+
+    def _with_token(self, details: Any) -> Any:
+        header = ("authorization", f"Bearer {self._current()}")
+        metadata = list(details.metadata or []) + [header]
+        return _CallDetails(details.method, details.timeout, metadata,
+                            details.credentials, details.wait_for_ready,
+                            details.compression)
+
+    def intercept_unary_unary(self, continuation: Any, details: Any,
+                              request: Any) -> Any:
+        return continuation(self._with_token(details), request)
+
+    def intercept_unary_stream(self, continuation: Any, details: Any,
+                               request: Any) -> Any:
+        return continuation(self._with_token(details), request)
+
+
+class _CallDetails(grpc.ClientCallDetails):
+    def __init__(self, method: str, timeout: float | None, metadata: Any,
+                 credentials: Any, wait_for_ready: Any,
+                 compression: Any) -> None:
+        self.method = method
+        self.timeout = timeout
+        self.metadata = metadata
+        self.credentials = credentials
+        self.wait_for_ready = wait_for_ready
+        self.compression = compression
+
+
 class Client:
     """gangsched's Scheduler and Admin services over one channel.
 
@@ -67,7 +135,17 @@ class Client:
                  max_backoff: float = 5.0,
                  credentials: grpc.ChannelCredentials | None = None,
                  channel: grpc.Channel | None = None,
+                 tls_ca: str | None = None, tls_cert: str | None = None,
+                 tls_key: str | None = None,
+                 tls_server_name: str | None = None,
+                 token: str | None = None, token_file: str | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
+        """``tls_ca`` (a PEM file; else the system's roots) turns TLS on;
+        ``tls_cert`` and ``tls_key`` add a client certificate (mTLS);
+        ``tls_server_name`` is the name the server's certificate must carry
+        when ``target`` is an address. ``token`` (or the first line of
+        ``token_file``, read again when the file changes) goes as
+        ``authorization: Bearer <token>`` on every call."""
         self.target = target
         if channel is None:
             options = [("grpc.max_receive_message_length", 64 << 20),
@@ -76,9 +154,17 @@ class Client:
                        ("grpc.initial_reconnect_backoff_ms", 200),
                        ("grpc.min_reconnect_backoff_ms", 200),
                        ("grpc.max_reconnect_backoff_ms", 5000)]
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override",
+                                tls_server_name))
+            if credentials is None and (tls_ca or tls_cert):
+                credentials = tls_credentials(tls_ca, tls_cert, tls_key)
             channel = (grpc.secure_channel(target, credentials, options)
                        if credentials else
                        grpc.insecure_channel(target, options))
+            if token or token_file:
+                channel = grpc.intercept_channel(
+                    channel, _BearerToken(token, token_file))
         self.channel = channel
         self.timeout = timeout
         self.retries = retries
