@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "prometheus/registry.h"
 #include "server/access.h"
+#include "server/https_listener.h"
 #include "server/status.h"
 
 struct mg_context;
@@ -27,10 +28,10 @@ class HttpServer {
   using ExplainFn =
       std::function<absl::StatusOr<std::string>(const std::string& id)>;
 
-  // `access` (may be null: open) decides who may read the pages. Plain
-  // HTTP only (docs/SECURITY.md says why and what to do about it).
+  // `access` (may be null: open) decides who may read the pages; with
+  // `tls` the pages are served over HTTPS only (HttpsListener).
   HttpServer(std::shared_ptr<prometheus::Registry> registry, ExplainFn explain,
-             const AccessControl* access = nullptr);
+             const AccessControl* access = nullptr, ServerTls tls = {});
   ~HttpServer();
 
   // Binds `address` ("127.0.0.1:9090"); fails when it cannot.
@@ -42,12 +43,16 @@ class HttpServer {
 
  private:
   static int Handle(mg_connection* conn, void* self);
+  // The answer to one request, whichever listener read it.
+  HttpResponse Respond(const HttpRequest& request);
   int Serve(mg_connection* conn);
   std::shared_ptr<const StatusSnapshot> Latest();
 
   std::shared_ptr<prometheus::Registry> registry_;
   ExplainFn explain_;
   const AccessControl* access_;
+  ServerTls tls_;
+  std::unique_ptr<HttpsListener> https_;
   mg_context* ctx_ = nullptr;
   std::mutex mu_;
   std::shared_ptr<const StatusSnapshot> status_;

@@ -385,7 +385,7 @@ int RunFrontend(const ServerFlags& flags, const Security& security,
   AccessControl access(&metrics, security.tokens);
   CoreClient core(flags.core_addresses,
                   GrpcChannelCredentials(core_tls, security.refresh_seconds));
-  HttpServer http(metrics.registry(), nullptr, &access);
+  HttpServer http(metrics.registry(), nullptr, &access, security.tls);
   if (!flags.metrics_listen.empty()) {
     if (absl::Status s = http.Start(flags.metrics_listen); !s.ok()) {
       LogLine(spdlog::level::err, "cannot serve HTTP")
@@ -587,8 +587,8 @@ int Run(int argc, char** argv) {
   }
   HttpServer http(
       metrics.registry(),
-      [&core](const std::string& id) { return ExplainText(core, id); },
-      &access);
+      [&core](const std::string& id) { return ExplainText(core, id); }, &access,
+      security->tls);
   absl::Time last_status = absl::InfinitePast();
   core.SetCycleObserver([&](const CycleStats& stats, const Scheduler& scheduler,
                             const std::vector<Event>& cycle_events) {

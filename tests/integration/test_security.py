@@ -333,7 +333,8 @@ def test_each_role_against_each_method(pki: Pki, workdir: str,
         assert (code not in REFUSED) == (method in ALLOWED["shim"]), \
             (method, code)
     c.close()
-    scrape = server.scrape()
+    code, scrape = https_get(server, pki, "/metrics", "shim")
+    assert code == 200
     denied = metric_value(scrape, "gangsched_auth_denied_total",
                           {"method": "UpsertQueue",
                            "reason": "permission_denied"})
@@ -359,12 +360,11 @@ def test_no_credentials_wrong_token_and_unmapped_certificate(
         assert e.value.code == grpc.StatusCode.UNAUTHENTICATED
         assert why in e.value.details
         c.close()
-    # HTTP: the pages need a viewer too.
-    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
-    with pytest.raises(urllib.error.HTTPError) as http:
-        urllib.request.urlopen(url, timeout=T)
-    assert http.value.code == 401
-    assert "gangsched_auth_denied_total" in server.scrape()
+    # The pages need a role too.
+    assert https_get(server, pki, "/metrics", "stranger")[0] == 401
+    code, scrape = https_get(server, pki, "/metrics", "shim")
+    assert metric_value(scrape, "gangsched_auth_denied_total",
+                        {"method": "HTTP", "reason": "unauthenticated"}) == 1
 
 
 def test_wrong_ca_expired_and_missing_client_certificates(
@@ -719,3 +719,48 @@ def test_watch_streams_are_capped_and_slow_readers_dropped(
         watchers.kill()
         watchers.wait()
         c.close()
+
+
+def https_get(server: Server, pki: Pki, path: str, cert: str | None,
+              token: str | None = None) -> tuple[int, str]:
+    """(HTTP status, body) of a GET over HTTPS; status 0 when the TLS
+    handshake fails."""
+    import ssl
+    context = ssl.create_default_context(cafile=pki.ca)
+    if cert:
+        context.load_cert_chain(pki.p(f"{cert}.crt"), pki.p(f"{cert}.key"))
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    req = urllib.request.Request(
+        f"https://localhost:{server.metrics_port}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=T, context=context) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except (urllib.error.URLError, ssl.SSLError, ConnectionError):
+        return 0, ""
+
+
+def test_the_pages_are_served_over_https_with_the_same_roles(
+        pki: Pki, workdir: str, servers: list[Server]) -> None:
+    server = secure_server(pki, workdir, servers)
+    code, body = https_get(server, pki, "/metrics", "shim")  # CN: shim role
+    assert code == 200 and "gangsched_scheduling_cycle_duration_seconds" in body
+    code, _ = https_get(server, pki, "/", "stranger", TOKENS["viewer"])
+    assert code == 200
+    code, body = https_get(server, pki, "/queues", "stranger")
+    assert code == 401 and "common name" in body
+    code, _ = https_get(server, pki, "/metrics", "stranger", "wrong")
+    assert code == 401
+    assert https_get(server, pki, "/metrics", None, TOKENS["admin"])[0] == 0
+    assert https_get(server, pki, "/metrics", "foreign", TOKENS["admin"])[0] \
+        == 0
+    # Plain HTTP on the HTTPS port gets nothing.
+    with pytest.raises((urllib.error.URLError, ConnectionError)):
+        urllib.request.urlopen(
+            f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=T)
+    # Without client CAs: TLS, and a token decides.
+    tls_only = secure_server(pki, workdir, servers, client_ca=False)
+    assert https_get(tls_only, pki, "/metrics", None, TOKENS["viewer"])[0] \
+        == 200
+    assert https_get(tls_only, pki, "/metrics", None)[0] == 401
