@@ -12,6 +12,7 @@ PACKAGES=(
   python3-kubernetes python3-prometheus-client python3-pytest python3-setuptools
   curl nghttp2-client libcivetweb-dev libjemalloc-dev
   chromium prometheus etcd-server golang-etcd-server-dev
+  golang-go golang-github-masterminds-sprig-dev golang-github-ghodss-yaml-dev openssl
 )
 
 missing=()
