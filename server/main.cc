@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <csignal>
@@ -215,6 +216,15 @@ std::unique_ptr<grpc::Server> StartHealthServer(const ServerFlags& flags) {
                      1024);
 }
 
+// A file's content, or nothing when it cannot be read.
+std::optional<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 // Re-reads files whose content changed (the config and token files; a
 // ConfigMap or Secret volume update swaps them), every `every`.
 class FilePoller {
@@ -223,9 +233,13 @@ class FilePoller {
   FilePoller(absl::Duration every) : every_(every) {}
   ~FilePoller() { Stop(); }
 
-  void Watch(const std::string& path, OnChange on_change) {
+  // `seen`: the content already in effect (by default, what is there
+  // now); a change from it runs `on_change`.
+  void Watch(const std::string& path, OnChange on_change,
+             std::optional<std::optional<std::string>> seen = std::nullopt) {
     if (path.empty()) return;
-    files_.push_back({path, Read(path), std::move(on_change)});
+    files_.push_back(
+        {path, seen ? *std::move(seen) : Read(path), std::move(on_change)});
   }
   void Start() {
     if (files_.empty() || every_ <= absl::ZeroDuration()) return;
@@ -261,11 +275,7 @@ class FilePoller {
     OnChange on_change;
   };
   static std::optional<std::string> Read(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) return std::nullopt;
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
+    return ReadWholeFile(path);
   }
 
   absl::Duration every_;
@@ -497,6 +507,9 @@ int Run(int argc, char** argv) {
       .stale_gang_grace = absl::Seconds(flags->stale_gang_grace_seconds),
       .max_queue_depth = flags->max_queue_depth};
   Config config = EmbeddedDefaultConfig();
+  // What the file held when it was loaded: a change made while a standby
+  // waits to be elected is picked up by the poller once it leads.
+  std::optional<std::string> config_text = ReadWholeFile(flags->config);
   if (!flags->config.empty()) {
     auto loaded = LoadConfigFile(flags->config);
     if (!loaded.ok()) {
@@ -526,11 +539,28 @@ int Run(int argc, char** argv) {
           .Add("error", connected.status().message());
       return 1;
     }
-    // A standby waits here, serving nothing, until it holds the leader key.
+    // A standby waits here, serving nothing, until it holds the leader key;
+    // SIGTERM or SIGINT meanwhile ends it at once (it holds no state), so a
+    // rollout does not wait out the kubelet's grace period.
+    std::atomic<bool> campaigning = true;
+    std::thread standby_signals([&] {
+      timespec every{0, 200'000'000};
+      while (campaigning) {
+        int sig = sigtimedwait(&signals, nullptr, &every);
+        if (sig == SIGTERM || sig == SIGINT) {
+          LogLine(spdlog::level::info, "shutting down while standby")
+              .Add("signal", static_cast<int64_t>(sig));
+          spdlog::default_logger()->flush();
+          std::_Exit(0);
+        }
+      }
+    });
     absl::Status elected = (*connected)->Campaign([] {
       spdlog::default_logger()->flush();
       std::_Exit(75);  // fenced: stop before a standby can take over
     });
+    campaigning = false;
+    standby_signals.join();
     if (!elected.ok()) {
       LogLine(spdlog::level::err, "election failed")
           .Add("error", elected.message());
@@ -688,7 +718,7 @@ int Run(int argc, char** argv) {
     }
   };
   FilePoller poller(absl::Seconds(flags->reload_poll_seconds));
-  poller.Watch(flags->config, reload_config);
+  poller.Watch(flags->config, reload_config, config_text);
   poller.Watch(flags->auth_tokens, [&] {
     std::lock_guard lock(reload_mu);
     ReloadTokens(*flags, access);

@@ -125,6 +125,19 @@ class EtcdFailoverTest(unittest.TestCase):
         except e2e.grpc.RpcError:
             return None
 
+    def test_a_standby_stops_at_once_on_sigterm(self):
+        # A rollout sends SIGTERM to the standby too; it holds no state and
+        # must not wait out the kubelet's grace period.
+        wait_until(lambda: self.leader() is not None, 20, "a leader")
+        standby = self.cores[1 - self.leader()]
+        wait_until(lambda: "standby" in standby.output(), 10, "the standby")
+        started = time.monotonic()
+        standby.proc.send_signal(signal.SIGTERM)
+        standby.proc.wait(timeout=10)
+        self.assertLess(time.monotonic() - started, 3.0)
+        self.assertEqual(standby.proc.returncode, 0)
+        self.assertIn("shutting down while standby", standby.output())
+
     def test_standby_takes_over_with_the_same_state(self):
         wait_until(self.snapshot, 15, "a leader to serve through the frontend")
         first = self.leader()
