@@ -764,3 +764,40 @@ def test_the_pages_are_served_over_https_with_the_same_roles(
     assert https_get(tls_only, pki, "/metrics", None, TOKENS["viewer"])[0] \
         == 200
     assert https_get(tls_only, pki, "/metrics", None)[0] == 401
+
+
+def test_the_readme_secure_quick_start(workdir: str,
+                                       servers: list[Server]) -> None:
+    """The README's "The secure way", with scripts/dev-certs.sh."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    pki_dir = os.path.join(workdir, "pki")
+    made = subprocess.run(["bash", os.path.join(root, "scripts",
+                                                "dev-certs.sh"), pki_dir],
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    p = lambda name: os.path.join(pki_dir, name)  # noqa: E731
+    s = Server(["--tls-cert", p("server.crt"), "--tls-key", p("server.key"),
+                "--tls-client-ca", p("ca.crt"),
+                "--auth-tokens", p("tokens.yaml")], workdir)
+    servers.append(s)
+    s.wait_serving()
+    ctl = [CTL, "--server", f"127.0.0.1:{s.port}", "--tls-ca", p("ca.crt"),
+           "--tls-cert", p("client.crt"), "--tls-key", p("client.key")]
+    listed = subprocess.run(ctl + ["--token-file", p("admin.token"),
+                                   "queues", "list"],
+                            capture_output=True, text=True, timeout=30)
+    assert listed.returncode == 0 and "default" in listed.stdout, \
+        listed.stderr
+    denied = subprocess.run(ctl + ["--token-file", p("viewer.token"),
+                                   "queues", "delete", "default"],
+                            capture_output=True, text=True, timeout=30)
+    assert "PERMISSION_DENIED" in denied.stderr
+    with open(p("viewer.token")) as f:
+        viewer = f.read()
+    curl = subprocess.run(
+        ["curl", "-sf", "--cacert", p("ca.crt"), "--cert", p("client.crt"),
+         "--key", p("client.key"), "-H", f"Authorization: Bearer {viewer}",
+         f"https://127.0.0.1:{s.metrics_port}/metrics"],
+        capture_output=True, text=True, timeout=30)
+    assert curl.returncode == 0 and "gangsched_" in curl.stdout
+    assert viewer not in s.output()
