@@ -71,7 +71,7 @@ std::string FlagsUsage() {
                            the cores
   --reload-poll-seconds=S  the config, TLS and token files are re-read when
                            their content changes, checked this often
-                           (default 2; 0: only on SIGHUP, TLS files never)
+                           (default 2; 0: config and tokens on SIGHUP only)
   --max-message-bytes=N    the largest request accepted (default 4194304)
   --max-watch-streams=N    open WatchEvents streams before new ones get
                            RESOURCE_EXHAUSTED (default 1000)
@@ -325,6 +325,19 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
             "loopback only; give --insecure-listen-any to serve anyone who "
             "can reach it"));
       }
+    }
+  }
+  // A core's etcd leader id is its --listen address (what frontends and the
+  // standby know it by): a wildcard would give every core the same id, and
+  // a deposed leader's writes would no longer be fenced off.
+  if (flags.store == "etcd") {
+    std::string host = flags.listen.substr(0, flags.listen.rfind(':'));
+    if (host == "0.0.0.0" || host == "[::]" || host == "0" || host == "::") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--listen=", flags.listen,
+          ": with --store=etcd, listen on the address others reach this "
+          "core on (e.g. the pod IP), not a wildcard: it is the core's "
+          "leader id"));
     }
   }
   if (!flags.core_addresses.empty() && flags.role != "frontend") {

@@ -478,6 +478,12 @@ def test_without_credentials_the_server_listens_on_loopback_only(
                               f"0.0.0.0:{port}"],
                              capture_output=True, text=True, timeout=T)
     assert refused.returncode == 2 and "--metrics-listen" in refused.stderr
+    # An etcd core's --listen is its leader id: a wildcard is refused.
+    refused = subprocess.run([SERVER, "--store", "etcd", "--etcd-endpoints",
+                              "127.0.0.1:1", "--insecure-listen-any",
+                              "--listen", f"0.0.0.0:{port}"],
+                             capture_output=True, text=True, timeout=T)
+    assert refused.returncode == 2 and "leader id" in refused.stderr
     s = Server(["--insecure-listen-any", "--listen", f"0.0.0.0:{port}"],
                workdir)
     try:
