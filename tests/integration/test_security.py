@@ -807,3 +807,31 @@ def test_the_readme_secure_quick_start(workdir: str,
         capture_output=True, text=True, timeout=30)
     assert curl.returncode == 0 and "gangsched_" in curl.stdout
     assert viewer not in s.output()
+
+
+def test_a_changed_config_file_applies_without_a_signal(
+        workdir: str, servers: list[Server]) -> None:
+    """A ConfigMap volume update swaps the file: the poller applies it, all
+    or nothing, as SIGHUP would."""
+    config = os.path.join(workdir, "config.yaml")
+    with open(config, "w") as f:
+        f.write("queues:\n  - name: research\n")
+    s = Server(["--config", config], workdir)
+    servers.append(s)
+    s.wait_serving()
+    c = gangsched.Client(f"127.0.0.1:{s.port}", timeout=5, retries=0)
+    names = lambda: {q.queue.name for q in c.list_queues()}  # noqa: E731
+    assert "team-a" not in names()
+    with open(config + ".tmp", "w") as f:
+        f.write("queues:\n  - name: research\n  - name: team-a\n"
+                "    parent: research\n")
+    os.replace(config + ".tmp", config)
+    gangsched_wait(lambda: "team-a" in names(), "the new queue applied")
+    # A file that does not load changes nothing, and says so.
+    with open(config + ".tmp", "w") as f:
+        f.write("queues: [{name: \"\"}]\n")
+    os.replace(config + ".tmp", config)
+    gangsched_wait(lambda: "config not reloaded" in s.output(),
+                   "the broken file refused")
+    assert "team-a" in names()
+    c.close()
