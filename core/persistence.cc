@@ -150,6 +150,13 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
       return fail(
           absl::StrCat("slot ", slot.group, "/", slot.index, " out of range"));
     }
+    // Only a damaged record lists a slot twice; binding it twice would
+    // count its pod twice on the node (found by tests/fuzz).
+    if (w.groups[slot.group].slot_node[slot.index].valid() ||
+        w.groups[slot.group].slot_nominated[slot.index].valid()) {
+      return fail(
+          absl::StrCat("slot ", slot.group, "/", slot.index, " listed twice"));
+    }
     if (!slot.node.empty()) {
       NodeId node = FindNodeId(slot.node);
       if (!node.valid())

@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# Builds the unit and scenario tests with AddressSanitizer (and its leak
-# checker) into ./build-asan; ctest's asan.unit runs them. Kept apart from
-# the Release build: sanitized code is slower, and the benchmarks and the
-# integration tests use the Release binaries.
+# Builds, with Debian's clang 14, AddressSanitizer (and its leak checker)
+# and UBSan, into ./build-asan: the unit, property and scenario tests
+# (ctest's asan.unit runs them) and the libFuzzer targets of tests/fuzz
+# (ctest's fuzz.<target> runs each for 30 s; scripts/fuzz.sh for longer).
+# One sanitized build serves both: the code is compiled with
+# -fsanitize=fuzzer-no-link, and only the fuzz targets link libFuzzer.
+# Kept apart from the Release build: sanitized code is slower, and the
+# benchmarks and the integration tests use the Release binaries.
+# GANGSCHED_JOBS sets ninja's -j (default 2).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD="$ROOT/build-asan"
+BUILD="${GANGSCHED_ASAN_BUILD_DIR:-$ROOT/build-asan}"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS="-fsanitize=address -fno-omit-frame-pointer" \
-  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address" >/dev/null
-cmake --build "$BUILD" -j "${GANGSCHED_JOBS:-2}" --target core_tests scenario_tests server_tests
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DGANGSCHED_BUILD_FUZZ=ON -DGANGSCHED_BUILD_BENCH=OFF \
+  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+fuzzers="$(awk '/^[a-z]/ { print $1 }' "$ROOT/tests/fuzz/fuzzers.txt")"
+# shellcheck disable=SC2086  # one word per target
+cmake --build "$BUILD" -j "${GANGSCHED_JOBS:-2}" --target \
+  core_tests scenario_tests server_tests $fuzzers

@@ -168,7 +168,9 @@ absl::StatusOr<NamedResources> ParseResources(
   NamedResources out;
   out.reserve(in.size());
   for (const auto& [name, text] : in) {
-    auto where = [&] { return absl::StrCat(field, "[\"", name, "\"]"); };
+    auto where = [&field, &name = name] {
+      return absl::StrCat(field, "[\"", name, "\"]");
+    };
     if (!IsResourceName(name)) {
       return Invalid(where(),
                      "resource names are non-empty names of [A-Za-z0-9._/-]");
