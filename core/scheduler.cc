@@ -622,6 +622,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
   Workload* existing = found == workload_ids_.end()
                            ? nullptr
                            : workloads_[found->second.value()].get();
+  if (absl::Status s = CheckResourceNames(spec); !s.ok()) return s;
   if (absl::Status s = ValidateAgainstState(spec, existing); !s.ok()) return s;
   changes_.workloads.insert(spec.id);
   if (existing && existing->state == WorkloadState::kReleased) {
@@ -1489,11 +1490,30 @@ bool Scheduler::KnowsResources(const WorkloadSpec& spec) const {
       [&](const GroupSpec& gs) { return resources_.Knows(gs.resources); });
 }
 
+absl::Status Scheduler::CheckResourceNames(const WorkloadSpec& spec) const {
+  absl::flat_hash_set<std::string> unknown;
+  for (size_t g = 0; g < spec.groups.size(); ++g) {
+    for (const auto& [name, amount] : spec.groups[g].resources) {
+      if (resources_.Find(name).valid()) continue;
+      unknown.insert(name);
+      if (resources_.size() + unknown.size() > kMaxResourceNames) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "workload.groups[", g, "].resources[\"", name,
+            "\"]: gangsched keeps at most ", kMaxResourceNames,
+            " distinct resource names, and this would be one more"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 void Scheduler::InternResources(const WorkloadSpec& spec) {
+  if (!CheckResourceNames(spec).ok()) return;
   for (const GroupSpec& gs : spec.groups) resources_.FromNamed(gs.resources);
 }
 
 absl::StatusOr<AllocateAnswer> Scheduler::DryRun(WorkloadSpec spec) const {
+  if (absl::Status s = CheckResourceNames(spec); !s.ok()) return s;
   if (!KnowsResources(spec)) {
     return absl::FailedPreconditionError(
         "workload: a resource name is not interned yet (InternResources)");

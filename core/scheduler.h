@@ -256,8 +256,15 @@ class Scheduler {
   // resource name of `spec` must be known (InternResources).
   absl::StatusOr<AllocateAnswer> DryRun(WorkloadSpec spec) const;
   bool KnowsResources(const WorkloadSpec& spec) const;
-  // Makes every resource name of `spec` known; changes nothing else.
+  // Makes every resource name of `spec` known; changes nothing else. Not
+  // past kMaxResourceNames (CheckResourceNames): then it interns nothing.
   void InternResources(const WorkloadSpec& spec);
+  // Resource names are kept for good (every queue and node has a slot per
+  // name): requests may bring new ones only up to this many in all, so a
+  // caller cannot grow the state, the metrics and every cycle's work
+  // without bound (docs/SECURITY.md).
+  static constexpr size_t kMaxResourceNames = 128;
+  absl::Status CheckResourceNames(const WorkloadSpec& spec) const;
 
   // One scheduling cycle: re-place lost gang slots, place pending gangs in
   // order, then grow elastic groups one replica at a time.

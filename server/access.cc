@@ -7,6 +7,21 @@
 
 namespace gangsched::server {
 
+namespace {
+
+// A caller's name as it may go in a log line, before validation: printable
+// ASCII (anything else becomes '?', so a line stays valid UTF-8 and JSON),
+// at most 253 characters.
+std::string Printable(absl::string_view text) {
+  std::string out(text.substr(0, 253));
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
+}
+
+}  // namespace
+
 AccessControl::AccessControl(Metrics* metrics,
                              std::shared_ptr<const TokenTable> tokens)
     : metrics_(metrics),
@@ -16,6 +31,21 @@ AccessControl::AccessControl(Metrics* metrics,
 void AccessControl::Replace(std::shared_ptr<const TokenTable> tokens) {
   std::lock_guard lock(mu_);
   tokens_ = std::move(tokens);
+  ++generation_;
+}
+
+AccessControl::Credentials AccessControl::Of(
+    const grpc::ServerContextBase& ctx) {
+  Credentials out;
+  auto header = ctx.client_metadata().find("authorization");
+  if (header != ctx.client_metadata().end())
+    out.authorization.assign(header->second.data(), header->second.size());
+  if (auto auth = ctx.auth_context()) {
+    auto names = auth->FindPropertyValues("x509_common_name");
+    if (!names.empty())
+      out.common_name.assign(names[0].data(), names[0].size());
+  }
+  return out;
 }
 
 std::shared_ptr<const TokenTable> AccessControl::tokens() const {
@@ -76,8 +106,8 @@ absl::Status AccessControl::Decide(absl::string_view method, Access access,
         .Add("role", who.ok() ? RoleName(who->role) : "")
         .Add("method", method)
         .Add("allowed", status.ok() ? "true" : "false");
-    if (!workload.empty()) line.Add("workload", workload.substr(0, 253));
-    if (!queue.empty()) line.Add("queue", queue.substr(0, 253));
+    if (!workload.empty()) line.Add("workload", Printable(workload));
+    if (!queue.empty()) line.Add("queue", Printable(queue));
     if (!status.ok()) line.Add("error", status.message());
   }
   return status;
@@ -88,18 +118,9 @@ grpc::Status AccessControl::Check(const grpc::ServerContextBase& ctx,
                                   absl::string_view workload,
                                   absl::string_view queue) const {
   if (!enabled_) return grpc::Status::OK;
-  absl::string_view authorization;
-  auto header = ctx.client_metadata().find("authorization");
-  if (header != ctx.client_metadata().end())
-    authorization =
-        absl::string_view(header->second.data(), header->second.size());
-  std::string common_name;
-  if (auto auth = ctx.auth_context()) {
-    auto names = auth->FindPropertyValues("x509_common_name");
-    if (!names.empty()) common_name.assign(names[0].data(), names[0].size());
-  }
-  return ToGrpc(
-      Decide(method, access, workload, queue, authorization, common_name));
+  Credentials credentials = Of(ctx);
+  return ToGrpc(Decide(method, access, workload, queue,
+                       credentials.authorization, credentials.common_name));
 }
 
 absl::Status AccessControl::CheckHttp(absl::string_view path,

@@ -3,6 +3,7 @@
 // and the HTTP server; SIGHUP (or a changed file) swaps its token table.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,6 +24,17 @@ class AccessControl {
 
   void Replace(std::shared_ptr<const TokenTable> tokens);
   bool enabled() const { return enabled_; }
+  // Counts Replace calls: a long call (a watch stream) checks its caller
+  // again when it changes.
+  uint64_t generation() const { return generation_.load(); }
+
+  // What a call presented: its authorization header and its client
+  // certificate's CN.
+  struct Credentials {
+    std::string authorization;
+    std::string common_name;
+  };
+  static Credentials Of(const grpc::ServerContextBase& ctx);
 
   // Who calls: the bearer token's entry (`authorization` is the header's
   // whole value, "Bearer <token>"), else the client certificate's common
@@ -52,6 +64,7 @@ class AccessControl {
 
   Metrics* metrics_;
   const bool enabled_;
+  std::atomic<uint64_t> generation_{0};
   mutable std::mutex mu_;
   std::shared_ptr<const TokenTable> tokens_;
 };

@@ -2,7 +2,9 @@
 
 #include <openssl/sha.h>
 
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -97,11 +99,18 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view yaml) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": expected {sha256 or cn, subject, role}"));
     }
+    std::set<std::string> keys;
     for (const auto& field : entry) {
       std::string key = field.first.IsScalar() ? field.first.Scalar() : "?";
       if (key != "sha256" && key != "cn" && key != "subject" && key != "role")
         return absl::InvalidArgumentError(absl::StrCat(
             where, ".", key, ": unknown field (sha256, cn, subject, role)"));
+      // yaml-cpp keeps the first of two equal keys, most YAML readers the
+      // last: a file whose entries read differently is refused.
+      if (!keys.insert(key).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".", key, ": given twice"));
+      }
     }
     absl::StatusOr<std::string> digest = Scalar(entry, where, "sha256");
     absl::StatusOr<std::string> cn = Scalar(entry, where, "cn");
@@ -167,12 +176,15 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view yaml) {
 }
 
 absl::StatusOr<TokenTable> TokenTable::Load(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    return absl::NotFoundError(absl::StrCat(path, ": not a readable file"));
+  }
   std::ifstream in(path);
-  if (!in) {
+  std::stringstream text;
+  if (!in || !(text << in.rdbuf()) || in.bad()) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
   }
-  std::stringstream text;
-  text << in.rdbuf();
   auto table = Parse(text.str());
   if (!table.ok()) {
     return absl::InvalidArgumentError(

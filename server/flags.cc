@@ -1,5 +1,9 @@
 #include "server/flags.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
 #include <charconv>
 #include <functional>
 #include <map>
@@ -121,7 +125,29 @@ absl::Status CheckAddress(const std::string& address, bool allow_any_port) {
 bool IsLoopback(const std::string& address) {
   if (address.starts_with("unix:")) return true;
   std::string host = address.substr(0, address.rfind(':'));
-  return host == "localhost" || host == "[::1]" || host.starts_with("127.");
+  if (host.size() > 1 && host.front() == '[')
+    host = host.substr(1, host.size() - 2);
+  // What the name resolves to, not how it reads ("127.evil.example" may be
+  // anything): every address must be loopback.
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool loopback = found != nullptr;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      auto* in = reinterpret_cast<sockaddr_in*>(a->ai_addr);
+      loopback &= (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      auto* in6 = reinterpret_cast<sockaddr_in6*>(a->ai_addr);
+      loopback &= IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) != 0;
+    } else {
+      loopback = false;
+    }
+  }
+  freeaddrinfo(found);
+  return loopback;
 }
 
 absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {

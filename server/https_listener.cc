@@ -12,12 +12,33 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 
 namespace gangsched::server {
 namespace {
 
 constexpr size_t kMaxHead = 16 << 10;
 constexpr int kMaxConnections = 64;
+// One address may hold only a few: a client that opens many and sends
+// nothing cannot keep Prometheus out.
+constexpr int kMaxPerAddress = 8;
+constexpr absl::Duration kRequestDeadline = absl::Seconds(5);
+
+// Retries an SSL call that timed out on a 1 s socket read until `deadline`:
+// the handshake and the request head together get kRequestDeadline, however
+// slowly a client drips its bytes.
+template <typename Call>
+int WithDeadline(SSL* ssl, absl::Time deadline, Call call) {
+  for (;;) {
+    int rc = call();
+    if (rc > 0) return rc;
+    int error = SSL_get_error(ssl, rc);
+    if ((error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) ||
+        absl::Now() >= deadline) {
+      return rc;
+    }
+  }
+}
 
 const char* StatusText(int code) {
   switch (code) {
@@ -107,7 +128,9 @@ bool ParseRequestHead(const std::string& head, HttpRequest* request) {
   for (size_t i = 1; i < lines.size(); ++i) {
     size_t colon = lines[i].find(':');
     if (colon == absl::string_view::npos) continue;
-    if (absl::EqualsIgnoreCase(lines[i].substr(0, colon), "authorization")) {
+    // The first Authorization header decides, as on the gRPC side.
+    if (request->authorization.empty() &&
+        absl::EqualsIgnoreCase(lines[i].substr(0, colon), "authorization")) {
       request->authorization =
           std::string(absl::StripAsciiWhitespace(lines[i].substr(colon + 1)));
     }
@@ -177,23 +200,33 @@ void HttpsListener::Accept() {
   while (!stopping_) {
     pollfd p{listen_fd_, POLLIN, 0};
     if (poll(&p, 1, 200) <= 0) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_size = sizeof peer;
+    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_size,
+                     SOCK_CLOEXEC);
     if (fd < 0) continue;
+    char host[NI_MAXHOST] = {0};
+    getnameinfo(reinterpret_cast<sockaddr*>(&peer), peer_size, host,
+                sizeof host, nullptr, 0, NI_NUMERICHOST);
+    std::string address = host;
     {
       std::lock_guard lock(mu_);
-      if (connections_ >= kMaxConnections) {
+      if (connections_ >= kMaxConnections ||
+          per_address_[address] >= kMaxPerAddress) {
         close(fd);  // a scrape retries; a flood gets nothing
         continue;
       }
       ++connections_;
+      ++per_address_[address];
     }
-    timeval timeout{5, 0};
+    timeval timeout{1, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-    std::thread([this, fd] {
+    std::thread([this, fd, address] {
       Serve(fd);
       close(fd);
       std::lock_guard lock(mu_);
+      if (--per_address_[address] == 0) per_address_.erase(address);
       if (--connections_ == 0) idle_.notify_all();
     }).detach();
   }
@@ -208,16 +241,18 @@ void HttpsListener::Serve(int fd) {
     SSL_free(ssl);
     ERR_clear_error();
   };
-  if (SSL_accept(ssl) != 1) {
+  absl::Time deadline = absl::Now() + kRequestDeadline;
+  if (WithDeadline(ssl, deadline, [ssl] { return SSL_accept(ssl); }) != 1) {
     SSL_free(ssl);
     ERR_clear_error();
     return;
   }
   std::string head;
   char buf[4096];
-  while (head.find("\r\n\r\n") == std::string::npos) {
-    if (head.size() > kMaxHead) break;
-    int n = SSL_read(ssl, buf, sizeof buf);
+  while (head.find("\r\n\r\n") == std::string::npos &&
+         head.size() <= kMaxHead) {
+    int n = WithDeadline(ssl, deadline,
+                         [&] { return SSL_read(ssl, buf, sizeof buf); });
     if (n <= 0) {
       done();
       return;
@@ -228,7 +263,7 @@ void HttpsListener::Serve(int fd) {
   HttpResponse response;
   bool head_only = false;
   size_t end = head.find("\r\n\r\n");
-  if (end == std::string::npos ||
+  if (end == std::string::npos || end > kMaxHead ||
       !ParseRequestHead(head.substr(0, end), &request)) {
     response = {.code = 400, .body = "not an HTTP/1.x request\n"};
   } else {

@@ -3,13 +3,14 @@
 // OpenSSL 3 no longer exports, and crashes on the first TLS connection; so
 // with --tls-cert the pages are served by this small HTTP/1.1 listener over
 // OpenSSL instead: one request per connection (Connection: close), GET and
-// HEAD only, a request head of at most 16 KiB read within 5 s, at most 64
-// connections at once.
+// HEAD only, the handshake and a request head of at most 16 KiB within 5 s
+// in all, at most 64 connections at once and 8 from one address.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -68,6 +69,7 @@ class HttpsListener {
   std::mutex mu_;
   std::condition_variable idle_;
   int connections_ = 0;
+  std::map<std::string, int> per_address_;
 };
 
 }  // namespace gangsched::server

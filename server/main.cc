@@ -3,6 +3,7 @@
 // (/metrics and the status page), and shuts down cleanly on SIGINT /
 // SIGTERM. SIGHUP reloads the config.
 #include <netdb.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -476,6 +477,15 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Every connection is a descriptor: take the hard limit (often 1,048,576
+  // under systemd and containerd) rather than the soft 1,024, so a flood of
+  // idle connections does not leave gRPC unable to open its certificate
+  // files (docs/SECURITY.md).
+  if (rlimit files; getrlimit(RLIMIT_NOFILE, &files) == 0 &&
+                    files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
   auto flags = ParseFlags(argc, argv);
   if (!flags.ok()) {
     std::fprintf(stderr, "gangsched: %s\n\n%s",

@@ -187,7 +187,7 @@ Metrics::Metrics(const std::string& role)
               .Name("gangsched_watch_streams_dropped_total")
               .Help("WatchEvents streams ended with RESOURCE_EXHAUSTED by "
                     "reason: too_many (past --max-watch-streams) or slow "
-                    "(the reader fell more than --watch-buffer-events "
+                    "(the reader fell more than --watch-max-lag-events "
                     "behind).")
               .Register(*registry_)),
       config_last_success_(

@@ -257,10 +257,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
   WatchReactor(EventLog* log, Metrics* metrics,
                grpc::CallbackServerContext* ctx,
                const v1::WatchRequest& request, absl::Duration heartbeat,
-               const WatchLimits& limits, std::atomic<int64_t>* open)
+               const WatchLimits& limits, std::atomic<int64_t>* open,
+               const AccessControl* access)
       : log_(log),
         metrics_(metrics),
         ctx_(ctx),
+        access_(access),
+        credentials_(AccessControl::Of(*ctx)),
+        generation_(access->generation()),
         filter_(request.workload_id()),
         heartbeat_(heartbeat),
         max_lag_(limits.max_lag_events),
@@ -347,6 +351,17 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
       }
       return;
     }
+    if (access_->enabled() && access_->generation() != generation_) {
+      // The token file changed: a revoked caller's stream ends too.
+      generation_ = access_->generation();
+      absl::StatusOr<Principal> who = access_->Authenticate(
+          credentials_.authorization, credentials_.common_name);
+      if (!who.ok() || !Allows(who->role, Access::kRead)) {
+        FinishLocked(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                  "credentials revoked"));
+        return;
+      }
+    }
     if (writing_) {
       int64_t lag = log_->last_revision() - written_;
       if (lag > max_lag_) {
@@ -409,6 +424,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
   EventLog* log_;
   Metrics* metrics_;
   grpc::CallbackServerContext* ctx_;
+  const AccessControl* access_;
+  AccessControl::Credentials credentials_;
+  uint64_t generation_;
   std::string filter_;
   absl::Duration heartbeat_;
   int64_t max_lag_;
@@ -609,7 +627,7 @@ grpc::ServerWriteReactor<v1::Event>* SchedulerService::WatchEvents(
     return RefuseWatch(metrics_, std::move(denied));
   }
   return new WatchReactor(events_, metrics_, ctx, *request, heartbeat_,
-                          watch_limits_, &open_watches_);
+                          watch_limits_, &open_watches_, access_);
 }
 
 namespace {

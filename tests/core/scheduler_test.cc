@@ -494,6 +494,36 @@ TEST_F(SchedulerTest, DryRunCommitsNothing) {
   EXPECT_EQ(too_big->pending.code, PendingCode::kUnsatisfiable);
 }
 
+// New resource names are kept for good; requests (a viewer's dry runs
+// among them) may bring only so many, or they would grow every queue's and
+// node's vectors, the metrics and each cycle without bound.
+TEST_F(SchedulerTest, ResourceNamesFromRequestsAreBounded) {
+  Nodes(1, 8);
+  const int known = static_cast<int>(s_.resources().size());
+  int refused = 0;
+  for (int i = 0; i < 200; ++i) {
+    WorkloadSpec w = Workload(absl::StrCat("ray/r", i), {Group("w", 0, 1, 1)});
+    w.groups[0].resources.push_back({absl::StrCat("example.com/r", i), 1000});
+    bool dry = i % 2 == 0;
+    if (dry) s_.InternResources(w);
+    absl::Status status = dry ? s_.DryRun(w).status() : s_.Submit(w, Now());
+    if (!status.ok()) {
+      ++refused;
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_NE(status.message().find("at most 128 distinct resource names"),
+                std::string::npos)
+          << status;
+    }
+  }
+  EXPECT_EQ(s_.resources().size(), Scheduler::kMaxResourceNames);
+  EXPECT_EQ(refused,
+            200 - (static_cast<int>(Scheduler::kMaxResourceNames) - known));
+  // Names already known still work.
+  WorkloadSpec again = Workload("ray/again", {Group("w", 0, 1, 1)});
+  again.groups[0].resources.push_back({"example.com/r1", 1000});
+  EXPECT_TRUE(s_.DryRun(again).ok());
+}
+
 // A workload with nothing bound may move to another queue by resubmitting:
 // it is then counted, ordered and capped in the new queue only.
 TEST_F(SchedulerTest, UnboundWorkloadMovesToAnotherQueue) {

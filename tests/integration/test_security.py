@@ -346,6 +346,17 @@ def test_each_role_against_each_method(pki: Pki, workdir: str,
     assert re.search(r"audit subject=shim-user role=shim method=Release "
                      r"allowed=true workload=w-roles", log)
     assert "admin-token" not in log and "viewer-token" not in log
+    # A caller's name goes in the audit line before validation: printable
+    # ASCII only, so the log stays valid UTF-8.
+    c = client(server, pki, token=TOKENS["admin"])
+    assert code_of(lambda: c.scheduler.Release(
+        _stubs.scheduler_pb2.ReleaseRequest(
+            request_id="r", workload_id="a" * 252 + "\u00e9\nx"),
+        timeout=T)) == grpc.StatusCode.INVALID_ARGUMENT
+    c.close()
+    with open(server.log_path, "rb") as f:
+        f.read().decode("utf-8")  # raises on a split character
+    assert "workload=" + "a" * 252 + "?" in server.output()
 
 
 def test_no_credentials_wrong_token_and_unmapped_certificate(
@@ -391,11 +402,19 @@ def test_a_revoked_token_fails_after_sighup_and_a_new_one_works_unsignalled(
     server = secure_server(pki, workdir, servers)
     viewer = client(server, pki, token=TOKENS["viewer"], cert="stranger")
     assert viewer.list_queues()
+    stream = viewer.scheduler.WatchEvents(_stubs.scheduler_pb2.WatchRequest())
+    first = next(iter(stream))  # the opening heartbeat: the stream is open
+    assert first.type == _stubs.scheduler_pb2.EVENT_TYPE_HEARTBEAT
     tokens = os.path.join(workdir, "tokens.yaml")
     write_tokens(tokens, {TOKENS["admin"]: "admin"})
     server.proc.send_signal(signal.SIGHUP)
     gangsched_wait(lambda: code_of(viewer.list_queues)
                    == grpc.StatusCode.UNAUTHENTICATED, "the viewer revoked")
+    # Its open stream ends too.
+    with pytest.raises(grpc.RpcError) as ended:
+        for _ in stream:
+            pass
+    assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED
     # A token file that does not load changes nothing.
     with open(tokens, "a") as f:
         f.write("- {sha256: nothex, subject: x, role: admin}\n")
@@ -761,6 +780,24 @@ def test_the_pages_are_served_over_https_with_the_same_roles(
     assert https_get(server, pki, "/metrics", None, TOKENS["admin"])[0] == 0
     assert https_get(server, pki, "/metrics", "foreign", TOKENS["admin"])[0] \
         == 0
+    # A client dripping its handshake a byte at a time is cut off once 5 s
+    # have passed in all, not 5 s after its last byte.
+    import socket
+    started = time.monotonic()
+    drip = socket.create_connection(("127.0.0.1", server.metrics_port))
+    drip.settimeout(1.0)
+    closed = False
+    while time.monotonic() - started < 12 and not closed:
+        try:
+            drip.send(b"\x16")
+            if drip.recv(1024) == b"":
+                closed = True
+        except socket.timeout:
+            pass
+        except OSError:
+            closed = True
+    drip.close()
+    assert closed and time.monotonic() - started < 9
     # Plain HTTP on the HTTPS port gets nothing.
     with pytest.raises((urllib.error.URLError, ConnectionError)):
         urllib.request.urlopen(
