@@ -13,6 +13,7 @@ PACKAGES=(
   curl nghttp2-client libcivetweb-dev libjemalloc-dev
   chromium prometheus etcd-server golang-etcd-server-dev
   golang-go golang-github-masterminds-sprig-dev golang-github-ghodss-yaml-dev openssl
+  clang libclang-rt-14-dev llvm-14
 )
 
 missing=()
