@@ -1508,7 +1508,6 @@ absl::Status Scheduler::CheckResourceNames(const WorkloadSpec& spec) const {
 }
 
 void Scheduler::InternResources(const WorkloadSpec& spec) {
-  if (!CheckResourceNames(spec).ok()) return;
   for (const GroupSpec& gs : spec.groups) resources_.FromNamed(gs.resources);
 }
 

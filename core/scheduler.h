@@ -256,8 +256,9 @@ class Scheduler {
   // resource name of `spec` must be known (InternResources).
   absl::StatusOr<AllocateAnswer> DryRun(WorkloadSpec spec) const;
   bool KnowsResources(const WorkloadSpec& spec) const;
-  // Makes every resource name of `spec` known; changes nothing else. Not
-  // past kMaxResourceNames (CheckResourceNames): then it interns nothing.
+  // Makes every resource name of `spec` known; changes nothing else. Always
+  // (a restore must load what was stored): requests check
+  // CheckResourceNames first.
   void InternResources(const WorkloadSpec& spec);
   // Resource names are kept for good (every queue and node has a slot per
   // name): requests may bring new ones only up to this many in all, so a

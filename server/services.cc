@@ -509,7 +509,10 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
           return grpc::Status::OK;
         },
         [shared](const Scheduler& s) { return s.KnowsResources(*shared); },
-        [shared](Scheduler& s) { s.InternResources(*shared); });
+        [shared](Scheduler& s) {
+          // Past the cap nothing is interned; the read then says why.
+          if (s.CheckResourceNames(*shared).ok()) s.InternResources(*shared);
+        });
   }
   auto applied = std::make_shared<absl::Status>();
   return DispatchWithId(

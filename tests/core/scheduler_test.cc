@@ -505,7 +505,7 @@ TEST_F(SchedulerTest, ResourceNamesFromRequestsAreBounded) {
     WorkloadSpec w = Workload(absl::StrCat("ray/r", i), {Group("w", 0, 1, 1)});
     w.groups[0].resources.push_back({absl::StrCat("example.com/r", i), 1000});
     bool dry = i % 2 == 0;
-    if (dry) s_.InternResources(w);
+    if (dry && s_.CheckResourceNames(w).ok()) s_.InternResources(w);
     absl::Status status = dry ? s_.DryRun(w).status() : s_.Submit(w, Now());
     if (!status.ok()) {
       ++refused;
@@ -522,6 +522,12 @@ TEST_F(SchedulerTest, ResourceNamesFromRequestsAreBounded) {
   WorkloadSpec again = Workload("ray/again", {Group("w", 0, 1, 1)});
   again.groups[0].resources.push_back({"example.com/r1", 1000});
   EXPECT_TRUE(s_.DryRun(again).ok());
+  // A restore interns whatever was stored, cap or not (the next start must
+  // load its state): only requests are checked.
+  WorkloadSpec stored = Workload("ray/stored", {Group("w", 0, 1, 1)});
+  stored.groups[0].resources.push_back({"example.com/stored", 1000});
+  s_.InternResources(stored);
+  EXPECT_TRUE(s_.KnowsResources(stored));
 }
 
 // A workload with nothing bound may move to another queue by resubmitting:
