@@ -99,7 +99,10 @@ absl::Status AccessControl::Decide(absl::string_view method, Access access,
                     ? "unauthenticated"
                     : "permission_denied");
   }
-  if (access != Access::kRead || !status.ok()) {
+  // Every call that would change something, allowed or not; refused reads
+  // only count in the metric, so unauthenticated callers cannot flood the
+  // log.
+  if (access != Access::kRead) {
     LogLine line(status.ok() ? spdlog::level::info : spdlog::level::warn,
                  "audit");
     line.Add("subject", who.ok() ? who->subject : "")

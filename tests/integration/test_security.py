@@ -346,6 +346,11 @@ def test_each_role_against_each_method(pki: Pki, workdir: str,
     assert re.search(r"audit subject=shim-user role=shim method=Release "
                      r"allowed=true workload=w-roles", log)
     assert "admin-token" not in log and "viewer-token" not in log
+    # Refused changes are audited; refused reads only counted (a flood of
+    # them must not flood the log).
+    assert re.search(r"audit subject=viewer-user role=viewer "
+                     r"method=UpsertQueue allowed=false", log)
+    assert "method=ListWorkloads allowed=false" not in log
     # A caller's name goes in the audit line before validation: printable
     # ASCII only, so the log stays valid UTF-8.
     c = client(server, pki, token=TOKENS["admin"])
