@@ -29,6 +29,12 @@ absl::StatusOr<google::protobuf::Duration> ParseDurationField(
     }
     d = absl::Seconds(seconds);
   }
+  // Checked here, not only by ParseQueue: past int64 nanoseconds the
+  // conversion below would saturate and hide the value given.
+  if (d > absl::Seconds(kMaxMinRuntimeSeconds)) {
+    return Bad(field, absl::StrCat("\"", text,
+                                   "\" is over 100 years (3,153,600,000 s)"));
+  }
   google::protobuf::Duration out;
   int64_t nanos = absl::ToInt64Nanoseconds(d);
   out.set_seconds(nanos / 1000000000);

@@ -413,6 +413,14 @@ absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in) {
          absl::string_view field) -> absl::StatusOr<absl::Duration> {
     if (d.seconds() < 0 || d.nanos() < 0)
       return Invalid(field, "must not be negative");
+    if (d.nanos() >= 1000000000) {
+      return Invalid(absl::StrCat(field, ".nanos"),
+                     "must be below 1,000,000,000");
+    }
+    if (d.seconds() > kMaxMinRuntimeSeconds ||
+        (d.seconds() == kMaxMinRuntimeSeconds && d.nanos() > 0)) {
+      return Invalid(field, "must be at most 100 years (3,153,600,000 s)");
+    }
     return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
   };
   auto preempt =

@@ -41,6 +41,10 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadRequest(const v1::WorkloadSpec& in);
 absl::StatusOr<std::vector<NodeSpec>> ParseNodeList(
     const google::protobuf::RepeatedPtrField<v1::Node>& nodes);
 absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in, absl::string_view field);
+// The longest preempt/reclaim min runtime a queue may set (docs/SCHEDULING.md,
+// "Minimum runtime"): far past any useful value, and well inside what the
+// store keeps exactly (int64 nanoseconds, about 292 years).
+inline constexpr int64_t kMaxMinRuntimeSeconds = int64_t{100} * 365 * 86400;
 absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in);
 absl::StatusOr<std::vector<SlotRef>> ParseSlots(
     const google::protobuf::RepeatedPtrField<v1::SlotRef>& in);

@@ -26,16 +26,6 @@ inline void Require(bool holds, const char* property) {
 // message: noise that slows a run down, and the refusal is what counts.
 inline void SilenceProtobufLogs() { google::protobuf::SetLogHandler(nullptr); }
 
-// Known finding, skipped so that a run goes on past it (remove once fixed):
-// ParseQueue accepts a preempt/reclaim_min_runtime beyond int64 nanoseconds
-// (292 years), which ToProto(QueueSpec), and so the store, saturates: the
-// queue comes back from a restart with another value.
-// crashes/request_fuzzer/upsert-queue-min-runtime-3170-years
-inline bool MinRuntimesOverflowNanos(const QueueSpec& q) {
-  const absl::Duration max = absl::Nanoseconds(INT64_MAX);
-  return q.preempt_min_runtime > max || q.reclaim_min_runtime > max;
-}
-
 inline bool SameNode(const NodeSpec& a, const NodeSpec& b) {
   return a.name == b.name && a.allocatable == b.allocatable &&
          a.labels == b.labels && a.schedulable == b.schedulable;

@@ -15,8 +15,13 @@ each target reads:
 - token_file_fuzzer: token files shaped like tests/integration/
   test_security.py's.
 - store_codec_fuzzer, store_restore_fuzzer: records the server's own
-  encoder writes, from build-asan/tests/fuzz/store_seed_gen (built by
-  scripts/build-asan.sh with --target store_seed_gen); skipped with a note when it is not built.
+  encoder writes, from build-asan/tests/fuzz/store_seed_gen (cmake --build
+  build-asan --target store_seed_gen); skipped with a note when it is not
+  built.
+
+Only the seeds this script writes are replaced: other files in a corpus
+(the regression inputs of fixed findings, such as
+corpus/store_restore_fuzzer/slot-listed-twice) are kept.
 
 Python stubs are generated with protoc into a temporary directory, so only
 Debian's python3-protobuf and python3-yaml are needed.
@@ -30,7 +35,6 @@ import argparse
 import hashlib
 import importlib
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -270,9 +274,16 @@ def write(directory: Path, data: bytes) -> None:
     (directory / name).write_bytes(data)
 
 
+# The names of the seeds this script writes (write() and store_seed_gen):
+# only these are replaced, a regression input with another name stays.
+GENERATED = re.compile(r"[0-9a-f]{16}|step-\d+|record-\d+")
+
+
 def reset(directory: Path) -> Path:
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    for path in directory.iterdir():
+        if path.is_file() and GENERATED.fullmatch(path.name):
+            path.unlink()
     return directory
 
 
@@ -323,7 +334,7 @@ def make_tokens(out: Path) -> int:
 def make_store(seed_gen: Path, out: Path) -> str:
     if not seed_gen.exists():
         return (f"store seeds skipped: {seed_gen} is not built "
-                "(scripts/build-asan.sh)")
+                "(cmake --build build-asan --target store_seed_gen)")
     for name in ("store_codec_fuzzer", "store_restore_fuzzer"):
         reset(out / name)
     done = subprocess.run([str(seed_gen), str(out)], check=True,
@@ -336,7 +347,8 @@ def main() -> int:
     parser.add_argument(
         "--seed-gen", type=Path,
         default=ROOT / "build-asan" / "tests" / "fuzz" / "store_seed_gen",
-        help="the store seed generator (cmake --build build-asan --target store_seed_gen)")
+        help="the store seed generator (cmake --build build-asan "
+             "--target store_seed_gen)")
     parser.add_argument("--out", type=Path,
                         default=ROOT / "tests" / "fuzz" / "corpus",
                         help="where the corpora go (one folder per target)")

@@ -45,13 +45,9 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 export ASAN_SYMBOLIZER_PATH="${ASAN_SYMBOLIZER_PATH:-$(command -v llvm-symbolizer-14 || command -v llvm-symbolizer || true)}"
 
-# The inputs of past findings (tests/fuzz/crashes/<target>) run first, as
-# regression checks; new inputs go to the first directory only.
-KNOWN=()
-if [[ -d "$HERE/crashes/$NAME" ]]; then KNOWN=("$HERE/crashes/$NAME"); fi
 "$BINARY" -max_len="$MAX_LEN" -timeout=10 -rss_limit_mb=2048 \
   -max_total_time="$SECONDS_TO_RUN" -print_final_stats=1 \
-  -artifact_prefix="$ARTIFACTS/" "$@" "$CORPUS" "${KNOWN[@]}" >"$LOG" 2>&1
+  -artifact_prefix="$ARTIFACTS/" "$@" "$CORPUS" >"$LOG" 2>&1
 rc=$?
 
 runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$LOG" | tail -1)"

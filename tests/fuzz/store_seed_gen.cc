@@ -19,6 +19,8 @@
 #include "absl/time/time.h"
 #include "core/scheduler.h"
 #include "gangsched/internal/store.pb.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "server/core_loop.h"
 #include "server/store_codec.h"
 
@@ -30,6 +32,39 @@ constexpr char kWorkload = 0, kQueue = 1, kNode = 2, kAnswer = 3, kCommit = 4;
 
 void Write(const std::filesystem::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// `message` with its map entries in key order: protobuf writes maps in
+// hash order otherwise, and the seeds would change with every run.
+std::string Deterministic(const google::protobuf::Message& message) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  return out;
+}
+
+// A stored record (the bytes the server's encoder wrote), deterministic.
+template <typename Record>
+std::string Deterministic(const std::string& bytes) {
+  Record record;
+  record.ParseFromString(bytes);
+  return Deterministic(record);
+}
+
+std::string DeterministicRow(StoreRows::Table table, const std::string& bytes) {
+  switch (table) {
+    case StoreRows::Table::kWorkload:
+      return Deterministic<internal::StoredWorkload>(bytes);
+    case StoreRows::Table::kNode:
+      return Deterministic<v1::Node>(bytes);
+    case StoreRows::Table::kQueue:
+      return Deterministic<internal::StoredQueue>(bytes);
+  }
+  return bytes;
 }
 
 QueueSpec MakeQueue(std::string name, std::string parent, int64_t gpu_quota) {
@@ -106,7 +141,7 @@ int Main(int argc, char** argv) {
       r->set_table(static_cast<int>(row.table));
       r->set_key(row.key);
       if (row.value) {
-        r->set_value(*row.value);
+        r->set_value(DeterministicRow(row.table, *row.value));
       } else {
         r->set_deleted(true);
       }
@@ -114,7 +149,7 @@ int Main(int argc, char** argv) {
     }
     log.set_revision(rows.revision);
     log.set_submit_seq(rows.submit_seq);
-    Write(restore / absl::StrCat("step-", ++step), log.SerializeAsString());
+    Write(restore / absl::StrCat("step-", ++step), Deterministic(log));
     now += absl::Minutes(10);
   };
   auto must = [](const absl::Status& status) {
@@ -171,20 +206,29 @@ int Main(int argc, char** argv) {
     Write(codec / absl::StrCat("record-", ++n), std::string(1, kind) + bytes);
   };
   for (const auto& w : s.workloads()) {
-    if (w) record(kWorkload, EncodeWorkload(s.RecordOf(*w)));
+    if (w) {
+      record(kWorkload, DeterministicRow(StoreRows::Table::kWorkload,
+                                         EncodeWorkload(s.RecordOf(*w))));
+    }
   }
   for (const auto& q : s.queues()) {
-    if (q.live) record(kQueue, EncodeQueue(q.spec, q.created_seq));
+    if (q.live) {
+      record(kQueue, DeterministicRow(StoreRows::Table::kQueue,
+                                      EncodeQueue(q.spec, q.created_seq)));
+    }
   }
   for (const auto& node : s.nodes()) {
-    if (node.live) record(kNode, EncodeNode(s, node));
+    if (node.live) {
+      record(kNode,
+             DeterministicRow(StoreRows::Table::kNode, EncodeNode(s, node)));
+    }
   }
-  record(kAnswer, answer.SerializeAsString());
+  record(kAnswer, Deterministic(answer));
   internal::StoredCommit small;
   for (int i = 0; i < log.rows_size() && i < 4; ++i)
     *small.add_rows() = log.rows(i);
   *small.add_answers() = answer;
-  record(kCommit, small.SerializeAsString());
+  record(kCommit, Deterministic(small));
   std::printf("store_seed_gen: %d restore seeds, %d record seeds\n", step, n);
   return 0;
 }

@@ -55,6 +55,20 @@ TEST(ConfigTest, ErrorsNameTheKey) {
   ASSERT_FALSE(negative.ok());
   EXPECT_NE(negative.status().message().find("quota"), absl::string_view::npos);
   EXPECT_FALSE(ParseConfig("queues: [").ok());
+  // A min runtime past 100 years is refused, not saturated (int64
+  // nanoseconds end near 292 years).
+  for (const char* value : {"1000000h", "inf", "1e12", ".nan"}) {
+    auto too_long = ParseConfig(absl::StrCat(
+        "queues:\n  - name: a\n    reclaim_min_runtime: ", value, "\n"));
+    ASSERT_FALSE(too_long.ok()) << value;
+    EXPECT_NE(too_long.status().message().find("queues[0].reclaim_min_runtime"),
+              absl::string_view::npos)
+        << too_long.status().message();
+  }
+  auto century =
+      ParseConfig("queues:\n  - name: a\n    reclaim_min_runtime: 876000h\n");
+  ASSERT_TRUE(century.ok()) << century.status();
+  EXPECT_EQ(century->queues[0].reclaim_min_runtime, absl::Hours(876000));
 }
 
 TEST(ConfigTest, ClassEntriesAreAsStrictAsQueues) {

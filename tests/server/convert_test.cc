@@ -1,5 +1,6 @@
 #include "server/convert.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace gangsched::server {
@@ -151,6 +152,42 @@ TEST(ConvertTest, QueueQuotaUsesMinusOneForUnlimited) {
   auto below = ParseQueue(q);
   ASSERT_FALSE(below.ok());
   EXPECT_NE(below.status().message().find(".limit"), absl::string_view::npos);
+}
+
+// Min runtimes: up to 100 years, kept exactly; past that (where the store's
+// int64 nanoseconds would saturate near 292 years) or with a nanos field
+// out of range, refused with the field named.
+TEST(ConvertTest, QueueMinRuntimesAreBounded) {
+  v1::Queue q;
+  q.set_name("team");
+  q.mutable_preempt_min_runtime()->set_seconds(kMaxMinRuntimeSeconds);
+  q.mutable_reclaim_min_runtime()->set_seconds(kMaxMinRuntimeSeconds - 1);
+  q.mutable_reclaim_min_runtime()->set_nanos(999999999);
+  auto parsed = ParseQueue(q);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->preempt_min_runtime, absl::Hours(24 * 365 * 100));
+  EXPECT_EQ(parsed->reclaim_min_runtime,
+            absl::Seconds(kMaxMinRuntimeSeconds) - absl::Nanoseconds(1));
+  struct Case {
+    int64_t seconds;
+    int32_t nanos;
+    const char* field;
+  };
+  for (const Case& c : {Case{kMaxMinRuntimeSeconds, 1, "preempt_min_runtime"},
+                        Case{100000000000, 0, "preempt_min_runtime"},
+                        Case{1, 1000000000, "preempt_min_runtime.nanos"},
+                        Case{0, -1, "preempt_min_runtime"}}) {
+    v1::Queue bad = q;
+    bad.mutable_preempt_min_runtime()->set_seconds(c.seconds);
+    bad.mutable_preempt_min_runtime()->set_nanos(c.nanos);
+    auto refused = ParseQueue(bad);
+    ASSERT_FALSE(refused.ok()) << c.seconds << " " << c.nanos;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(
+        refused.status().message().find(absl::StrCat("queue.", c.field, ":")),
+        absl::string_view::npos)
+        << refused.status().message();
+  }
 }
 
 TEST(ConvertTest, NodesDefaultToSchedulable) {
