@@ -41,10 +41,12 @@ class HttpServer {
   // Core thread, after a cycle.
   void Publish(std::shared_ptr<const StatusSnapshot> status);
 
+  // The answer to one request, whichever listener read it (civetweb's or
+  // HttpsListener); public for tests/fuzz/http_fuzzer.cc.
+  HttpResponse Respond(const HttpRequest& request);
+
  private:
   static int Handle(mg_connection* conn, void* self);
-  // The answer to one request, whichever listener read it.
-  HttpResponse Respond(const HttpRequest& request);
   int Serve(mg_connection* conn);
   std::shared_ptr<const StatusSnapshot> Latest();
 

@@ -103,7 +103,8 @@ std::string FormatResponse(const HttpResponse& response, bool head) {
       absl::StrCat("HTTP/1.1 ", response.code, " ", StatusText(response.code),
                    "\r\nContent-Type: ", response.content_type,
                    "\r\nContent-Length: ", response.body.size(),
-                   "\r\nCache-Control: no-store\r\n");
+                   "\r\nCache-Control: no-store"
+                   "\r\nX-Content-Type-Options: nosniff\r\n");
   for (const auto& [name, value] : response.headers)
     absl::StrAppend(&out, name, ": ", value, "\r\n");
   absl::StrAppend(&out, "Connection: close\r\n\r\n");
@@ -111,12 +112,47 @@ std::string FormatResponse(const HttpResponse& response, bool head) {
   return out;
 }
 
+namespace {
+
+// RFC 9110's token characters (a method, a header name).
+bool IsToken(absl::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        absl::string_view("!#$%&'*+-.^_`|~").find(c) ==
+            absl::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A request target: visible ASCII (RFC 9112; non-ASCII is percent-encoded).
+bool IsTarget(absl::string_view s) {
+  for (char c : s) {
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return !s.empty();
+}
+
+// A header value: no control character but a tab (so no lone CR or LF).
+bool IsFieldValue(absl::string_view s) {
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && u != '\t') || u == 0x7f) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool ParseRequestHead(const std::string& head, HttpRequest* request) {
   std::vector<absl::string_view> lines = absl::StrSplit(head, "\r\n");
   if (lines.empty()) return false;
   std::vector<absl::string_view> parts = absl::StrSplit(lines[0], ' ');
-  if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.") ||
-      parts[0].empty() || !absl::StartsWith(parts[1], "/")) {
+  if (parts.size() != 3 || (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0") ||
+      !IsToken(parts[0]) || !IsTarget(parts[1]) ||
+      !absl::StartsWith(parts[1], "/")) {
     return false;
   }
   request->method = std::string(parts[0]);
@@ -127,7 +163,11 @@ bool ParseRequestHead(const std::string& head, HttpRequest* request) {
       q == absl::string_view::npos ? "" : std::string(target.substr(q + 1));
   for (size_t i = 1; i < lines.size(); ++i) {
     size_t colon = lines[i].find(':');
-    if (colon == absl::string_view::npos) continue;
+    if (colon == absl::string_view::npos ||
+        !IsToken(lines[i].substr(0, colon)) ||
+        !IsFieldValue(lines[i].substr(colon + 1))) {
+      return false;  // not a header line (RFC 9112: answer 400)
+    }
     // The first Authorization header decides, as on the gRPC side.
     if (request->authorization.empty() &&
         absl::EqualsIgnoreCase(lines[i].substr(0, colon), "authorization")) {

@@ -42,8 +42,11 @@ struct HttpResponse {
 // The whole response, ready to write (HEAD: without the body).
 std::string FormatResponse(const HttpResponse& response, bool head);
 
-// A request head ("GET /x?y HTTP/1.1\r\nHeader: v\r\n\r\n") into a request;
-// false when it is not one.
+// A request head, up to the blank line ("GET /x?y HTTP/1.1\r\nHeader: v"),
+// into a request; false (the listener answers 400) when it is not one as
+// RFC 9112 has it: a token method, a target of visible ASCII starting with
+// "/", HTTP/1.0 or 1.1, and header lines "name: value" with a token name and
+// no control character (so no lone CR or LF) in the value.
 bool ParseRequestHead(const std::string& head, HttpRequest* request);
 
 class HttpsListener {

@@ -14,6 +14,9 @@ each target reads:
   and nodes written as a config file.
 - token_file_fuzzer: token files shaped like tests/integration/
   test_security.py's.
+- http_fuzzer: request heads for each page, with and without the
+  viewer token, as http_fuzzer.cc's fixture knows it, each with a name
+  and a text to plant in the status snapshot.
 - store_codec_fuzzer, store_restore_fuzzer: records the server's own
   encoder writes, from build-asan/tests/fuzz/store_seed_gen (cmake --build
   build-asan --target store_seed_gen); skipped with a note when it is not
@@ -269,6 +272,38 @@ TOKEN_FILES = [
 ]
 
 
+HTTP_TARGETS = [
+    "/", "/queues", "/workloads", "/workloads?state=pending", "/nodes",
+    "/explain?id=%3Cfz%22%26%27train-7", "/explain?id=ghost", "/explain",
+    "/api/state", "/metrics", "/nope",
+]
+HTTP_PLANTS = [
+    ("train-7", "quota"),
+    ("<script>alert(1)</script>", "a\"b'c&d\\e"),
+    ("n\u00e9\u2603", "%0d%0a"),
+]
+
+
+def make_http(out: Path) -> int:
+    directory = reset(out / "http_fuzzer")
+    count = 0
+    for i, target in enumerate(HTTP_TARGETS):
+        name, text = HTTP_PLANTS[i % len(HTTP_PLANTS)]
+        for method, auth in (("GET", "Authorization: Bearer viewer-token"),
+                             ("HEAD", "authorization:Bearer viewer-token"),
+                             ("GET", ""),
+                             ("POST", "Authorization: Bearer wrong")):
+            head = f"{method} {target} HTTP/1.1\r\nHost: x\r\n"
+            if auth:
+                head += auth + "\r\n"
+            data = f"{head}\r\n\0{name}\0{text}".encode()
+            write(directory, data)
+            count += 1
+    # The client certificate's name instead of a token (the last byte 'C').
+    write(directory, b"GET /nodes HTTP/1.1\r\n\r\n\0n\0tC")
+    return count + 1
+
+
 def write(directory: Path, data: bytes) -> None:
     name = hashlib.sha1(data).hexdigest()[:16]
     (directory / name).write_bytes(data)
@@ -358,6 +393,7 @@ def main() -> int:
         print(f"request_fuzzer: {make_requests(stubs, args.out)} seeds")
     print(f"config_fuzzer: {make_configs(args.out)} seeds")
     print(f"token_file_fuzzer: {make_tokens(args.out)} seeds")
+    print(f"http_fuzzer: {make_http(args.out)} seeds")
     print(make_store(args.seed_gen, args.out))
     return 0
 
