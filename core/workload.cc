@@ -30,14 +30,19 @@ absl::string_view ToString(PendingCode code) {
       return "CAPACITY";
     case PendingCode::kUnsatisfiable:
       return "UNSATISFIABLE";
-    case PendingCode::kUnknownQueue:
-      return "UNKNOWN_QUEUE";
     case PendingCode::kWaitingForEvictions:
       return "WAITING_FOR_EVICTIONS";
     case PendingCode::kOrder:
       return "ORDER";
   }
   return "UNKNOWN";
+}
+
+std::optional<PendingCode> PendingCodeNamed(absl::string_view name) {
+  for (PendingCode code : kPendingCodes) {
+    if (ToString(code) == name) return code;
+  }
+  return std::nullopt;
 }
 
 void GroupState::ResizeSlots(size_t slots) {

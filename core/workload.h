@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,16 +25,24 @@ enum class WorkloadState {
   kReleased
 };
 
+// Why a workload is pending (the table in docs/SCHEDULING.md, "Placing a
+// gang").
 enum class PendingCode {
   kNone,
   kQueueQuota,
   kQueueLimit,
   kCapacity,
   kUnsatisfiable,
-  kUnknownQueue,
   kWaitingForEvictions,
   kOrder,
 };
+// Every code, for the mappings to names (ToString here) and to the wire
+// (server/convert.cc) to be complete by construction.
+inline constexpr PendingCode kPendingCodes[] = {
+    PendingCode::kNone,          PendingCode::kQueueQuota,
+    PendingCode::kQueueLimit,    PendingCode::kCapacity,
+    PendingCode::kUnsatisfiable, PendingCode::kWaitingForEvictions,
+    PendingCode::kOrder};
 
 struct PendingReason {
   PendingCode code = PendingCode::kNone;
@@ -42,7 +51,9 @@ struct PendingReason {
 };
 
 absl::string_view ToString(WorkloadState state);
-absl::string_view ToString(PendingCode code);
+absl::string_view ToString(PendingCode code);  // "QUEUE_QUOTA", ...
+// The code named `name` (ToString's inverse); nullopt for no such code.
+std::optional<PendingCode> PendingCodeNamed(absl::string_view name);
 
 enum class EvictionReason { kPreempt, kReclaim, kStale, kNodeLost, kManual };
 absl::string_view ToString(EvictionReason reason);  // "preempt", "reclaim", ...

@@ -495,14 +495,19 @@ v1::PendingCode ToProto(PendingCode code) {
       return v1::PENDING_CODE_CAPACITY;
     case PendingCode::kUnsatisfiable:
       return v1::PENDING_CODE_UNSATISFIABLE;
-    case PendingCode::kUnknownQueue:
-      return v1::PENDING_CODE_UNKNOWN_QUEUE;
     case PendingCode::kWaitingForEvictions:
       return v1::PENDING_CODE_WAITING_FOR_EVICTIONS;
     case PendingCode::kOrder:
       return v1::PENDING_CODE_ORDER;
   }
   return v1::PENDING_CODE_UNSPECIFIED;
+}
+
+std::optional<PendingCode> FromProto(v1::PendingCode code) {
+  for (PendingCode c : kPendingCodes) {
+    if (ToProto(c) == code) return c;
+  }
+  return std::nullopt;
 }
 
 void ToProto(const PendingReason& in, v1::PendingReason* out) {

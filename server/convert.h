@@ -61,6 +61,9 @@ std::string RequestKeyOfStored(absl::string_view stored_key);
 
 // Wire -> core for stored and filtered states; nullopt when unspecified.
 std::optional<WorkloadState> FromProto(v1::WorkloadState state);
+// Wire -> core: ToProto(PendingCode)'s inverse (UNSPECIFIED is kNone);
+// nullopt for a number no code has.
+std::optional<PendingCode> FromProto(v1::PendingCode code);
 
 // Core -> wire.
 v1::WorkloadState ToProto(WorkloadState state);

@@ -38,17 +38,6 @@ absl::Time DecodeTime(int64_t us) {
   return absl::FromUnixMicros(us);
 }
 
-PendingCode CodeFromProto(v1::PendingCode code) {
-  for (PendingCode c :
-       {PendingCode::kQueueQuota, PendingCode::kQueueLimit,
-        PendingCode::kCapacity, PendingCode::kUnsatisfiable,
-        PendingCode::kUnknownQueue, PendingCode::kWaitingForEvictions,
-        PendingCode::kOrder}) {
-    if (ToProto(c) == code) return c;
-  }
-  return PendingCode::kNone;
-}
-
 std::optional<EvictionReason> ReasonFromString(absl::string_view s) {
   for (EvictionReason r : {EvictionReason::kPreempt, EvictionReason::kReclaim,
                            EvictionReason::kStale, EvictionReason::kNodeLost,
@@ -256,7 +245,9 @@ absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes) {
     });
   }
   r.state = *state;
-  r.pending = {CodeFromProto(in.pending().code()), in.pending().message()};
+  std::optional<PendingCode> code = FromProto(in.pending().code());
+  if (!code) return absl::DataLossError("stored pending code is unknown");
+  r.pending = {*code, in.pending().message()};
   for (const std::string& live : in.replica_live()) {
     r.replica_live.emplace_back(live.begin(), live.end());
   }

@@ -707,10 +707,10 @@ class Runner {
     }
     if (want["pending"]) {
       std::string code = Str(want["pending"], at + ".pending");
-      CheckOneOf(
-          code, at + ".pending",
-          {"NONE", "QUEUE_QUOTA", "QUEUE_LIMIT", "CAPACITY", "UNSATISFIABLE",
-           "UNKNOWN_QUEUE", "WAITING_FOR_EVICTIONS", "ORDER"});
+      if (!PendingCodeNamed(code)) {
+        Fail(at + ".pending",
+             absl::StrCat("\"", code, "\" is not a pending code"));
+      }
       diff("pending", code, CodeName(w->pending.code));
     }
     std::vector<Binding> bindings = s.BindingsOf(*w);

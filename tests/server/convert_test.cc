@@ -190,6 +190,18 @@ TEST(ConvertTest, QueueMinRuntimesAreBounded) {
   }
 }
 
+// One mapping of pending codes to the wire: every code goes there and back,
+// and a number no code has (5, once UNKNOWN_QUEUE) maps to none.
+TEST(ConvertTest, PendingCodesGoToTheWireAndBack) {
+  for (PendingCode code : kPendingCodes) {
+    EXPECT_EQ(FromProto(ToProto(code)), code) << ToString(code);
+    EXPECT_EQ(PendingCodeNamed(ToString(code)), code);
+  }
+  EXPECT_EQ(FromProto(v1::PENDING_CODE_UNSPECIFIED), PendingCode::kNone);
+  EXPECT_EQ(FromProto(static_cast<v1::PendingCode>(5)), std::nullopt);
+  EXPECT_EQ(PendingCodeNamed("UNKNOWN_QUEUE"), std::nullopt);
+}
+
 TEST(ConvertTest, NodesDefaultToSchedulable) {
   v1::Node n;
   n.set_name("gpu-1");

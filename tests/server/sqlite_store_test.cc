@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gangsched/internal/store.pb.h"
 #include "gtest/gtest.h"
 #include "server/core_loop.h"
 #include "server/store_codec.h"
@@ -745,6 +746,24 @@ TEST_F(SqliteStoreTest, AStoreHoldsItsDataDirAlone) {
       << second.status();
   first.reset();
   EXPECT_NE(Open(), nullptr);
+}
+
+// A stored workload whose pending code no version writes is damage, refused
+// like any other, not read as "no reason".
+TEST_F(SqliteStoreTest, AnUnknownStoredPendingCodeIsRefused) {
+  Scheduler s;
+  ASSERT_TRUE(s.UpsertQueue(Queue("default")).ok());
+  ASSERT_TRUE(s.Submit(Workload("x", {Group("w", 1, 1, 1)}), now_).ok());
+  s.RunCycle(now_);  // no nodes: pending with a reason
+  const std::string bytes = EncodeWorkload(s.RecordOf(*s.FindWorkload("x")));
+  ASSERT_TRUE(DecodeWorkload(bytes).ok());
+  internal::StoredWorkload stored;
+  ASSERT_TRUE(stored.ParseFromString(bytes));
+  ASSERT_NE(stored.pending().code(), v1::PENDING_CODE_UNSPECIFIED);
+  stored.mutable_pending()->set_code(static_cast<v1::PendingCode>(5));
+  auto decoded = DecodeWorkload(stored.SerializeAsString());
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss);
 }
 
 // The checkpointer copies the WAL on its own connection; however fast the
