@@ -154,14 +154,6 @@ std::string RequestKey(absl::string_view request_id) {
   return request_id.empty() ? "" : absl::StrCat("id:", request_id);
 }
 
-std::string RequestKeyOfStored(absl::string_view stored_key) {
-  if (absl::StartsWith(stored_key, "id:")) return std::string(stored_key);
-  size_t slash = stored_key.find('/');  // "Method/id", before the "id:" keys
-  return slash == absl::string_view::npos
-             ? std::string(stored_key)
-             : RequestKey(stored_key.substr(slash + 1));
-}
-
 absl::StatusOr<NamedResources> ParseResources(
     const google::protobuf::Map<std::string, std::string>& in,
     absl::string_view field) {

@@ -54,10 +54,8 @@ absl::Status CheckName(absl::string_view value, absl::string_view field);
 // are kept, so their size must be bounded.
 absl::Status CheckRequestId(const std::string& request_id);
 // The idempotency table's key of a request id (one namespace for every
-// method: an id is one request, whatever the method), and the key an
-// answer stored by an older version (keyed "Method/id") has now.
+// method: an id is one request, whatever the method).
 std::string RequestKey(absl::string_view request_id);
-std::string RequestKeyOfStored(absl::string_view stored_key);
 
 // Wire -> core for stored and filtered states; nullopt when unspecified.
 std::optional<WorkloadState> FromProto(v1::WorkloadState state);

@@ -38,9 +38,8 @@ CREATE TABLE IF NOT EXISTS nodes(name TEXT PRIMARY KEY, data BLOB NOT NULL);
 -- dirtied one page per workload (the id -> seq map is kept in memory).
 CREATE TABLE IF NOT EXISTS workloads(seq INTEGER PRIMARY KEY, id TEXT NOT NULL,
                                      data BLOB NOT NULL);
--- Request-id answers in arrival order, moved out of a log over its bound
--- (and written by older layouts, which kept every answer here), with the
--- counters as of their commit. The keys are looked up in memory, never
+-- Request-id answers in arrival order, moved out of a log over its bound,
+-- with the counters as of their commit. The keys are looked up in memory, never
 -- here.
 CREATE TABLE IF NOT EXISTS answers(seq INTEGER PRIMARY KEY, key TEXT NOT NULL,
                                    code INTEGER NOT NULL, message TEXT NOT NULL,
@@ -56,54 +55,12 @@ CREATE TABLE IF NOT EXISTS answers(seq INTEGER PRIMARY KEY, key TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS log(seq INTEGER PRIMARY KEY, data BLOB NOT NULL);
 )";
 
-// The layout this binary writes (`PRAGMA user_version`). Open migrates
-// older layouts up to it and refuses newer ones: an older binary would not
-// know where a newer one keeps the counters, and would hand out submit
-// sequences again. 1: the counters table, and counters in the answer rows.
-// 2: the log, without which an older binary would lose what it holds.
+// The layout this binary writes (`PRAGMA user_version`; 0 is a new, empty
+// database). Open refuses any other: a newer binary's, which this one would
+// misread (handing out submit sequences again, losing the log), and the
+// pre-release layouts 0 and 1, which no release wrote (docs/ARCHITECTURE.md,
+// "Storage and recovery").
 constexpr int kLayoutVersion = 2;
-
-// Databases written before the answers table kept them keyed by request id.
-constexpr const char* kMigrateRequests = R"(
-BEGIN;
-INSERT OR REPLACE INTO answers(seq, key, code, message, response)
-  SELECT seq, key, code, message, response FROM requests;
-DROP TABLE requests;
-COMMIT;
-)";
-
-// Databases written before the counters table kept them as key-value rows.
-constexpr const char* kMigrateMeta = R"(
-BEGIN;
-INSERT OR REPLACE INTO counters(id, revision, submit_seq)
-  SELECT 0,
-         MAX(COALESCE(MAX(CASE WHEN key = 'revision' THEN value END), 0),
-             COALESCE((SELECT revision FROM counters WHERE id = 0), 0)),
-         MAX(COALESCE(MAX(CASE WHEN key = 'submit_seq' THEN value END), 0),
-             COALESCE((SELECT submit_seq FROM counters WHERE id = 0), 0))
-  FROM meta;
-DROP TABLE meta;
-COMMIT;
-)";
-
-// Tables written before they had these columns get each missing one, in
-// one transaction (SQLite's ALTER TABLE is transactional): a crash leaves
-// all or none. (table, column, type)
-struct AddedColumn {
-  const char* table;
-  const char* column;
-  const char* type;
-};
-constexpr AddedColumn kAddedColumns[] = {
-    {"answers", "revision", "INTEGER NOT NULL DEFAULT 0"},
-    {"answers", "submit_seq", "INTEGER NOT NULL DEFAULT 0"},
-    {"counters", "answers_kept_from", "INTEGER NOT NULL DEFAULT 0"},
-    {"answers", "digest", "BLOB NOT NULL DEFAULT x''"}};
-
-// Databases written before workloads were keyed by submit sequence: the
-// old table is renamed, and Open copies it over with each row's sequence.
-constexpr const char* kRenameWorkloadsById =
-    "ALTER TABLE workloads RENAME TO workloads_by_id";
 
 // A prepared statement, finalized on scope exit.
 class Statement {
@@ -304,62 +261,26 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
         sqlite3_errmsg(db), ")"));
   }
   int64_t layout = 0;
+  bool empty = false;
   {
     Statement q(db, "PRAGMA user_version");
     if (q.Step() == SQLITE_ROW) layout = q.ColumnInt(0);
-    if (layout > kLayoutVersion) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--data-dir ", options.dir,
-          " was written by a newer gangsched (its "
-          "layout is version ",
-          layout, ", this binary knows up to ", kLayoutVersion, ")"));
-    }
+    Statement tables(db, "SELECT COUNT(*) FROM sqlite_master");
+    empty = tables.Step() == SQLITE_ROW && tables.ColumnInt(0) == 0;
   }
-  bool workloads_by_id = false;
-  {
-    Statement old(db,
-                  "SELECT 1 FROM sqlite_master WHERE name = 'workloads' AND "
-                  "NOT EXISTS (SELECT 1 FROM pragma_table_info('workloads') "
-                  "WHERE name = 'seq')");
-    workloads_by_id = old.Step() == SQLITE_ROW;
+  if (layout > kLayoutVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--data-dir ", options.dir,
+        " was written by a newer gangsched (its layout is version ", layout,
+        ", this binary knows up to ", kLayoutVersion, ")"));
   }
-  if (workloads_by_id) {
-    if (absl::Status s = store->Exec("BEGIN"); !s.ok()) return s;
-    if (absl::Status s = store->Exec(kRenameWorkloadsById); !s.ok()) return s;
+  if (layout < kLayoutVersion && !empty) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--data-dir ", options.dir, " holds layout version ", layout,
+        ", written by a pre-release gangsched; this binary reads version ",
+        kLayoutVersion, " only: start it on an empty --data-dir"));
   }
   if (absl::Status s = store->Exec(kSchema); !s.ok()) return s;
-  if (workloads_by_id) {
-    if (absl::Status s = store->MigrateWorkloadsById(); !s.ok()) return s;
-  }
-  for (auto [table, migration] :
-       {std::pair<const char*, const char*>{"requests", kMigrateRequests},
-        {"meta", kMigrateMeta}}) {
-    bool old_table = false;
-    {
-      Statement old(db, "SELECT 1 FROM sqlite_master WHERE name = ?");
-      old.Text(1, table);
-      old_table = old.Step() == SQLITE_ROW;
-    }
-    if (old_table) {
-      if (absl::Status s = store->Exec(migration); !s.ok()) return s;
-    }
-  }
-  {
-    std::string add;
-    for (const AddedColumn& c : kAddedColumns) {
-      Statement q(db, "SELECT 1 FROM pragma_table_info(?) WHERE name = ?");
-      q.Text(1, c.table);
-      q.Text(2, c.column);
-      if (q.Step() != SQLITE_ROW) {
-        absl::StrAppend(&add, "ALTER TABLE ", c.table, " ADD COLUMN ", c.column,
-                        " ", c.type, ";");
-      }
-    }
-    if (!add.empty()) {
-      std::string migration = absl::StrCat("BEGIN;", add, "COMMIT;");
-      if (absl::Status s = store->Exec(migration.c_str()); !s.ok()) return s;
-    }
-  }
   if (layout < kLayoutVersion) {
     std::string set = absl::StrCat("PRAGMA user_version = ", kLayoutVersion);
     if (absl::Status s = store->Exec(set.c_str()); !s.ok()) return s;
@@ -527,25 +448,6 @@ absl::Status SqliteStore::Exec(const char* sql) {
     return s;
   }
   return absl::OkStatus();
-}
-
-absl::Status SqliteStore::MigrateWorkloadsById() {
-  Statement read(db_, "SELECT id, data FROM workloads_by_id");
-  Statement write(db_, "INSERT INTO workloads(seq, id, data) VALUES(?, ?, ?)");
-  if (!read.ok() || !write.ok()) return Error(db_, "migrate workloads");
-  while (read.Step() == SQLITE_ROW) {
-    std::string data = read.ColumnBytes(1);
-    absl::StatusOr<WorkloadRecord> record = DecodeWorkload(data);
-    if (!record.ok()) return record.status();
-    write.Int(1, static_cast<int64_t>(record->submit_seq));
-    write.Text(2, read.ColumnBytes(0));
-    write.Blob(3, data);
-    if (!write.Run()) return Error(db_, "migrate workloads");
-  }
-  // Nothing is dropped unless every row was copied; an error returns with
-  // the transaction open, and closing the database rolls it back.
-  if (!read.read_all()) return Error(db_, "migrate workloads");
-  return Exec("DROP TABLE workloads_by_id; COMMIT;");
 }
 
 absl::Status SqliteStore::LoadWorkloadSeqs() {

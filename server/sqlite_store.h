@@ -56,8 +56,8 @@ class SqliteStore final : public Store {
       const Options& options);
   ~SqliteStore() override;
 
-  // Old answers in the answers table (from older layouts, or moved out of
-  // the log) are deleted once this many are due.
+  // Old answers in the answers table (moved out of the log) are deleted
+  // once this many are due.
   static constexpr uint64_t kTrimStep = 1024;
 
   absl::StatusOr<Loaded> Load(Scheduler& scheduler,
@@ -103,7 +103,6 @@ class SqliteStore final : public Store {
   static int OnWal(void* store, sqlite3* db, const char* name, int frames);
   void CheckpointLoop();
   absl::Status Exec(const char* sql);
-  absl::Status MigrateWorkloadsById();
   absl::Status LoadWorkloadSeqs();
   // Reads the log in order: rebuilds log_ and last_change_ (and sets
   // log_indexed_), and applies each commit to `replay` when given.

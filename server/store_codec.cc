@@ -121,15 +121,15 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
   // has two stored rows until the store trims the old one: the newest is
   // the answer.
   absl::flat_hash_map<std::string, uint64_t> newest;
-  for (const auto& a : answers) newest[RequestKeyOfStored(a.key)] = a.seq;
+  for (const auto& a : answers) newest[a.key] = a.seq;
   for (const auto& a : answers) {
-    if (newest[RequestKeyOfStored(a.key)] != a.seq) continue;
+    if (newest[a.key] != a.seq) continue;
     CachedReply reply;
     reply.status =
         grpc::Status(static_cast<grpc::StatusCode>(a.code), a.message);
     reply.response = a.response;
     reply.digest = a.digest;
-    requests.Restore(RequestKeyOfStored(a.key), std::move(reply), a.seq);
+    requests.Restore(a.key, std::move(reply), a.seq);
     ++loaded.requests;
   }
   requests.TakeNew();

@@ -211,43 +211,36 @@ class DataDirLockTest(unittest.TestCase):
         shutil.rmtree(datadir)
 
 
-class MigrationTest(unittest.TestCase):
-    """A data dir written before request-id answers moved to the `answers`
-    table (keyed by arrival order) still replays its stored answers."""
+class PreReleaseLayoutTest(unittest.TestCase):
+    """A data dir of a pre-release layout (here the oldest: a `requests`
+    table, no layout version) stops the server with what to do, and is
+    left as it was."""
 
-    def test_old_requests_table_is_migrated(self):
+    def test_a_pre_release_data_dir_is_refused_and_kept(self):
         import sqlite3
-        datadir = tempfile.mkdtemp(prefix="gangsched-migrate-")
-        reply = e2e.pb.AllocateResponse(workload_id="ns/old", revision=7)
-        db = sqlite3.connect(os.path.join(datadir, "gangsched.db"))
+        datadir = tempfile.mkdtemp(prefix="gangsched-prerelease-")
+        db_path = os.path.join(datadir, "gangsched.db")
+        db = sqlite3.connect(db_path)
         db.executescript("""
             CREATE TABLE requests(key TEXT PRIMARY KEY, seq INTEGER NOT NULL,
                                   code INTEGER NOT NULL, message TEXT NOT NULL,
                                   response BLOB NOT NULL);
-            CREATE INDEX requests_seq ON requests(seq);
+            INSERT INTO requests VALUES ('Allocate/old-1', 0, 0, '', x'');
         """)
-        db.execute("INSERT INTO requests VALUES (?, ?, ?, ?, ?)",
-                   ("Allocate/old-1", 0, 0, "", reply.SerializeToString()))
         db.commit()
         db.close()
         server = e2e.ServerProcess(["--data-dir", datadir])
-        server.start()
-        try:
-            sched = e2e.pbg.SchedulerStub(server.channel)
-            spec = e2e.workload("ns/other", e2e.group("w", {"cpu": "1"}, 1, 1))
-            again = sched.Allocate(e2e.pb.AllocateRequest(request_id="old-1", workload=spec),
-                                   timeout=5)
-            # The stored answer, not a new decision about ns/other.
-            self.assertEqual(again.SerializeToString(), reply.SerializeToString())
-        finally:
-            server.stop()
-        db = sqlite3.connect(os.path.join(datadir, "gangsched.db"))
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        self.assertIn("answers", tables)
-        self.assertNotIn("requests", tables)
-        self.assertEqual(db.execute("SELECT key, seq FROM answers").fetchall(),
-                         [("Allocate/old-1", 0)])
+        with self.assertRaises(AssertionError) as refused:
+            server.start()
+        self.assertIn("pre-release", str(refused.exception))
+        self.assertIn("empty --data-dir", str(refused.exception))
+        db = sqlite3.connect(db_path)
+        tables = {r[0] for r in db.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
+        self.assertEqual(tables, {"requests"})
+        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 0)
         db.close()
+        shutil.rmtree(datadir)
 
 
 def main():

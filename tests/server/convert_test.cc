@@ -233,15 +233,10 @@ TEST(ConvertTest, AbslCodesMapOneToOneToGrpc) {
 namespace gangsched::server {
 namespace {
 
-// Request ids are one namespace whatever the method; answers stored by a
-// version that keyed them "Method/id" are found under the id after a
-// restart, so a retry across an upgrade still replays.
-TEST(RequestKeyTest, OldKeysMapToTheIdAlone) {
+// Request ids are one namespace whatever the method.
+TEST(RequestKeyTest, OneKeyPerIdWhateverTheMethod) {
   EXPECT_EQ(RequestKey(""), "");
   EXPECT_EQ(RequestKey("ns/a-1"), "id:ns/a-1");
-  EXPECT_EQ(RequestKeyOfStored("id:ns/a-1"), "id:ns/a-1");
-  EXPECT_EQ(RequestKeyOfStored("Allocate/ns/a-1"), "id:ns/a-1");
-  EXPECT_EQ(RequestKeyOfStored("Release/r"), "id:r");
   EXPECT_TRUE(CheckRequestId("").ok());
   EXPECT_FALSE(CheckRequestId(std::string(254, 'x')).ok());
   EXPECT_FALSE(CheckRequestId("a b").ok());

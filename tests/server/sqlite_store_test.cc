@@ -1,6 +1,6 @@
 // SqliteStore: workload rows keyed by submit sequence round-trip through a
-// restart, a released id submitted again replaces its old row, forgotten
-// workloads leave the table, and a data dir keyed by id is migrated. The
+// restart, a released id submitted again replaces its old row, and forgotten
+// workloads leave the table. The
 // fixture folds the log into the tables at every commit whose answers are
 // gone (compact_commits = 1), so that the tables can be read; the log's own
 // tests open the store with options that keep rows in the log.
@@ -320,61 +320,10 @@ TEST_F(SqliteStoreTest, TheNewestAnswerOfARequestIdIsRestored) {
   EXPECT_EQ(reply->response, "second");
 }
 
-TEST_F(SqliteStoreTest, WorkloadsKeyedByIdAreMigrated) {
-  // A data dir from before the sequence key: workloads(id PRIMARY KEY, data).
-  Scheduler before;
-  ASSERT_TRUE(before.UpsertQueue(Queue("default")).ok());
-  ASSERT_TRUE(before.Submit(Workload("x", {Group("w", 1, 1, 1)}), now_).ok());
-  ASSERT_TRUE(before.Submit(Workload("y", {Group("w", 1, 1, 1)}), now_).ok());
-  {
-    auto store = Open();  // today's schema, then rewound to the old one
-    ASSERT_NE(store, nullptr);
-  }
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(Db().c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "DROP TABLE workloads; CREATE TABLE workloads(id TEXT "
-                         "PRIMARY KEY, data BLOB NOT NULL);",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  StoreRows rows = EncodeChanges(before, before.TakeChanges(), {});
-  for (const StoreRows::Row& row : rows.rows) {
-    if (row.table == StoreRows::Table::kNode) continue;
-    const char* sql = row.table == StoreRows::Table::kWorkload
-                          ? "INSERT INTO workloads VALUES(?, ?)"
-                          : "INSERT INTO queues VALUES(?, ?)";
-    sqlite3_stmt* put = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(db, sql, -1, &put, nullptr), SQLITE_OK);
-    sqlite3_bind_text(put, 1, row.key.data(), row.key.size(), SQLITE_STATIC);
-    sqlite3_bind_blob(put, 2, row.value->data(), row.value->size(),
-                      SQLITE_STATIC);
-    ASSERT_EQ(sqlite3_step(put), SQLITE_DONE);
-    sqlite3_finalize(put);
-  }
-  sqlite3_close(db);
-
-  auto store = Open();
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(
-      Rows(store),
-      (std::map<std::string, int64_t>{
-          {"x", static_cast<int64_t>(before.FindWorkload("x")->submit_seq)},
-          {"y", static_cast<int64_t>(before.FindWorkload("y")->submit_seq)}}));
-  Scheduler after;
-  IdempotencyCache requests(10);
-  auto loaded = store->Load(after, requests);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->workloads, 2u);
-  ASSERT_NE(after.FindWorkload("y"), nullptr);
-  EXPECT_EQ(after.FindWorkload("y")->submit_seq,
-            before.FindWorkload("y")->submit_seq);
-}
-
 // The revision and the submit sequence: a commit folded into the tables
 // rewrites the counters row, a commit kept in the log for its answers holds
-// them in its log row, and a restart takes the larger. A data dir with the
-// older key-value `meta` table and answers without counters is migrated.
-TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldLayoutsAreMigrated) {
+// them in its log row, and a restart takes the larger.
+TEST_F(SqliteStoreTest, CountersSurviveARestart) {
   auto store = Open();
   ASSERT_NE(store, nullptr);
 
@@ -413,27 +362,6 @@ TEST_F(SqliteStoreTest, CountersSurviveARestartAndOldLayoutsAreMigrated) {
   }
   EXPECT_EQ(restarted.revision(), revision);
   EXPECT_EQ(restarted.submit_seq(), submit_seq);
-
-  // Rewind to the older layout, with the same values.
-  Exec(absl::StrCat(
-      "DROP TABLE counters; ALTER TABLE answers DROP COLUMN revision; "
-      "ALTER TABLE answers DROP COLUMN submit_seq; CREATE TABLE meta(key TEXT "
-      "PRIMARY KEY, value INTEGER NOT NULL); INSERT INTO meta "
-      "VALUES('revision', ",
-      revision, "), ('submit_seq', ", submit_seq, ");"));
-
-  Scheduler migrated;
-  {
-    auto loaded = Reload(migrated);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-  }
-  EXPECT_EQ(migrated.revision(), revision);
-  EXPECT_EQ(migrated.submit_seq(), submit_seq);
-  EXPECT_EQ(Query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'meta'"), 0);
-  EXPECT_EQ(Query("SELECT revision FROM counters WHERE id = 0"), revision);
-  EXPECT_EQ(Query("SELECT COUNT(*) FROM pragma_table_info('answers') WHERE "
-                  "name IN ('revision', 'submit_seq')"),
-            2);
 }
 
 // A trim that takes every answer row (a request-id table smaller than the
@@ -472,10 +400,9 @@ TEST_F(SqliteStoreTest, AnswersCarryTheCountersOfTheWholeCommit) {
   EXPECT_EQ(s.submit_seq(), 4u);
 }
 
-// A data dir whose answers table gained one of the two columns (or whose
-// counters fell behind its workload records) still opens, and the restored
-// counters are never below what the records say.
-TEST_F(SqliteStoreTest, PartlyMigratedAnswersAndStaleCountersAreRepaired) {
+// A data dir whose counters fell behind its workload records still opens,
+// and the restored counters are never below what the records say.
+TEST_F(SqliteStoreTest, StaleCountersAreRepaired) {
   Scheduler before;
   ASSERT_TRUE(before.UpsertQueue(Queue("default")).ok());
   before.UpsertNodes({GpuNode("n0", 8)}, now_);
@@ -489,9 +416,7 @@ TEST_F(SqliteStoreTest, PartlyMigratedAnswersAndStaleCountersAreRepaired) {
       Commit(before, *store);
     }
   }
-  Exec(
-      "ALTER TABLE answers DROP COLUMN submit_seq; UPDATE counters SET "
-      "revision = 0, submit_seq = 0;");
+  Exec("UPDATE counters SET revision = 0, submit_seq = 0;");
   Scheduler after;
   auto loaded = Reload(after);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -710,27 +635,28 @@ TEST_F(SqliteStoreTest, AFullLogMovesKeptAnswersToTheAnswersTable) {
   }
 }
 
-// A data dir of layout 1 (no log) opens, keeps its rows, and is recorded
-// as today's layout.
-TEST_F(SqliteStoreTest, ALayoutWithoutTheLogIsUpgraded) {
-  Scheduler before;
-  ASSERT_TRUE(before.UpsertQueue(Queue("default")).ok());
-  before.UpsertNodes({GpuNode("n0", 8)}, now_);
-  ASSERT_TRUE(before.Submit(Workload("x", {Group("w", 1, 1, 1)}), now_).ok());
-  before.RunCycle(now_);
+// A data dir of a pre-release layout (1: no log; 0 with tables: older
+// still) is refused with what to do, and left as it was; a new, empty
+// database is today's layout.
+TEST_F(SqliteStoreTest, APreReleaseLayoutIsRefused) {
   {
     auto store = Open();
     ASSERT_NE(store, nullptr);
-    Commit(before, *store);  // folded at once (the fixture's options)
   }
-  ASSERT_EQ(Query("SELECT COUNT(*) FROM log"), 0);
-  Exec("DROP TABLE log; PRAGMA user_version = 1;");
-  Scheduler after;
-  auto loaded = Reload(after);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(Summary(after), Summary(before));
   EXPECT_EQ(Query("PRAGMA user_version"), 2);
-  EXPECT_EQ(Query("SELECT COUNT(*) FROM log"), 0);
+  for (int layout : {1, 0}) {
+    Exec(absl::StrCat("PRAGMA user_version = ", layout, ";"));
+    auto refused = SqliteStore::Open({.dir = dir_.string()});
+    ASSERT_FALSE(refused.ok()) << layout;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(refused.status().message().find("pre-release"),
+              absl::string_view::npos)
+        << refused.status();
+    EXPECT_NE(refused.status().message().find("empty --data-dir"),
+              absl::string_view::npos)
+        << refused.status();
+    EXPECT_EQ(Query("PRAGMA user_version"), layout);
+  }
 }
 
 // One store per data dir: a second one fails with a reason until the first
