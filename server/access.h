@@ -51,8 +51,7 @@ class AccessControl {
                      absl::string_view queue = {}) const;
 
   // The same decision for an HTTP request (always a read).
-  absl::Status CheckHttp(absl::string_view path,
-                         absl::string_view authorization,
+  absl::Status CheckHttp(absl::string_view authorization,
                          absl::string_view common_name) const;
 
  private:

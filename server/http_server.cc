@@ -105,7 +105,7 @@ HttpResponse HttpServer::Respond(const HttpRequest& request) {
   const std::string& uri = request.path;
   if (access_ != nullptr && access_->enabled()) {
     absl::Status allowed =
-        access_->CheckHttp(uri, request.authorization, request.common_name);
+        access_->CheckHttp(request.authorization, request.common_name);
     if (!allowed.ok()) {
       return {.code = allowed.code() == absl::StatusCode::kUnauthenticated
                           ? 401

@@ -5,8 +5,11 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -23,19 +26,31 @@ constexpr int kMaxConnections = 64;
 // nothing cannot keep Prometheus out.
 constexpr int kMaxPerAddress = 8;
 constexpr absl::Duration kRequestDeadline = absl::Seconds(5);
+// Writing the answer: a client that reads it slower than this is dropped.
+constexpr absl::Duration kResponseDeadline = absl::Seconds(10);
 
-// Retries an SSL call that timed out on a 1 s socket read until `deadline`:
-// the handshake and the request head together get kRequestDeadline, however
-// slowly a client drips its bytes.
+// Runs an SSL call on the connection's non-blocking socket, waiting in
+// poll() for as long as is left until `deadline` whenever it wants to read
+// or write: the handshake and the request head together get
+// kRequestDeadline, however slowly a client drips its bytes (each byte
+// arriving in time does not restart a clock). -1 once the time is up.
 template <typename Call>
-int WithDeadline(SSL* ssl, absl::Time deadline, Call call) {
+int WithDeadline(SSL* ssl, int fd, absl::Time deadline, Call call) {
   for (;;) {
+    if (absl::Now() >= deadline) return -1;
     int rc = call();
     if (rc > 0) return rc;
     int error = SSL_get_error(ssl, rc);
-    if ((error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) ||
-        absl::Now() >= deadline) {
-      return rc;
+    short events = error == SSL_ERROR_WANT_READ    ? POLLIN
+                   : error == SSL_ERROR_WANT_WRITE ? POLLOUT
+                                                   : 0;
+    if (events == 0) return rc;
+    const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+    pollfd p{fd, events, 0};
+    if (left <= 0 ||
+        poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000 * 60))) <=
+            0) {
+      return -1;
     }
   }
 }
@@ -151,12 +166,20 @@ bool ParseRequestHead(const std::string& head, HttpRequest* request) {
   if (lines.empty()) return false;
   std::vector<absl::string_view> parts = absl::StrSplit(lines[0], ' ');
   if (parts.size() != 3 || (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0") ||
-      !IsToken(parts[0]) || !IsTarget(parts[1]) ||
-      !absl::StartsWith(parts[1], "/")) {
+      !IsToken(parts[0]) || !IsTarget(parts[1])) {
     return false;
   }
-  request->method = std::string(parts[0]);
   absl::string_view target = parts[1];
+  // The absolute form ("https://host:9090/metrics"), which a server must
+  // take too (RFC 9112, 3.2.2): the path is what follows the authority.
+  for (absl::string_view scheme : {"http://", "https://"}) {
+    if (absl::StartsWithIgnoreCase(target, scheme)) {
+      size_t slash = target.find('/', scheme.size());
+      target = slash == absl::string_view::npos ? "/" : target.substr(slash);
+    }
+  }
+  if (!absl::StartsWith(target, "/")) return false;
+  request->method = std::string(parts[0]);
   size_t q = target.find('?');
   request->path = std::string(target.substr(0, q));
   request->query =
@@ -187,6 +210,10 @@ HttpsListener::~HttpsListener() {
 }
 
 absl::Status HttpsListener::Start(const std::string& address) {
+  // A write to a connection the client reset raises SIGPIPE, which would
+  // end the process (civetweb's mg_start ignores it too; gRPC sends with
+  // MSG_NOSIGNAL).
+  signal(SIGPIPE, SIG_IGN);
   ctx_ = SSL_CTX_new(TLS_server_method());
   if (ctx_ == nullptr) return absl::InternalError("SSL_CTX_new failed");
   SSL_CTX_set_min_proto_version(ctx_, TLS1_2_VERSION);
@@ -231,8 +258,9 @@ void HttpsListener::Stop() {
   if (acceptor_.joinable()) acceptor_.join();
   close(listen_fd_);
   listen_fd_ = -1;
-  // Connections end within their 5 s timeouts.
+  // Open connections end now: their poll() sees the shutdown.
   std::unique_lock lock(mu_);
+  for (int fd : open_fds_) shutdown(fd, SHUT_RDWR);
   idle_.wait(lock, [this] { return connections_ == 0; });
 }
 
@@ -243,7 +271,7 @@ void HttpsListener::Accept() {
     sockaddr_storage peer{};
     socklen_t peer_size = sizeof peer;
     int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_size,
-                     SOCK_CLOEXEC);
+                     SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) continue;
     char host[NI_MAXHOST] = {0};
     getnameinfo(reinterpret_cast<sockaddr*>(&peer), peer_size, host,
@@ -258,14 +286,13 @@ void HttpsListener::Accept() {
       }
       ++connections_;
       ++per_address_[address];
+      open_fds_.insert(fd);
     }
-    timeval timeout{1, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
     std::thread([this, fd, address] {
       Serve(fd);
-      close(fd);
       std::lock_guard lock(mu_);
+      open_fds_.erase(fd);
+      close(fd);
       if (--per_address_[address] == 0) per_address_.erase(address);
       if (--connections_ == 0) idle_.notify_all();
     }).detach();
@@ -282,16 +309,18 @@ void HttpsListener::Serve(int fd) {
     ERR_clear_error();
   };
   absl::Time deadline = absl::Now() + kRequestDeadline;
-  if (WithDeadline(ssl, deadline, [ssl] { return SSL_accept(ssl); }) != 1) {
+  if (WithDeadline(ssl, fd, deadline, [ssl] { return SSL_accept(ssl); }) != 1) {
     SSL_free(ssl);
     ERR_clear_error();
     return;
   }
+  // The head ends at a blank line. One ending in bare LFs ("\n\n") is read
+  // to its end too, and answered 400 rather than left waiting.
   std::string head;
   char buf[4096];
   while (head.find("\r\n\r\n") == std::string::npos &&
-         head.size() <= kMaxHead) {
-    int n = WithDeadline(ssl, deadline,
+         head.find("\n\n") == std::string::npos && head.size() <= kMaxHead) {
+    int n = WithDeadline(ssl, fd, deadline,
                          [&] { return SSL_read(ssl, buf, sizeof buf); });
     if (n <= 0) {
       done();
@@ -312,11 +341,14 @@ void HttpsListener::Serve(int fd) {
     response = handler_(request);
   }
   std::string out = FormatResponse(response, head_only);
+  const absl::Time write_deadline = absl::Now() + kResponseDeadline;
   size_t sent = 0;
   while (sent < out.size()) {
-    int n = SSL_write(
-        ssl, out.data() + sent,
-        static_cast<int>(std::min<size_t>(out.size() - sent, 1 << 20)));
+    int n = WithDeadline(ssl, fd, write_deadline, [&] {
+      return SSL_write(
+          ssl, out.data() + sent,
+          static_cast<int>(std::min<size_t>(out.size() - sent, 1 << 20)));
+    });
     if (n <= 0) break;
     sent += static_cast<size_t>(n);
   }

@@ -4,7 +4,8 @@
 // with --tls-cert the pages are served by this small HTTP/1.1 listener over
 // OpenSSL instead: one request per connection (Connection: close), GET and
 // HEAD only, the handshake and a request head of at most 16 KiB within 5 s
-// in all, at most 64 connections at once and 8 from one address.
+// in all (a deadline, not a per-read timeout), the answer written within
+// 10 s, at most 64 connections at once and 8 from one address.
 #pragma once
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -73,6 +75,7 @@ class HttpsListener {
   std::condition_variable idle_;
   int connections_ = 0;
   std::map<std::string, int> per_address_;
+  std::set<int> open_fds_;  // shut down by Stop
 };
 
 }  // namespace gangsched::server

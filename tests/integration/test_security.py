@@ -790,7 +790,8 @@ def test_the_pages_are_served_over_https_with_the_same_roles(
     import socket
     started = time.monotonic()
     drip = socket.create_connection(("127.0.0.1", server.metrics_port))
-    drip.settimeout(1.0)
+    drip.settimeout(0.5)  # a byte every half second: inside any per-read
+    # timeout of a second, so only a deadline ends it
     closed = False
     while time.monotonic() - started < 12 and not closed:
         try:
@@ -812,6 +813,110 @@ def test_the_pages_are_served_over_https_with_the_same_roles(
     assert https_get(tls_only, pki, "/metrics", None, TOKENS["viewer"])[0] \
         == 200
     assert https_get(tls_only, pki, "/metrics", None)[0] == 401
+
+
+def https_raw(server: Server, pki: Pki, data: bytes,
+              wait: float = 0.0) -> tuple[bytes, float]:
+    """What the HTTPS port answers to `data` sent as is (after `wait`
+    seconds), and how long the answer took; b"" when it closed."""
+    import socket
+    import ssl
+    context = ssl.create_default_context(cafile=pki.ca)
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", server.metrics_port),
+                                  timeout=15) as raw:
+        with context.wrap_socket(raw, server_hostname="localhost") as tls:
+            time.sleep(wait)
+            tls.sendall(data)
+            out = b""
+            try:
+                while chunk := tls.recv(65536):
+                    out += chunk
+            except (ssl.SSLError, ConnectionError, TimeoutError):
+                pass
+    return out, time.monotonic() - started
+
+
+def test_the_https_listener_holds_against_hostile_clients(
+        pki: Pki, workdir: str, servers: list[Server]) -> None:
+    """What a hostile or careless client did to the HTTPS listener before
+    it was fixed: a reset connection ended the process (SIGPIPE), a byte
+    every half second held a connection for good (and 64 of them locked
+    Prometheus out), a head with bare LFs got no answer, and every refused
+    request wrote a log line."""
+    import socket
+    import ssl
+    import struct
+    server = secure_server(pki, workdir, servers, client_ca=False)
+    viewer = f"Authorization: Bearer {TOKENS['viewer']}\r\n".encode()
+    context = ssl.create_default_context(cafile=pki.ca)
+
+    def reset(tls: ssl.SSLSocket) -> None:
+        tls.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                       struct.pack("ii", 1, 0))
+        tls.close()
+
+    for send_first in (b"", b"GET /metrics HTTP/1.1\r\n\r\n",
+                       b"GET /metrics HTTP/1.1\r\n" + viewer + b"\r\n"):
+        for _ in range(3):
+            raw = socket.create_connection(("127.0.0.1", server.metrics_port))
+            tls = context.wrap_socket(raw, server_hostname="localhost")
+            if send_first:
+                tls.sendall(send_first)
+            reset(tls)
+        time.sleep(0.2)
+        assert server.proc.poll() is None, server.output()[-2000:]
+    assert https_get(server, pki, "/metrics", None, TOKENS["viewer"])[0] \
+        == 200
+
+    # A request head dripped a byte every half second after the handshake:
+    # cut off once 5 s have passed in all.
+    raw = socket.create_connection(("127.0.0.1", server.metrics_port))
+    tls = context.wrap_socket(raw, server_hostname="localhost")
+    tls.settimeout(0.5)
+    started = time.monotonic()
+    closed = False
+    for byte in b"GET /metrics HTTP/1.1\r\nX-Padding: " + b"x" * 100:
+        try:
+            tls.send(bytes([byte]))
+            if tls.recv(1024) == b"":
+                closed = True
+                break
+        except (socket.timeout, ssl.SSLWantReadError):
+            pass
+        except (OSError, ssl.SSLError):
+            closed = True
+            break
+        if time.monotonic() - started > 12:
+            break
+    tls.close()
+    assert closed and time.monotonic() - started < 9
+
+    # Bare LFs: answered 400 at once, not left waiting.
+    out, took = https_raw(server, pki,
+                          b"GET /metrics HTTP/1.1\n" + viewer[:-2] + b"\n\n")
+    assert out.startswith(b"HTTP/1.1 400 "), out[:200]
+    assert took < 3
+    # The absolute form of a target is a path like any other.
+    out, _ = https_raw(server, pki, b"GET https://localhost/api/state "
+                       b"HTTP/1.1\r\n" + viewer + b"\r\n")
+    assert out.startswith(b"HTTP/1.1 200 "), out[:200]
+    assert b"X-Content-Type-Options: nosniff" in out
+    # Refused page requests are counted, not logged.
+    lines_before = len(server.output().splitlines())
+    for _ in range(30):
+        assert https_get(server, pki, "/", None)[0] == 401
+    logged = server.output().splitlines()[lines_before:]
+    assert not [line for line in logged if "refused" in line], logged[:5]
+    # A listener with a connection held open stops at once on SIGTERM.
+    raw = socket.create_connection(("127.0.0.1", server.metrics_port))
+    tls = context.wrap_socket(raw, server_hostname="localhost")
+    tls.send(b"GET")
+    started = time.monotonic()
+    server.proc.terminate()
+    server.proc.wait(10)
+    assert time.monotonic() - started < 4
+    tls.close()
 
 
 def test_the_readme_secure_quick_start(workdir: str,

@@ -16,6 +16,13 @@ TEST(ParseRequestHeadTest, ReadsTheRequestLineAndTheFirstAuthorization) {
   EXPECT_EQ(r.query, "id=a%20b");
   EXPECT_EQ(r.authorization, "Bearer t1");
   ASSERT_TRUE(ParseRequestHead("HEAD / HTTP/1.0", &r));
+  // The absolute form (RFC 9112, 3.2.2): the path after the authority.
+  ASSERT_TRUE(
+      ParseRequestHead("GET HTTPS://h:9090/api/state?x=1 HTTP/1.1", &r));
+  EXPECT_EQ(r.path, "/api/state");
+  EXPECT_EQ(r.query, "x=1");
+  ASSERT_TRUE(ParseRequestHead("GET http://h HTTP/1.1", &r));
+  EXPECT_EQ(r.path, "/");
 }
 
 // What RFC 9112 says is not a request is refused (the listener answers
