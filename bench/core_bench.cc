@@ -333,6 +333,57 @@ BENCHMARK(BM_FullCycle)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 
+// The largest Kubernetes clusters that exist (GKE allows 65,000 nodes):
+// `nodes` nodes (64 cpu, 8 GPUs), 1,000 leaf queues in two levels,
+// `running` bound half-cpu pods (gangs of 8), then one timed cycle that
+// takes in `pending` new gangs (a head and 8 one-GPU workers). Run alone:
+//   build/bench/core_bench --benchmark_filter=BM_LargestClusterCycle
+void BM_LargestClusterCycle(benchmark::State& state) {
+  const int node_count = static_cast<int>(state.range(0));
+  const int running_pods = static_cast<int>(state.range(1));
+  const int pending_gangs = static_cast<int>(state.range(2));
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto s = std::make_unique<Scheduler>();
+    AddTwoLevelQueues(*s, 0, 0);
+    absl::Time now = absl::UnixEpoch();
+    AddNodes(*s, node_count, now);
+    for (int i = 0; i < running_pods / 8; ++i) {
+      s->Submit(CpuWorkload("run-" + std::to_string(i), Team(i), 500, 8, 8),
+                now)
+          .IgnoreError();
+    }
+    s->RunCycle(now);
+    for (int i = 0; i < pending_gangs; ++i) {
+      WorkloadSpec w = MakeGang("pending-" + std::to_string(i), 8, 1);
+      w.queue = Team(i * 7);
+      s->Submit(w, now).IgnoreError();
+    }
+    s->TakeEvents();
+    s->TakeChanges();
+    state.ResumeTiming();
+    s->RunCycle(now + absl::Seconds(1));
+    state.PauseTiming();
+    int64_t running = 0;
+    int64_t bound = 0;
+    for (const auto& w : s->workloads()) {
+      if (!w || w->state != WorkloadState::kRunning) continue;
+      ++running;
+      s->ForEachBinding(*w, [&](auto&&...) { ++bound; });
+    }
+    state.counters["running_workloads"] = static_cast<double>(running);
+    state.counters["bound_pods"] = static_cast<double>(bound);
+    RecordPeakRss(state);
+    s.reset();
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(BM_LargestClusterCycle)
+    ->ArgNames({"nodes", "running", "pending"})
+    ->Args({65000, 1000000, 10000})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
 // Elastic growth on a full cluster: 12,500 running gangs in 1,000 leaf
 // queues hold their minimum of 4 one-cpu pods and want 8; the cluster (1,000
 // nodes x 64 cpu) has room for about a third of the extra pods, and the

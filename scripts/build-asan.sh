@@ -7,13 +7,15 @@
 # -fsanitize=fuzzer-no-link, and only the fuzz targets link libFuzzer.
 # Kept apart from the Release build: sanitized code is slower, and the
 # benchmarks and the integration tests use the Release binaries.
-# GANGSCHED_JOBS sets ninja's -j (default 2).
+# GANGSCHED_JOBS sets ninja's -j (default 2); GANGSCHED_WERROR=ON turns
+# warnings into errors (scripts/test.sh, which CI runs, sets it).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${GANGSCHED_ASAN_BUILD_DIR:-$ROOT/build-asan}"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DGANGSCHED_BUILD_FUZZ=ON -DGANGSCHED_BUILD_BENCH=OFF \
+  -DGANGSCHED_WERROR="${GANGSCHED_WERROR:-OFF}" \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 fuzzers="$(awk '/^[a-z]/ { print $1 }' "$ROOT/tests/fuzz/fuzzers.txt")"
