@@ -683,6 +683,10 @@ port, n = sys.argv[1], int(sys.argv[2])
 channels = [grpc.insecure_channel("127.0.0.1:" + port) for _ in range(10)]
 streams = [_stubs.scheduler_pb2_grpc.SchedulerStub(channels[i % 10])
            .WatchEvents(_stubs.scheduler_pb2.WatchRequest()) for i in range(n)]
+# A first message (a heartbeat at the latest) on every stream: all of them
+# are registered with the server, not just started here.
+for stream in streams:
+    next(stream)
 print("open", flush=True)
 time.sleep(3600)
 """
@@ -724,7 +728,7 @@ def test_watch_streams_are_capped_and_slow_readers_dropped(
             over.cancel()
             return False
 
-        gangsched_wait(one_more_refused, "the 1,001st stream refused")
+        gangsched_wait(one_more_refused, "the 1,001st stream refused", 60)
         assert "--max-watch-streams" in refused[0]
         channel.close()
         watchers.send_signal(signal.SIGSTOP)
