@@ -283,6 +283,30 @@ WorkloadSpec CpuWorkload(const std::string& id, const std::string& queue,
   return w;
 }
 
+// `nodes` nodes (64 cpu, 8 GPUs), 1,000 leaf queues in two levels (GPU
+// quotas as AddTwoLevelQueues), `running_gangs` gangs of 8 half-cpu pods
+// placed by one cycle, then `pending_gangs` new gangs (a head and 8 one-GPU
+// workers) submitted but not yet placed; events already taken.
+std::unique_ptr<Scheduler> RunningClusterWithPendingGangs(
+    int nodes, int64_t dept_gpus, int64_t team_gpus, int running_gangs,
+    int pending_gangs, absl::Time now) {
+  auto s = std::make_unique<Scheduler>();
+  AddTwoLevelQueues(*s, dept_gpus, team_gpus);
+  AddNodes(*s, nodes, now);
+  for (int i = 0; i < running_gangs; ++i) {
+    s->Submit(CpuWorkload("run-" + std::to_string(i), Team(i), 500, 8, 8), now)
+        .IgnoreError();
+  }
+  s->RunCycle(now);
+  for (int i = 0; i < pending_gangs; ++i) {
+    WorkloadSpec w = MakeGang("pending-" + std::to_string(i), 8, 1);
+    w.queue = Team(i * 7);
+    s->Submit(w, now).IgnoreError();
+  }
+  s->TakeEvents();
+  return s;
+}
+
 // The performance issue's cycle: `nodes` nodes (64 cpu, 8 GPUs), 1,000 leaf
 // queues in two levels, 100,000 running half-cpu slots (12,500 gangs of 8),
 // then one timed cycle that takes in `pending` new gangs (a head and 8
@@ -293,22 +317,9 @@ void BM_FullCycle(benchmark::State& state) {
   const int pending_gangs = static_cast<int>(state.range(1));
   for (auto _ : state) {
     state.PauseTiming();
-    auto s = std::make_unique<Scheduler>();
-    AddTwoLevelQueues(*s, 4000 * 1000, 40 * 1000);
-    absl::Time now = absl::UnixEpoch();
-    AddNodes(*s, node_count, now);
-    for (int i = 0; i < 12500; ++i) {  // 100,000 running slots
-      s->Submit(CpuWorkload("run-" + std::to_string(i), Team(i), 500, 8, 8),
-                now)
-          .IgnoreError();
-    }
-    s->RunCycle(now);
-    for (int i = 0; i < pending_gangs; ++i) {
-      WorkloadSpec w = MakeGang("pending-" + std::to_string(i), 8, 1);
-      w.queue = Team(i * 7);
-      s->Submit(w, now).IgnoreError();
-    }
-    s->TakeEvents();
+    const absl::Time now = absl::UnixEpoch();
+    auto s = RunningClusterWithPendingGangs(node_count, 4000 * 1000, 40 * 1000,
+                                            12500, pending_gangs, now);
     state.ResumeTiming();
     s->RunCycle(now + absl::Seconds(1));
     state.PauseTiming();
@@ -344,22 +355,9 @@ void BM_LargestClusterCycle(benchmark::State& state) {
   const int pending_gangs = static_cast<int>(state.range(2));
   for (auto _ : state) {
     state.PauseTiming();
-    auto s = std::make_unique<Scheduler>();
-    AddTwoLevelQueues(*s, 0, 0);
-    absl::Time now = absl::UnixEpoch();
-    AddNodes(*s, node_count, now);
-    for (int i = 0; i < running_pods / 8; ++i) {
-      s->Submit(CpuWorkload("run-" + std::to_string(i), Team(i), 500, 8, 8),
-                now)
-          .IgnoreError();
-    }
-    s->RunCycle(now);
-    for (int i = 0; i < pending_gangs; ++i) {
-      WorkloadSpec w = MakeGang("pending-" + std::to_string(i), 8, 1);
-      w.queue = Team(i * 7);
-      s->Submit(w, now).IgnoreError();
-    }
-    s->TakeEvents();
+    const absl::Time now = absl::UnixEpoch();
+    auto s = RunningClusterWithPendingGangs(node_count, 0, 0, running_pods / 8,
+                                            pending_gangs, now);
     s->TakeChanges();
     state.ResumeTiming();
     s->RunCycle(now + absl::Seconds(1));
