@@ -280,11 +280,12 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
         ", written by a pre-release gangsched; this binary reads version ",
         kLayoutVersion, " only: start it on an empty --data-dir"));
   }
-  if (absl::Status s = store->Exec(kSchema); !s.ok()) return s;
-  if (layout < kLayoutVersion) {
-    std::string set = absl::StrCat("PRAGMA user_version = ", kLayoutVersion);
-    if (absl::Status s = store->Exec(set.c_str()); !s.ok()) return s;
-  }
+  // The tables and the layout version in one transaction: a crash between
+  // them would leave tables at version 0, which the next start refuses as
+  // a pre-release layout.
+  const std::string create = absl::StrCat(
+      "BEGIN;", kSchema, "PRAGMA user_version = ", kLayoutVersion, ";COMMIT;");
+  if (absl::Status s = store->Exec(create.c_str()); !s.ok()) return s;
   store->statements_ = std::make_unique<Statements>(db);
   if (!store->statements_->ok()) return Error(db, "prepare");
   if (absl::Status s = store->LoadWorkloadSeqs(); !s.ok()) return s;
