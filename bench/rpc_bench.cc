@@ -156,7 +156,7 @@ void BM_DryRunAllocate(benchmark::State& state) {
       [&](const v1::AllocateRequest& in, v1::AllocateResponse* out) {
         auto spec = ParseWorkloadSpec(in.workload());
         if (!spec.ok()) return spec.status();
-        auto answer = cluster.scheduler.DryRun(*std::move(spec));
+        auto answer = cluster.scheduler.DryRun(*spec, {}, absl::UnixEpoch());
         if (!answer.ok()) return answer.status();
         if (answer->bindings.size() != 9)
           return absl::InternalError("the dry run did not place 9 pods");

@@ -1511,61 +1511,51 @@ void Scheduler::InternResources(const WorkloadSpec& spec) {
   for (const GroupSpec& gs : spec.groups) resources_.FromNamed(gs.resources);
 }
 
-absl::StatusOr<AllocateAnswer> Scheduler::DryRun(WorkloadSpec spec) const {
-  if (absl::Status s = CheckResourceNames(spec); !s.ok()) return s;
-  if (!KnowsResources(spec)) {
-    return absl::FailedPreconditionError(
-        "workload: a resource name is not interned yet (InternResources)");
+absl::Status Scheduler::ApplyWhatIf(const WhatIf& what_if, absl::Time now) {
+  for (size_t i = 0; i < what_if.remove_nodes.size(); ++i) {
+    NodeChangeAnswer removed = RemoveNodes({what_if.remove_nodes[i]}, now);
+    if (!removed.not_found.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("what_if.remove_nodes[", i, "]: no node named \"",
+                       what_if.remove_nodes[i], "\""));
+    }
   }
-  const Workload* existing = FindWorkload(spec.id);
-  if (absl::Status s = ValidateAgainstState(spec, existing); !s.ok()) return s;
-  if (existing && existing->state != WorkloadState::kReleased) {
-    return Answer(spec.id);
+  for (size_t i = 0; i < what_if.upsert_nodes.size(); ++i) {
+    NodeChangeAnswer upserted = UpsertNodes({what_if.upsert_nodes[i]}, now);
+    if (!upserted.rejected.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "what_if.upsert_nodes[", i, "]: ", upserted.rejected[0].second));
+    }
   }
-  // Model the new workload without registering it.
-  Workload w;
-  w.spec = std::move(spec);
-  w.queue = queue_ids_.at(w.spec.queue);
-  const PriorityClass* cls = FindClass(w.spec.priority_class);
-  w.priority = cls->value;
-  w.preemptible = cls->preemptible;
-  w.groups.reserve(w.spec.groups.size());
-  for (uint32_t g = 0; g < w.spec.groups.size(); ++g) {
-    const GroupSpec& gs = w.spec.groups[g];
-    w.groups.push_back(NewGroupState(
-        gs,
-        ReplicaFlags(ReplicasOf(gs.desired_count, gs.pods_per_replica), 1)));
+  for (size_t i = 0; i < what_if.queues.size(); ++i) {
+    // A what-if may change a queue the config file owns: only this copy
+    // changes.
+    if (auto it = queue_ids_.find(what_if.queues[i].name);
+        it != queue_ids_.end()) {
+      queues_[it->second.value()].from_config = false;
+    }
+    absl::StatusOr<QueueId> upserted = UpsertQueue(what_if.queues[i]);
+    if (!upserted.ok()) {
+      return absl::Status(upserted.status().code(),
+                          absl::StrCat("what_if.queues[", i,
+                                       "]: ", upserted.status().message()));
+    }
   }
-  w.ResetGroupOrder();
+  return absl::OkStatus();
+}
 
-  AllocateAnswer answer;
-  answer.workload_id = w.spec.id;
-  answer.revision = revision_;
-  answer.scale_hints.reserve(w.spec.groups.size());
-  for (const auto& gs : w.spec.groups)
-    answer.scale_hints.push_back({gs.name, 0});
-  PlannedRequest plan = PlanGangMinimum(w);
-  ResourceVector total = TotalOf(plan.request);
-  PendingReason reason = CheckQueues(w, total);
-  if (reason.code != PendingCode::kNone) {
-    answer.pending = std::move(reason);
-    return answer;
-  }
-  GangPlacement placement =
-      PlaceGang(nodes_, resources_, plan.request, Indexed());
-  if (placement.result != PlaceResult::kPlaced) {
-    answer.pending = {placement.result == PlaceResult::kNeverFits
-                          ? PendingCode::kUnsatisfiable
-                          : PendingCode::kCapacity,
-                      placement.message};
-    return answer;
-  }
-  answer.state = WorkloadState::kRunning;
-  answer.bindings.reserve(plan.slots.size());
-  ForEachPlacedPod(plan, placement, [&](uint32_t g, int32_t slot, NodeId node) {
-    answer.bindings.push_back(
-        {w.spec.groups[g].name, slot, nodes_[node.value()].name});
-  });
+absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec,
+                                                 const WhatIf& what_if,
+                                                 absl::Time now) const {
+  // The same path as a committed Allocate (Submit, then a cycle), on a copy:
+  // whatever that decides (order, victims, pipelining, elastic growth, a
+  // spec update of a live workload) the dry run says, and nothing else.
+  Scheduler copy(*this);
+  if (absl::Status s = copy.ApplyWhatIf(what_if, now); !s.ok()) return s;
+  if (absl::Status s = copy.Submit(spec, now); !s.ok()) return s;
+  copy.RunCycle(now);
+  absl::StatusOr<AllocateAnswer> answer = copy.Answer(spec.id);
+  if (answer.ok()) answer->revision = revision_;
   return answer;
 }
 

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/clone_ptr.h"
 #include "core/gang_placer.h"
 #include "core/node.h"
 #include "core/queue.h"
@@ -184,6 +185,17 @@ struct SchedulerOptions {
   int32_t max_queue_depth = 16;
 };
 
+// What a dry run assumes besides its workload, applied in this order to a
+// copy of the state (docs/API.md, "What if").
+struct WhatIf {
+  std::vector<std::string> remove_nodes;
+  std::vector<NodeSpec> upsert_nodes;  // added, or replacing a node's spec
+  std::vector<QueueSpec> queues;       // upserted, parents first
+  bool empty() const {
+    return remove_nodes.empty() && upsert_nodes.empty() && queues.empty();
+  }
+};
+
 // What a priority-class change does to classes live workloads still use.
 enum class ClassRemoval {
   kRefuse,  // a reload: removing a class a live workload uses is an error
@@ -252,9 +264,13 @@ class Scheduler {
   absl::StatusOr<ExplainAnswer> Explain(absl::string_view workload_id,
                                         absl::Time now);
 
-  // What Allocate would answer for `spec` now; commits nothing. Every
-  // resource name of `spec` must be known (InternResources).
-  absl::StatusOr<AllocateAnswer> DryRun(WorkloadSpec spec) const;
+  // What Allocate would answer for `spec` at `now`, as if `what_if` were
+  // made first; commits nothing. Decided by the code that commits, on a
+  // copy of the state: Submit, then one cycle (docs/SCHEDULING.md, "Dry
+  // runs and what-if"). The answer's revision is the current one.
+  absl::StatusOr<AllocateAnswer> DryRun(const WorkloadSpec& spec,
+                                        const WhatIf& what_if,
+                                        absl::Time now) const;
   bool KnowsResources(const WorkloadSpec& spec) const;
   // Makes every resource name of `spec` known; changes nothing else. Always
   // (a restore must load what was stored): requests check
@@ -281,10 +297,14 @@ class Scheduler {
   const Node* FindNode(absl::string_view name) const;
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<Queue>& queues() const { return queues_; }
-  const std::vector<std::unique_ptr<Workload>>& workloads() const {
+  const std::vector<ClonePtr<Workload>>& workloads() const {
     return workloads_;
   }
   const ResourceTable& resources() const { return resources_; }
+  // The placer's view of nodes() with both indexes (PlaceGang's options).
+  PlacerOptions Indexed() const {
+    return {.index = &node_index_, .topology = &topology_};
+  }
   std::vector<Binding> BindingsOf(const Workload& workload) const {
     return SlotsOn(workload, &GroupState::slot_node);
   }
@@ -340,6 +360,12 @@ class Scheduler {
   absl::Status CheckConsistency() const;
 
  private:
+  // A dry run's copy of the whole state (DryRun); nothing else copies one.
+  Scheduler(const Scheduler&) = default;
+  Scheduler& operator=(const Scheduler&) = delete;
+  // DryRun's what-if changes, on that copy; errors name what_if's field.
+  absl::Status ApplyWhatIf(const WhatIf& what_if, absl::Time now);
+
   struct PlannedRequest {
     GangRequest request;
     // The slot index of each pod of the request, in request order (as
@@ -411,10 +437,6 @@ class Scheduler {
   void TouchNode(NodeId id) {
     node_index_.Update(nodes_[id.value()], id.value());
     topology_.Touch(nodes_[id.value()], id.value());
-  }
-  // The placer's view of the nodes with both indexes.
-  PlacerOptions Indexed() const {
-    return {.index = &node_index_, .topology = &topology_};
   }
   void Bind(Workload& w, uint32_t group, int32_t slot, NodeId node);
   void Unbind(Workload& w, uint32_t group, int32_t slot);
@@ -586,7 +608,7 @@ class Scheduler {
   absl::flat_hash_map<std::string, QueueId> queue_ids_;
   uint64_t queue_seq_ = 0;
 
-  std::vector<std::unique_ptr<Workload>> workloads_;  // index = WorkloadId
+  std::vector<ClonePtr<Workload>> workloads_;  // index = WorkloadId
   std::vector<uint32_t> free_workload_ids_;
   absl::flat_hash_map<std::string, WorkloadId> workload_ids_;
   // Released workloads, oldest first, with their submit sequence (an id is

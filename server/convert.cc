@@ -328,6 +328,59 @@ absl::StatusOr<std::vector<NodeSpec>> ParseNodeList(
   return out;
 }
 
+absl::StatusOr<WhatIf> ParseWhatIf(const v1::WhatIf& in) {
+  WhatIf out;
+  absl::flat_hash_map<std::string, int> seen;
+  for (int i = 0; i < in.remove_nodes_size(); ++i) {
+    std::string field = absl::StrCat("what_if.remove_nodes[", i, "]");
+    if (auto s = CheckName(in.remove_nodes(i), field); !s.ok()) return s;
+    if (auto [it, added] = seen.emplace(in.remove_nodes(i), i); !added) {
+      return Invalid(
+          field,
+          absl::StrCat("duplicate node \"", in.remove_nodes(i),
+                       "\" (also what_if.remove_nodes[", it->second, "])"));
+    }
+    out.remove_nodes.push_back(in.remove_nodes(i));
+  }
+  seen.clear();
+  for (int i = 0; i < in.upsert_nodes_size(); ++i) {
+    std::string field = absl::StrCat("what_if.upsert_nodes[", i, "]");
+    absl::StatusOr<NodeSpec> node = ParseNode(in.upsert_nodes(i), field);
+    if (!node.ok()) return node.status();
+    if (auto [it, added] = seen.emplace(node->name, i); !added) {
+      return Invalid(
+          absl::StrCat(field, ".name"),
+          absl::StrCat("duplicate node \"", node->name,
+                       "\" (also what_if.upsert_nodes[", it->second, "])"));
+    }
+    out.upsert_nodes.push_back(*std::move(node));
+  }
+  for (int i = 0; i < in.queues_size(); ++i) {
+    absl::StatusOr<QueueSpec> queue =
+        ParseQueue(in.queues(i), absl::StrCat("what_if.queues[", i, "]"));
+    if (!queue.ok()) return queue.status();
+    out.queues.push_back(*std::move(queue));
+  }
+  return out;
+}
+
+absl::StatusOr<AllocateParsed> ParseAllocateRequest(
+    const v1::AllocateRequest& in) {
+  AllocateParsed out;
+  absl::StatusOr<WorkloadSpec> spec = ParseWorkloadRequest(in.workload());
+  if (!spec.ok()) return spec.status();
+  out.spec = *std::move(spec);
+  if (in.has_what_if()) {
+    if (!in.dry_run()) {
+      return Invalid("what_if", "only a dry run (dry_run: true) takes what_if");
+    }
+    absl::StatusOr<WhatIf> what_if = ParseWhatIf(in.what_if());
+    if (!what_if.ok()) return what_if.status();
+    out.what_if = *std::move(what_if);
+  }
+  return out;
+}
+
 absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in,
                                    absl::string_view field) {
   NodeSpec out;
@@ -361,19 +414,24 @@ absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in,
   return out;
 }
 
-absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in) {
+absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in,
+                                     absl::string_view field_path) {
   QueueSpec out;
-  if (auto s = CheckName(in.name(), "queue.name"); !s.ok()) return s;
+  if (auto s = CheckName(in.name(), absl::StrCat(field_path, ".name")); !s.ok())
+    return s;
   out.name = in.name();
   if (!in.parent().empty()) {
-    if (auto s = CheckName(in.parent(), "queue.parent"); !s.ok()) return s;
+    if (auto s = CheckName(in.parent(), absl::StrCat(field_path, ".parent"));
+        !s.ok())
+      return s;
     if (in.parent() == in.name())
-      return Invalid("queue.parent", "a queue cannot be its own parent");
+      return Invalid(absl::StrCat(field_path, ".parent"),
+                     "a queue cannot be its own parent");
   }
   out.parent = in.parent();
   out.priority = in.has_priority() ? in.priority() : 100;
   for (const auto& [name, res] : in.resources()) {
-    std::string field = absl::StrCat("queue.resources[\"", name, "\"]");
+    std::string field = absl::StrCat(field_path, ".resources[\"", name, "\"]");
     if (!IsResourceName(name)) return Invalid(field, "not a resource name");
     QueueResourceSpec spec;
     auto quota = ParseQueueAmount(res.quota().empty() ? "0" : res.quota(), name,
@@ -415,11 +473,11 @@ absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in) {
     }
     return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
   };
-  auto preempt =
-      duration(in.preempt_min_runtime(), "queue.preempt_min_runtime");
+  auto preempt = duration(in.preempt_min_runtime(),
+                          absl::StrCat(field_path, ".preempt_min_runtime"));
   if (!preempt.ok()) return preempt.status();
-  auto reclaim =
-      duration(in.reclaim_min_runtime(), "queue.reclaim_min_runtime");
+  auto reclaim = duration(in.reclaim_min_runtime(),
+                          absl::StrCat(field_path, ".reclaim_min_runtime"));
   if (!reclaim.ok()) return reclaim.status();
   out.preempt_min_runtime = *preempt;
   out.reclaim_min_runtime = *reclaim;
@@ -726,7 +784,7 @@ grpc::Status ToGrpc(const absl::Status& status) {
 namespace gangsched::server {
 
 absl::Status ValidateRequest(const v1::AllocateRequest& request) {
-  return ParseWorkloadRequest(request.workload()).status();
+  return ParseAllocateRequest(request).status();
 }
 
 absl::Status ValidateRequest(const v1::WatchRequest& request) {

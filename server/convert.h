@@ -45,7 +45,19 @@ absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in, absl::string_view field);
 // "Minimum runtime"): far past any useful value, and well inside what the
 // store keeps exactly (int64 nanoseconds, about 292 years).
 inline constexpr int64_t kMaxMinRuntimeSeconds = int64_t{100} * 365 * 86400;
-absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in);
+// Errors name `field_path`'s fields ("queue.name", "what_if.queues[0].name").
+absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in,
+                                     absl::string_view field_path = "queue");
+// An AllocateRequest's what_if: every node and queue parsed, node names
+// distinct; errors name what_if's fields.
+absl::StatusOr<WhatIf> ParseWhatIf(const v1::WhatIf& in);
+// An AllocateRequest: its workload, and what_if (only with dry_run).
+struct AllocateParsed {
+  WorkloadSpec spec;
+  WhatIf what_if;
+};
+absl::StatusOr<AllocateParsed> ParseAllocateRequest(
+    const v1::AllocateRequest& in);
 absl::StatusOr<std::vector<SlotRef>> ParseSlots(
     const google::protobuf::RepeatedPtrField<v1::SlotRef>& in);
 // Non-empty, at most kMaxNameLength, no whitespace or control characters.

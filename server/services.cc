@@ -492,28 +492,23 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
   GANGSCHED_GUARD("Allocate",
                   request->dry_run() ? Access::kRead : Access::kSchedule,
                   request->workload().id(), {});
-  auto spec = ParseWorkloadRequest(request->workload());
-  if (!spec.ok())
-    return Reject(metrics_, ctx, "Allocate", Invalid(spec.status()));
-  auto shared = std::make_shared<WorkloadSpec>(*std::move(spec));
+  auto parsed = ParseAllocateRequest(*request);
+  if (!parsed.ok())
+    return Reject(metrics_, ctx, "Allocate", Invalid(parsed.status()));
   if (request->dry_run()) {
-    // Off the core thread unless the spec names a resource never seen:
-    // interning it is a change, so the core does it first.
-    return DispatchRead(
-        core_, metrics_, ctx, "Allocate", response,
-        [shared, response](const Scheduler& s) {
-          // A read runs once (here or on the core), after `ready`/`prepare`.
-          auto answer = s.DryRun(std::move(*shared));
-          if (!answer.ok()) return ToGrpc(answer.status());
-          ToProto(*answer, response);
-          return grpc::Status::OK;
-        },
-        [shared](const Scheduler& s) { return s.KnowsResources(*shared); },
-        [shared](Scheduler& s) {
-          // Past the cap nothing is interned; the read then says why.
-          if (s.CheckResourceNames(*shared).ok()) s.InternResources(*shared);
-        });
+    // Off the core thread when the core allows it: the dry run decides on
+    // its own copy of the state (Scheduler::DryRun).
+    auto dry = std::make_shared<AllocateParsed>(*std::move(parsed));
+    return DispatchRead(core_, metrics_, ctx, "Allocate", response,
+                        [dry, response](const Scheduler& s) {
+                          auto answer =
+                              s.DryRun(dry->spec, dry->what_if, absl::Now());
+                          if (!answer.ok()) return ToGrpc(answer.status());
+                          ToProto(*answer, response);
+                          return grpc::Status::OK;
+                        });
   }
+  auto shared = std::make_shared<WorkloadSpec>(std::move(parsed->spec));
   auto applied = std::make_shared<absl::Status>();
   return DispatchWithId(
       core_, metrics_, ctx, "Allocate", request, response,

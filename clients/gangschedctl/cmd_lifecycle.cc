@@ -44,6 +44,22 @@ int RunAllocate(CommandContext& context, const ParsedArgs& args) {
   absl::Status load =
       YamlToMessage(items->front(), path, request.mutable_workload());
   if (!load.ok()) return ReportError(load);
+  if (args.Has("what-if")) {
+    if (!request.dry_run())
+      return context.UsageError("--what-if needs --dry-run");
+    const std::string what_if_path = args.Get("what-if");
+    absl::StatusOr<std::vector<YAML::Node>> what_if =
+        LoadYamlItems(what_if_path, "");
+    if (!what_if.ok()) return ReportError(what_if.status());
+    if (what_if->size() != 1) {
+      return ReportError(absl::InvalidArgumentError(
+          absl::StrCat(what_if_path, ": holds ", what_if->size(),
+                       " objects; --what-if takes one WhatIf")));
+    }
+    load = YamlToMessage(what_if->front(), what_if_path,
+                         request.mutable_what_if());
+    if (!load.ok()) return ReportError(load);
+  }
 
   if (args.Has("print-request")) {
     PrintJson(request);
@@ -169,18 +185,27 @@ std::vector<CommandDef> LifecycleCommands() {
   std::vector<CommandDef> commands;
   commands.push_back(
       {.name = "allocate",
-       .synopsis = "allocate -f SPEC.yaml [--dry-run] [--request-id ID]",
+       .synopsis = "allocate -f SPEC.yaml [--dry-run [--what-if WHATIF.yaml]] "
+                   "[--request-id ID]",
        .summary = "submit or update a workload (gang) and print the decision",
        .description =
            "SPEC.yaml (\"-\" for stdin) is a WorkloadSpec with the proto "
            "field names; enum values\nmay be short (strategy: SPREAD). See "
-           "config/examples/workload.yaml.",
+           "config/examples/workload.yaml.\n--what-if WHATIF.yaml (with "
+           "--dry-run) answers as if "
+           "nodes were removed or\nadded and queues changed first; see "
+           "config/examples/what-if.yaml.",
        .flags = {{.name = "file",
                   .short_name = 'f',
                   .takes_value = true,
                   .value_name = "FILE",
                   .help = "YAML WorkloadSpec (required)"},
                  kDryRunFlag,
+                 {.name = "what-if",
+                  .takes_value = true,
+                  .value_name = "FILE",
+                  .help = "with --dry-run: YAML WhatIf (remove_nodes, "
+                          "upsert_nodes, queues) assumed first"},
                  kRequestIdFlag,
                  {.name = "print-request",
                   .hidden = true,

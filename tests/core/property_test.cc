@@ -430,6 +430,121 @@ class RandomRun {
     }
   }
 
+  // A request's answer in words: everything a dry run must get right.
+  static std::string Describe(const AllocateAnswer& a) {
+    std::string out =
+        absl::StrCat(ToString(a.state), " [", ToString(a.pending.code), ": ",
+                     a.pending.message, "] bound:");
+    for (const Binding& b : a.bindings)
+      absl::StrAppend(&out, " ", b.group, "/", b.index, "@", b.node);
+    absl::StrAppend(&out, " nominated:");
+    for (const Binding& b : a.nominated)
+      absl::StrAppend(&out, " ", b.group, "/", b.index, "@", b.node);
+    absl::StrAppend(&out, " evictions:");
+    for (const Eviction& e : a.evictions) {
+      absl::StrAppend(&out, " ", e.workload, "(", static_cast<int>(e.reason),
+                      ",", e.preemptor, ")");
+      for (const SlotRef& r : e.slots)
+        absl::StrAppend(&out, " ", r.group, "/", r.index);
+    }
+    absl::StrAppend(&out, " hints:");
+    for (const ScaleHint& h : a.scale_hints)
+      absl::StrAppend(&out, " ", h.group, "=", h.grantable);
+    return out;
+  }
+
+  // A new workload or a spec update of a live one, sometimes with what-if
+  // changes (a node added or removed, team-a's quota changed): its dry run
+  // changes nothing, and answers what the committed request then answers
+  // (the what-if changes and the submit in one batch, then one cycle), and
+  // Explain names the same pending reason. Returns what differed.
+  std::string DryRunThenCommit(int step) {
+    now_ += absl::Seconds(Pick(4) == 0 ? Pick(40) : 1);
+    WorkloadSpec spec;
+    const gangsched::Workload* live =
+        ids_.empty() ? nullptr : s_->FindWorkload(ids_[Pick(ids_.size())]);
+    if (live != nullptr && live->state != WorkloadState::kReleased &&
+        Pick(3) == 0) {
+      spec = live->spec;
+      GroupSpec& g = spec.groups.back();
+      g.desired_count =
+          std::min(g.max_count, g.min_count + g.pods_per_replica * Pick(3));
+    } else {
+      static const char* kClasses[] = {"train", "build-preemptible", "build",
+                                       "inference"};
+      int h = 1 + Pick(2);
+      int min = h * (1 + Pick(2));
+      int desired = min + h * Pick(2);
+      spec = Workload(
+          absl::StrCat("d", step, "-", Pick(1000)),
+          {Group("head", 0, 1, 1),
+           Group("w", 1 + Pick(4), min, desired, desired + h * Pick(2), h)},
+          leaves_[Pick(leaves_.size())], kClasses[Pick(4)]);
+      if (Pick(4) == 0) spec.placement.topology_key = "zone";
+    }
+    WhatIf what_if;
+    if (Pick(4) == 0) {
+      what_if.upsert_nodes.push_back(GpuNode(absl::StrCat("n", Pick(6)),
+                                             4 * (1 + Pick(2)),
+                                             {{"zone", Pick(2) ? "a" : "b"}}));
+    }
+    if (Pick(5) == 0 && !s_->nodes().empty()) {
+      const Node& n = s_->nodes()[Pick(s_->nodes().size())];
+      bool upserted = !what_if.upsert_nodes.empty() &&
+                      what_if.upsert_nodes[0].name == n.name;
+      if (n.live && !upserted) what_if.remove_nodes.push_back(n.name);
+    }
+    if (Pick(5) == 0) {
+      QueueSpec q = s_->FindQueue("team-a")->spec;
+      q.resources[0].second.quota = 1000 * Pick(5);
+      what_if.queues.push_back(q);
+    }
+
+    const int64_t revision = s_->revision();
+    absl::StatusOr<AllocateAnswer> dry = s_->DryRun(spec, what_if, now_);
+    if (s_->revision() != revision) return "the dry run moved the revision";
+    if (!s_->TakeEvents().empty()) return "the dry run recorded events";
+    if (!s_->TakeChanges().empty()) return "the dry run reported changes";
+    if (std::string diff = mirror_.Diff(*s_); !diff.empty())
+      return absl::StrCat("the dry run changed the state: ", diff);
+
+    s_->RemoveNodes(what_if.remove_nodes, now_);
+    s_->UpsertNodes(what_if.upsert_nodes, now_);
+    for (const QueueSpec& q : what_if.queues) {
+      if (!s_->UpsertQueue(q).ok()) return "a what-if queue was refused";
+    }
+    absl::Status submitted = s_->Submit(spec, now_);
+    s_->RunCycle(now_);
+    std::string verdict;
+    if (dry.ok() != submitted.ok()) {
+      verdict = absl::StrCat("dry run: ", dry.status().ToString(),
+                             "; committed: ", submitted.ToString());
+    } else if (!dry.ok()) {
+      if (dry.status() != submitted) {
+        verdict = absl::StrCat("dry run: ", dry.status().ToString(),
+                               "; committed: ", submitted.ToString());
+      }
+    } else {
+      ids_.push_back(spec.id);
+      absl::StatusOr<AllocateAnswer> committed = s_->Answer(spec.id);
+      if (!committed.ok()) return "the committed workload is gone";
+      if (dry->revision != revision) {
+        verdict = "the dry run's revision is not the current one";
+      } else if (Describe(*dry) != Describe(*committed)) {
+        verdict = absl::StrCat("\n dry run:   ", Describe(*dry),
+                               "\n committed: ", Describe(*committed));
+      } else if (absl::StatusOr<ExplainAnswer> why = s_->Explain(spec.id, now_);
+                 !why.ok() || !(why->pending == committed->pending)) {
+        verdict = absl::StrCat(
+            "Explain: ", why.ok() ? ToString(why->pending.code) : "error",
+            "; committed: ", ToString(committed->pending.code));
+      }
+    }
+    s_->TakeEvents();
+    mirror_.Apply(*s_, s_->TakeChanges());
+    return verdict;
+  }
+
   // Every invariant; returns a description of the first broken one.
   std::string Check() const {
     std::map<uint32_t, ResourceVector> used, reserved;
@@ -561,6 +676,36 @@ class RandomRun {
   std::vector<std::string> leaves_;
   std::vector<std::string> ids_;
 };
+
+// For any request in any state the random operations reach, a dry run
+// answers exactly what the committed request then answers (bindings,
+// nominations, evictions, state, pending reason, scale hints; the revision
+// aside), with and without what-if changes, and commits nothing.
+TEST(PropertyTest, ADryRunAnswersWhatTheCommittedRequestDoes) {
+  const int kSequences =
+      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 600;
+  constexpr int kSteps = 40;
+  int compared = 0;
+  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+    RandomRun run(seed);
+    run.s_->UpsertNodes(
+        {GpuNode("n0", 8, {{"zone", "a"}}), GpuNode("n1", 8, {{"zone", "b"}})},
+        run.now_);
+    run.mirror_.Apply(*run.s_, run.s_->TakeChanges());
+    for (int step = 0; step < kSteps; ++step) {
+      if (run.Pick(3) == 0) {
+        ASSERT_EQ(run.DryRunThenCommit(step), "")
+            << "seed " << seed << " step " << step;
+        ++compared;
+      } else {
+        run.Step(step);
+      }
+      if (::testing::Test::HasFatalFailure()) return;
+      ASSERT_EQ(run.Check(), "") << "seed " << seed << " step " << step;
+    }
+  }
+  EXPECT_GT(compared, kSequences * kSteps / 4);
+}
 
 TEST(PropertyTest, RandomSequencesKeepEveryInvariant) {
   // PROP_SEQUENCES=N runs more (or fewer) sequences by hand.

@@ -483,20 +483,20 @@ TEST_F(SchedulerTest, QueueTreeRejectsCyclesAndDeletesOnlyEmptyLeaves) {
 TEST_F(SchedulerTest, DryRunCommitsNothing) {
   Nodes(1, 8);
   int64_t revision = s_.revision();
-  auto answer = s_.DryRun(Workload("ray/a", {Group("w", 4, 2, 2)}));
+  auto answer = s_.DryRun(Workload("ray/a", {Group("w", 4, 2, 2)}), {}, Now());
   ASSERT_TRUE(answer.ok());
   EXPECT_EQ(answer->state, WorkloadState::kRunning);
   EXPECT_EQ(answer->bindings.size(), 2u);
   EXPECT_EQ(s_.FindWorkload("ray/a"), nullptr);
   EXPECT_EQ(s_.revision(), revision);
   EXPECT_EQ(s_.nodes()[0].used.Get(kGpu), 0);
-  auto too_big = s_.DryRun(Workload("ray/b", {Group("w", 4, 3, 3)}));
+  auto too_big = s_.DryRun(Workload("ray/b", {Group("w", 4, 3, 3)}), {}, Now());
   EXPECT_EQ(too_big->pending.code, PendingCode::kUnsatisfiable);
 }
 
-// New resource names are kept for good; requests (a viewer's dry runs
-// among them) may bring only so many, or they would grow every queue's and
-// node's vectors, the metrics and each cycle without bound.
+// New resource names are kept for good; requests may bring only so many,
+// or they would grow every queue's and node's vectors, the metrics and
+// each cycle without bound. A dry run's names live on its copy only.
 TEST_F(SchedulerTest, ResourceNamesFromRequestsAreBounded) {
   Nodes(1, 8);
   const int known = static_cast<int>(s_.resources().size());
@@ -504,9 +504,11 @@ TEST_F(SchedulerTest, ResourceNamesFromRequestsAreBounded) {
   for (int i = 0; i < 200; ++i) {
     WorkloadSpec w = Workload(absl::StrCat("ray/r", i), {Group("w", 0, 1, 1)});
     w.groups[0].resources.push_back({absl::StrCat("example.com/r", i), 1000});
-    bool dry = i % 2 == 0;
-    if (dry && s_.CheckResourceNames(w).ok()) s_.InternResources(w);
-    absl::Status status = dry ? s_.DryRun(w).status() : s_.Submit(w, Now());
+    const size_t names = s_.resources().size();
+    auto dry = s_.DryRun(w, {}, Now());
+    EXPECT_EQ(s_.resources().size(), names) << "a dry run interned a name";
+    absl::Status status = s_.Submit(w, Now());
+    EXPECT_EQ(dry.ok(), status.ok()) << dry.status() << " / " << status;
     if (!status.ok()) {
       ++refused;
       EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -521,7 +523,7 @@ TEST_F(SchedulerTest, ResourceNamesFromRequestsAreBounded) {
   // Names already known still work.
   WorkloadSpec again = Workload("ray/again", {Group("w", 0, 1, 1)});
   again.groups[0].resources.push_back({"example.com/r1", 1000});
-  EXPECT_TRUE(s_.DryRun(again).ok());
+  EXPECT_TRUE(s_.DryRun(again, {}, Now()).ok());
   // A restore interns whatever was stored, cap or not (the next start must
   // load its state): only requests are checked.
   WorkloadSpec stored = Workload("ray/stored", {Group("w", 0, 1, 1)});
@@ -552,21 +554,17 @@ TEST_F(SchedulerTest, UnboundWorkloadMovesToAnotherQueue) {
   EXPECT_TRUE(s_.CheckConsistency().ok()) << s_.CheckConsistency();
 }
 
-// A dry run reads the state only: a resource name nobody mentioned yet must
-// be interned first (on the core thread), and is then simply unsatisfiable.
-TEST_F(SchedulerTest, DryRunNeedsInternedResourceNames) {
+// A dry run of a resource name nobody mentioned yet answers like the
+// Allocate would (unsatisfiable: no node has it) and leaves the name
+// unknown: it was interned in the dry run's copy only.
+TEST_F(SchedulerTest, DryRunOfANewResourceNameChangesNothing) {
   Nodes(1, 8);
   WorkloadSpec spec = Workload("ray/a", {Group("w", 1, 1, 1)});
   spec.groups[0].resources.emplace_back("example.com/fpga", 1000);
-  EXPECT_FALSE(s_.KnowsResources(spec));
-  auto refused = s_.DryRun(spec);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  s_.InternResources(spec);
-  EXPECT_TRUE(s_.KnowsResources(spec));
-  auto answer = s_.DryRun(spec);
+  auto answer = s_.DryRun(spec, {}, Now());
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->pending.code, PendingCode::kUnsatisfiable);
+  EXPECT_FALSE(s_.KnowsResources(spec));
   EXPECT_EQ(s_.FindWorkload("ray/a"), nullptr);
 }
 

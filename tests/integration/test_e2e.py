@@ -183,9 +183,10 @@ class E2ETestCase(unittest.TestCase):
         self.assertEqual(len(reply.rejected), 0)
         return reply
 
-    def allocate(self, spec, request_id="", dry_run=False):
+    def allocate(self, spec, request_id="", dry_run=False, what_if=None):
         return self.sched.Allocate(
-            pb.AllocateRequest(request_id=request_id, workload=spec, dry_run=dry_run),
+            pb.AllocateRequest(request_id=request_id, workload=spec, dry_run=dry_run,
+                               what_if=what_if),
             timeout=RPC_TIMEOUT_S)
 
     def release(self, wid, slots=(), shrink=False, request_id=""):
@@ -500,8 +501,8 @@ class DryRunTest(E2ETestCase):
         self.assertEqual(len(r.bindings), 0)
         self.assert_rpc_error(grpc.StatusCode.NOT_FOUND, self.get_workload, "ns/too-big")
 
-        # A resource no node, queue or workload named yet: answered by the
-        # core (which learns the name), not off-thread; it can never fit.
+        # A resource no node, queue or workload named yet: learnt on the dry
+        # run's copy only; it can never fit.
         fpga = workload("ns/fpga", group("worker", {"example.com/fpga": "1"}, 1, 1))
         for _ in range(2):  # the second time the name is known
             r = self.allocate(fpga, dry_run=True)
@@ -515,6 +516,77 @@ class DryRunTest(E2ETestCase):
         real = self.allocate(spec)
         self.assertEqual(real.state, types.WORKLOAD_STATE_RUNNING)
         self.assertEqual(self.allocated(GPU), 16)
+
+    def test_dry_run_predicts_preemption(self):
+        """A dry run answers what the Allocate then does: here a preemption
+        (PIPELINED, the victim's eviction, the nominated node), which a
+        dry run that only placed the gang would have called CAPACITY."""
+        self.upsert_nodes(node("n0", 8))
+        train = self.allocate(workload("ns/train", group("w", {GPU: "8"}, 1, 1),
+                                       priority_class="train"))
+        self.assertEqual(train.state, types.WORKLOAD_STATE_RUNNING)
+        infer = workload("ns/infer", group("w", {GPU: "8"}, 1, 1),
+                         priority_class="inference")
+        dry = self.allocate(infer, dry_run=True)
+        self.assertEqual(dry.state, types.WORKLOAD_STATE_PIPELINED, str(dry))
+        self.assertEqual([(e.workload_id, e.reason) for e in dry.evictions],
+                         [("ns/train", "preempt")])
+        self.assertEqual([b.node for b in dry.nominated], ["n0"])
+        # Nothing happened: the victim runs on, unevicted.
+        status = self.get_workload("ns/train")
+        self.assertEqual(status.state, types.WORKLOAD_STATE_RUNNING)
+        self.assertEqual(len(status.evictions), 0)
+        self.assertEqual(dry.revision, train.revision)
+        real = self.allocate(infer)
+        strip = lambda r: r.SerializeToString(deterministic=True)  # noqa: E731
+        dry.ClearField("revision")
+        real.ClearField("revision")
+        self.assertEqual(strip(dry), strip(real))
+
+    def test_what_if(self):
+        self.upsert_nodes(node("n0", 8))
+        big = workload("ns/big", group("w", {GPU: "8"}, 2, 2))
+        self.assertEqual(self.allocate(big, dry_run=True).state,
+                         types.WORKLOAD_STATE_PENDING)
+        # As if a node were added: it would run, across both.
+        r = self.allocate(big, dry_run=True,
+                          what_if=pb.WhatIf(upsert_nodes=[node("n1", 8)]))
+        self.assertEqual(r.state, types.WORKLOAD_STATE_RUNNING, str(r.pending))
+        self.assertEqual(sorted(b.node for b in r.bindings), ["n0", "n1"])
+        # As if n0 were drained: a 1-GPU gang would wait.
+        small = workload("ns/small", group("w", {GPU: "1"}, 1, 1))
+        r = self.allocate(small, dry_run=True, what_if=pb.WhatIf(remove_nodes=["n0"]))
+        self.assertEqual(r.state, types.WORKLOAD_STATE_PENDING)
+        # As if the default queue's GPU limit were 0.
+        capped = types.Queue(name="default", resources={
+            GPU: types.QueueResource(quota="0", limit="0")})
+        r = self.allocate(small, dry_run=True, what_if=pb.WhatIf(queues=[capped]))
+        self.assertEqual(r.pending.code, types.PENDING_CODE_QUEUE_LIMIT, str(r.pending))
+        # None of it happened.
+        self.assertEqual([n.node.name for n in self.snapshot().nodes], ["n0"])
+        self.assertEqual(self.queue_status().queue.resources.get(GPU, None), None)
+        self.assertEqual(len(self.list_workloads().workloads), 0)
+        self.assertEqual(self.allocate(small).state, types.WORKLOAD_STATE_RUNNING)
+
+        # Wrong what-ifs are refused, naming the field; nothing changes.
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        for what_if, dry_run, code, field in [
+                (pb.WhatIf(remove_nodes=["n9"]), True, invalid, "what_if.remove_nodes[0]"),
+                (pb.WhatIf(remove_nodes=["n0", "n0"]), True, invalid,
+                 "what_if.remove_nodes[1]"),
+                (pb.WhatIf(upsert_nodes=[types.Node(name="n2", allocatable={"cpu": "lots"})]),
+                 True, invalid, 'what_if.upsert_nodes[0].allocatable["cpu"]'),
+                (pb.WhatIf(queues=[types.Queue(name="")]), True, invalid,
+                 "what_if.queues[0].name"),
+                (pb.WhatIf(queues=[types.Queue(name="q", parent="nope")]), True,
+                 grpc.StatusCode.NOT_FOUND, "what_if.queues[0]"),
+                (pb.WhatIf(upsert_nodes=[node("n1", 8)]), False, invalid, "what_if")]:
+            with self.assertRaises(grpc.RpcError) as caught:
+                self.allocate(big, dry_run=dry_run, what_if=what_if)
+            self.assertEqual(caught.exception.code(), code, caught.exception.details())
+            self.assertIn(field, caught.exception.details())
+        self.assertEqual([n.node.name for n in self.snapshot().nodes], ["n0"])
+        self.assertEqual(len(self.list_workloads().workloads), 1)
 
 
 # ---------------------------------------------------------------------------

@@ -128,7 +128,7 @@ TEST(CoreLoopTest, OffThreadReadsSeeWholeBatches) {
         if (!s.CheckConsistency().ok()) ++inconsistent;
         WorkloadSpec probe = Workload("probe", {Group("w", 2, 2, 2)}, "q");
         probe.placement.topology_key = "zone";
-        if (!s.DryRun(probe).ok()) ++inconsistent;
+        if (!s.DryRun(probe, {}, absl::Now()).ok()) ++inconsistent;
         return true;
       });
       if (here) ++reads_here;

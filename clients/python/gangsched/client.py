@@ -210,14 +210,17 @@ class Client:
     # -- Scheduler ----------------------------------------------------------
 
     def allocate(self, spec: Any, *, request_id: str | None = None,
-                 dry_run: bool = False, timeout: float | None = None) -> Any:
+                 dry_run: bool = False, what_if: Any = None,
+                 timeout: float | None = None) -> Any:
         """Submits or updates a workload; ``spec`` is a WorkloadSpec or a
-        dict for :func:`gangsched.workload_spec`."""
+        dict for :func:`gangsched.workload_spec`. ``what_if`` (a WhatIf,
+        dry runs only) answers as if nodes were removed or added and
+        queues changed first."""
         if isinstance(spec, Mapping):
             spec = workload_spec(spec)
         request = _stubs.scheduler_pb2.AllocateRequest(
             request_id=request_id or new_request_id("allocate-"),
-            workload=spec, dry_run=dry_run)
+            workload=spec, dry_run=dry_run, what_if=what_if)
         return self.call("Allocate", self.scheduler.Allocate, request,
                          timeout)
 
