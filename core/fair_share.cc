@@ -29,6 +29,8 @@
 #include <cmath>
 #include <span>
 
+#include "core/scheduler.h"
+
 namespace gangsched {
 namespace {
 
@@ -276,6 +278,68 @@ std::vector<int64_t> ComputeFairShares(
     divider.DivideLevel(children_of(i), shares[i]);
   }
   return shares;
+}
+
+namespace {
+
+// Granularity of fair shares: 1 GPU (or extended-resource unit), 1
+// millicore, 1 MiB of memory-like resources.
+int64_t FairShareUnit(const ResourceTable& table, ResourceId r) {
+  if (table.Scale(r) == QuantityScale::kBytes) return int64_t{1} << 20;
+  return r == kCpu ? 1 : 1000;
+}
+
+}  // namespace
+
+void Scheduler::RecomputeFairShares() {
+  fair_share_dirty_ = false;
+  // Parents before children: breadth-first from the top-level queues.
+  std::vector<QueueId> order;
+  for (const Queue& q : queues_) {
+    if (q.live && !q.parent.valid()) order.push_back(q.id);
+  }
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (QueueId child : queues_[order[i].value()].children)
+      order.push_back(child);
+  }
+  std::vector<int32_t> index(queues_.size(), -1);
+  for (size_t i = 0; i < order.size(); ++i)
+    index[order[i].value()] = static_cast<int32_t>(i);
+
+  ResourceVector total;
+  for (const Node& n : nodes_) {
+    if (n.live && n.schedulable) total += n.allocatable;
+  }
+  for (Queue& q : queues_) {
+    q.fair_share.Clear();
+    ++q.version;
+  }
+  std::vector<FairShareInput> inputs(order.size());
+  for (size_t r = 0; r < resources_.size(); ++r) {
+    ResourceId rid(static_cast<uint32_t>(r));
+    bool wanted = false;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const Queue& q = queues_[order[i].value()];
+      FairShareInput& in = inputs[i];
+      in.parent = q.parent.valid() ? index[q.parent.value()] : -1;
+      in.priority = q.spec.priority;
+      in.created_seq = q.created_seq;
+      in.name = q.spec.name;
+      // A resource a queue does not list has quota 0 here (it only shares
+      // over quota, by weight 1) and no cap.
+      in.quota = q.Lists(rid) ? q.QuotaOf(rid) : 0;
+      in.limit = q.LimitOf(rid);
+      in.over_quota_weight = q.WeightOf(rid);
+      in.request = q.requested.Get(rid);
+      wanted |= in.request > 0;
+    }
+    if (!wanted) continue;
+    std::vector<int64_t> shares = ComputeFairShares(
+        inputs, total.Get(rid), FairShareUnit(resources_, rid));
+    for (size_t i = 0; i < order.size(); ++i) {
+      queues_[order[i].value()].fair_share.Set(rid, shares[i]);
+    }
+  }
 }
 
 }  // namespace gangsched

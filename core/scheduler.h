@@ -1,7 +1,11 @@
 // The one owner of scheduling state: nodes, queues, workloads, bindings and
-// the event revision. Implemented in scheduler.cc (commands, bookkeeping,
-// answers), cycle.cc (the cycle and its order), victims.cc (reclaim,
-// preempt, evictions) and explain.cc. Commands change state; RunCycle places
+// the event revision. Implemented one rule per file (docs/SCHEDULING.md,
+// "Where each rule lives"): scheduler.cc (workload commands, bookkeeping,
+// answers), cluster_state.cc (nodes, bind / unbind / reserve),
+// queue_tree.cc (queues and roll-ups), queue_checks.cc, fair_share.cc,
+// order.cc, cycle.cc, preempt.cc, reclaim.cc, victims.cc, pipeline.cc,
+// stale.cc, elastic.cc, manual_eviction.cc, dry_run.cc, explain.cc and
+// persistence.cc. Commands change state; RunCycle places
 // what can be placed; every change is recorded as an Event with a revision. Not
 // thread-safe by design: the server runs it on one thread. No clock: every
 // call that needs time is given `now`.
@@ -502,7 +506,10 @@ class Scheduler {
   void Commit(Workload& w, const PlannedRequest& plan,
               const GangPlacement& placement, absl::Time now);
 
-  // cycle.cc: the phases of a cycle and the fair-share order.
+  // cycle.cc: the phases of a cycle; fair_share.cc (RecomputeFairShares),
+  // order.cc and order.h (the fair-share order), pipeline.cc
+  // (CompletePipelined), stale.cc (ExpireStaleGangs), elastic.cc
+  // (GrowElastic).
   void RecomputeFairShares();
   void ExpireStaleGangs(absl::Time now);
   void CompletePipelined(absl::Time now);
@@ -552,7 +559,13 @@ class Scheduler {
   // pods stay bound until their evictions are confirmed).
   void TryGangMinimum(Workload& w, const ResourceVector& need, absl::Time now);
 
-  // victims.cc: reclaim, preempt and evictions.
+  // preempt.cc: whether a workload may give up room at all, and whether
+  // `preemptor` may take it inside its own queue.
+  static bool MayBeVictim(const Workload& w);
+  static bool MayPreempt(const Workload& preemptor, const Workload& victim);
+
+  // victims.cc (choice), reclaim.cc (eligibility across queues),
+  // pipeline.cc (Pipeline, CompletePipelined, settling evictions).
   std::optional<VictimPlan> FindVictims(const Workload& preemptor,
                                         const PlannedRequest& plan,
                                         absl::Time now,

@@ -1,6 +1,8 @@
-// Reclaim across queues, preempt inside a queue, the choice of a minimal set
-// of victims (docs/SCHEDULING.md, "Taking resources back"), pipelining
-// ("Pipelining and confirmation") and the Preempt command.
+// The choice of victims (docs/SCHEDULING.md, "Taking resources back"): the
+// candidates (preempt.cc's rule in the preemptor's queue, reclaim.cc's in
+// the others), the units they come in (an elastic replica, or the whole gang
+// once its min runtime is over), the order they are taken in, the minimal
+// set, and the evictions announced for it.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -10,35 +12,6 @@
 #include "core/scheduler.h"
 
 namespace gangsched {
-namespace {
-
-// Bound, not-evicting replicas above the minimum: the elastic ones, highest
-// index first.
-std::vector<std::vector<std::pair<uint32_t, int32_t>>> ElasticReplicas(
-    const Workload& w) {
-  std::vector<std::vector<std::pair<uint32_t, int32_t>>> out;
-  for (auto it = w.group_order.rbegin(); it != w.group_order.rend(); ++it) {
-    uint32_t g = *it;
-    const GroupState& state = w.groups[g];
-    int32_t h = state.pods_per_replica;
-    int32_t excess = state.BoundReplicas() - state.min_replicas;
-    for (int32_t r = static_cast<int32_t>(state.replica_live.size()) - 1;
-         r >= 0 && excess > 0; --r) {
-      if (!state.replica_live[r] || !state.ReplicaBound(r)) continue;
-      bool evicting = false;
-      for (int32_t p = 0; p < h; ++p)
-        evicting |= state.slot_evicting[r * h + p] != 0;
-      --excess;  // an evicting replica still counts as above the minimum
-      if (evicting) continue;
-      std::vector<std::pair<uint32_t, int32_t>> replica;
-      for (int32_t p = 0; p < h; ++p) replica.emplace_back(g, r * h + p);
-      out.push_back(std::move(replica));
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 absl::string_view ToString(EvictionReason reason) {
   switch (reason) {
@@ -97,8 +70,7 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
     for (uint32_t id : q.active) {
       Workload& v = *workloads_[id];
       if (&v == &preemptor) continue;
-      if (v.state != WorkloadState::kRunning || !v.preemptible) continue;
-      if (same_queue && v.priority >= preemptor.priority) continue;
+      if (same_queue ? !MayPreempt(preemptor, v) : !MayBeVictim(v)) continue;
       if (!same_queue && !frees_reclaimable(v)) continue;
       EvictionReason reason =
           same_queue ? EvictionReason::kPreempt : EvictionReason::kReclaim;
@@ -107,7 +79,7 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
         ++(reclaim ? notes->reclaimable_elsewhere
                    : notes->in_queue_lower_priority);
       }
-      for (auto& replica : ElasticReplicas(v)) {
+      for (auto& replica : v.ElasticReplicas()) {
         out.push_back({&v, std::move(replica), false, reason});
       }
       // The whole gang only once it has run its minimum time.
@@ -149,114 +121,7 @@ std::vector<Scheduler::VictimUnit> Scheduler::InheritedVictims(
   return out;
 }
 
-std::optional<std::pair<QueueId, QueueId>> Scheduler::MeetingChildren(
-    QueueId a, QueueId b) const {
-  auto parent = [&](QueueId q) { return queues_[q.value()].parent; };
-  auto depth = [&](QueueId q) {
-    int d = 0;
-    for (; q.valid(); q = parent(q)) ++d;
-    return d;
-  };
-  int da = depth(a), db = depth(b);
-  for (; da > db; --da) a = parent(a);
-  for (; db > da; --db) b = parent(b);
-  if (a == b) return std::nullopt;  // one path contains the other
-  while (parent(a) != parent(b)) {
-    a = parent(a);
-    b = parent(b);
-  }
-  return std::make_pair(a, b);
-}
-
-namespace {
-
-// The preemptor's side of a reclaim (docs/SCHEDULING.md): may it take `need`
-// more?
-struct ReclaimerSide {
-  bool ok = true;  // within fair share (within quota if non-preemptible)
-  bool within_quota = true;
-};
-
-ReclaimerSide CheckReclaimer(const Queue& a, bool preemptible,
-                             const ResourceVector& need) {
-  bool within_fair = true, within_quota = true;
-  for (size_t i = 0; i < need.size(); ++i) {
-    ResourceId r(static_cast<uint32_t>(i));
-    if (need.Get(r) <= 0) continue;
-    int64_t quota = a.QuotaOf(r);
-    int64_t used =
-        preemptible ? a.allocated.Get(r) : a.allocated_non_preemptible.Get(r);
-    if (a.allocated.Get(r) + need.Get(r) > a.fair_share.Get(r))
-      within_fair = false;
-    if (quota != kUnlimited && used + need.Get(r) > quota) within_quota = false;
-  }
-  return {preemptible ? within_fair : within_quota, within_quota};
-}
-
-// The victim's side for one resource: does b hold more than it should once
-// `removed` is gone?
-bool VictimSideOver(const Queue& b, ResourceId r, int64_t removed,
-                    const ReclaimerSide& a) {
-  int64_t left = b.allocated.Get(r) - removed;
-  if (left > b.fair_share.Get(r)) return true;
-  return b.QuotaOf(r) != kUnlimited && left > b.QuotaOf(r) && a.within_quota;
-}
-
-}  // namespace
-
-bool Scheduler::Eligible(const Workload& preemptor, const VictimUnit& unit,
-                         const ResourceVector& need,
-                         const std::vector<VictimUnit>& chosen) const {
-  if (unit.reason == EvictionReason::kPreempt) return true;
-  // Reclaim: compare the two queues where the paths meet.
-  auto sides = MeetingChildren(preemptor.queue, unit.workload->queue);
-  if (!sides) return false;
-  const Queue& a = queues_[sides->first.value()];
-  const Queue& b = queues_[sides->second.value()];
-  ReclaimerSide a_side = CheckReclaimer(a, preemptor.preemptible, need);
-  if (!a_side.ok) return false;
-  auto under = [&](QueueId q, QueueId leaf) {
-    for (QueueId x = leaf; x.valid(); x = queues_[x.value()].parent) {
-      if (x == q) return true;
-    }
-    return false;
-  };
-  // What the already chosen victims take from b's side.
-  ResourceVector removed;
-  std::set<std::pair<const Workload*, std::pair<uint32_t, int32_t>>> seen;
-  for (const VictimUnit& c : chosen) {
-    if (!under(b.id, c.workload->queue)) continue;
-    for (auto slot : c.slots) {
-      if (seen.insert({c.workload, slot}).second)
-        removed += c.workload->groups[slot.first].pod;
-    }
-  }
-  ResourceVector frees;
-  for (auto slot : unit.slots) frees += unit.workload->groups[slot.first].pod;
-  for (size_t i = 0; i < need.size(); ++i) {
-    ResourceId r(static_cast<uint32_t>(i));
-    if (need.Get(r) <= 0 || frees.Get(r) <= 0) continue;
-    if (VictimSideOver(b, r, removed.Get(r), a_side)) return true;
-  }
-  return false;
-}
-
-std::vector<uint8_t> Scheduler::ReclaimableResources(
-    const Workload& preemptor, QueueId victim_leaf,
-    const ResourceVector& need) const {
-  std::vector<uint8_t> out(need.size(), 0);
-  auto sides = MeetingChildren(preemptor.queue, victim_leaf);
-  if (!sides) return out;
-  const Queue& a = queues_[sides->first.value()];
-  const Queue& b = queues_[sides->second.value()];
-  ReclaimerSide a_side = CheckReclaimer(a, preemptor.preemptible, need);
-  if (!a_side.ok) return out;
-  for (size_t i = 0; i < need.size(); ++i) {
-    ResourceId r(static_cast<uint32_t>(i));
-    if (need.Get(r) > 0 && VictimSideOver(b, r, 0, a_side)) out[i] = 1;
-  }
-  return out;
-}
+namespace {}  // namespace
 
 bool Scheduler::FitsWithout(const PlannedRequest& plan,
                             const std::vector<VictimUnit>& units,
@@ -424,117 +289,6 @@ void Scheduler::EvictSlots(
   }
   Event& e = Record(EventType::kEvicted, victim, now);
   e.evictions.push_back(std::move(eviction));
-}
-
-void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
-                         const VictimPlan& victims, absl::Time now) {
-  // One eviction per victim workload, its units merged; in submission
-  // order, so the events come out the same in every process.
-  struct Merged {
-    Workload* victim = nullptr;
-    std::vector<std::pair<uint32_t, int32_t>> slots;
-    bool whole = false;
-    EvictionReason reason = EvictionReason::kPreempt;
-  };
-  std::map<uint64_t, Merged> merged;  // by submit_seq
-  std::set<const Workload*> waited_on;
-  for (const VictimUnit& u : victims.units) {
-    waited_on.insert(u.workload);
-    if (u.inherited) continue;  // evicted for it already
-    Merged& m = merged[u.workload->submit_seq];
-    m.victim = u.workload;
-    for (auto slot : u.slots) {
-      if (std::find(m.slots.begin(), m.slots.end(), slot) == m.slots.end())
-        m.slots.push_back(slot);
-    }
-    m.whole |= u.whole_gang;
-    m.reason = u.reason;
-  }
-  for (auto& [seq, m] : merged) {
-    Workload* victim = m.victim;
-    // Workers before the head, whatever order the units came in.
-    std::stable_sort(m.slots.begin(), m.slots.end(),
-                     [&](const auto& a, const auto& b) {
-                       bool a_head = victim->IsHead(a.first);
-                       bool b_head = victim->IsHead(b.first);
-                       return a_head < b_head;
-                     });
-    EvictSlots(*victim, m.slots, m.reason, preemptor.spec.id, m.whole, now);
-  }
-  ForEachPlacedPod(
-      plan, victims.placement, [&](uint32_t g, int32_t slot, NodeId node) {
-        preemptor.groups[g].slot_nominated[slot] = node;
-        Reserve(node, preemptor.groups[g].pod);
-        AddReservedToQueuePath(preemptor.queue, preemptor.groups[g].pod,
-                               !preemptor.preemptible);
-      });
-  SetState(preemptor, WorkloadState::kPipelined, now);
-  preemptor.had_victims = true;
-  preemptor.pending = {
-      PendingCode::kWaitingForEvictions,
-      absl::StrCat("placed onto room that ", waited_on.size(),
-                   waited_on.size() == 1 ? " workload still holds"
-                                         : " workloads still hold",
-                   "; bound once their evictions are confirmed")};
-  Record(EventType::kStateChanged, preemptor, now);
-}
-
-absl::StatusOr<std::vector<Eviction>> Scheduler::Preempt(
-    absl::string_view workload_id, PreemptScope scope, bool requeue,
-    bool dry_run, absl::Time now) {
-  auto found = workload_ids_.find(workload_id);
-  if (found == workload_ids_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("workload_id: workload \"", workload_id, "\" not found"));
-  }
-  Workload& w = *workloads_[found->second.value()];
-  if (w.state == WorkloadState::kReleased) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "workload_id: workload \"", workload_id, "\" is released"));
-  }
-  std::vector<std::pair<uint32_t, int32_t>> slots;
-  if (scope == PreemptScope::kWhole) {
-    slots = w.EvictableSlots();
-  } else {
-    for (auto& replica : ElasticReplicas(w)) {
-      slots.insert(slots.end(), replica.begin(), replica.end());
-    }
-  }
-  std::vector<Eviction> out;
-  if (!slots.empty()) {
-    Eviction e{w.spec.id, {}, EvictionReason::kManual, ""};
-    for (auto [g, i] : slots) e.slots.push_back({w.spec.groups[g].name, i});
-    out.push_back(std::move(e));
-  }
-  if (dry_run) return out;
-  if (scope == PreemptScope::kWhole && slots.empty() && w.BoundPods() > 0) {
-    // Everything it holds is already being evicted: only where it goes
-    // afterwards can change.
-    if (w.state == WorkloadState::kReleasing &&
-        w.requeue_after_eviction != requeue) {
-      w.requeue_after_eviction = requeue;
-      changes_.workloads.insert(w.spec.id);
-    }
-    return out;
-  }
-  if (scope == PreemptScope::kWhole && slots.empty()) {
-    // Nothing bound: a pipelined gang gives its room back; without requeue
-    // the workload is gone.
-    ClearNominations(w);
-    if (!requeue) {
-      MarkReleased(w, now);
-      Record(EventType::kStateChanged, w, now);
-    } else if (w.state == WorkloadState::kPipelined) {
-      SetState(w, WorkloadState::kPending, now);
-      Record(EventType::kStateChanged, w, now);
-    }
-    return out;
-  }
-  if (slots.empty()) return out;
-  EvictSlots(w, slots, EvictionReason::kManual, "",
-             scope == PreemptScope::kWhole, now);
-  if (scope == PreemptScope::kWhole) w.requeue_after_eviction = requeue;
-  return out;
 }
 
 }  // namespace gangsched

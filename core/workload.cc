@@ -131,4 +131,28 @@ ResourceVector Workload::BoundResources() const {
   return total;
 }
 
+std::vector<std::vector<std::pair<uint32_t, int32_t>>>
+Workload::ElasticReplicas() const {
+  std::vector<std::vector<std::pair<uint32_t, int32_t>>> out;
+  for (auto it = group_order.rbegin(); it != group_order.rend(); ++it) {
+    uint32_t g = *it;
+    const GroupState& state = groups[g];
+    int32_t h = state.pods_per_replica;
+    int32_t excess = state.BoundReplicas() - state.min_replicas;
+    for (int32_t r = static_cast<int32_t>(state.replica_live.size()) - 1;
+         r >= 0 && excess > 0; --r) {
+      if (!state.replica_live[r] || !state.ReplicaBound(r)) continue;
+      bool evicting = false;
+      for (int32_t p = 0; p < h; ++p)
+        evicting |= state.slot_evicting[r * h + p] != 0;
+      --excess;  // an evicting replica still counts as above the minimum
+      if (evicting) continue;
+      std::vector<std::pair<uint32_t, int32_t>> replica;
+      for (int32_t p = 0; p < h; ++p) replica.emplace_back(g, r * h + p);
+      out.push_back(std::move(replica));
+    }
+  }
+  return out;
+}
+
 }  // namespace gangsched

@@ -150,6 +150,11 @@ struct Workload {
   // Bound slots not already being evicted, workers first and the head last
   // (the head never goes before its workers).
   std::vector<std::pair<uint32_t, int32_t>> EvictableSlots() const;
+  // Bound, not-evicting replicas above the minimum (the elastic ones), each
+  // as its (group, slot) list, highest index first, groups last placed
+  // first.
+  std::vector<std::vector<std::pair<uint32_t, int32_t>>> ElasticReplicas()
+      const;
   // Every group has at least min_replicas replicas fully bound.
   bool AtMinimum() const;
   int32_t BoundPods() const;

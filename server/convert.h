@@ -42,8 +42,9 @@ absl::StatusOr<std::vector<NodeSpec>> ParseNodeList(
     const google::protobuf::RepeatedPtrField<v1::Node>& nodes);
 absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in, absl::string_view field);
 // The longest preempt/reclaim min runtime a queue may set (docs/SCHEDULING.md,
-// "Minimum runtime"): far past any useful value, and well inside what the
-// store keeps exactly (int64 nanoseconds, about 292 years).
+// "Taking resources back", minimum runtime): far past any useful value, and
+// well inside what the store keeps exactly (int64 nanoseconds, about 292
+// years).
 inline constexpr int64_t kMaxMinRuntimeSeconds = int64_t{100} * 365 * 86400;
 // Errors name `field_path`'s fields ("queue.name", "what_if.queues[0].name").
 absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in,

@@ -1,0 +1,261 @@
+// The nodes and their indexes: node upserts, removals and syncs, and the
+// only functions that change a node's used or reserved room (Bind, Unbind,
+// Reserve, Unreserve), each keeping the free-room and topology indexes
+// right (TouchNode). Lost and shrunk nodes shed their newest pods
+// (docs/SCHEDULING.md, "Failures").
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/scheduler.h"
+
+namespace gangsched {
+
+const Node* Scheduler::FindNode(absl::string_view name) const {
+  NodeId id = FindNodeId(name);
+  return id.valid() ? &nodes_[id.value()] : nullptr;
+}
+
+NodeId Scheduler::FindNodeId(absl::string_view name) const {
+  auto it = node_ids_.find(name);
+  return it == node_ids_.end() ? NodeId() : it->second;
+}
+
+void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
+                          NodeChangeAnswer* answer) {
+  changes_.nodes.insert(spec.name);
+  NodeId id = FindNodeId(spec.name);
+  if (!id.valid()) {
+    if (!free_node_ids_.empty()) {
+      id = NodeId(free_node_ids_.back());
+      free_node_ids_.pop_back();
+    } else {
+      id = NodeId(static_cast<uint32_t>(nodes_.size()));
+      nodes_.emplace_back();
+    }
+    node_ids_.emplace(spec.name, id);
+    nodes_[id.value()] = Node{};
+    nodes_[id.value()].name = spec.name;
+    nodes_[id.value()].live = true;
+  }
+  Node& node = nodes_[id.value()];
+  fair_share_dirty_ = true;  // the amount divided may change
+  // `pods` is the node's pod capacity, not a resource pods request.
+  NamedResources allocatable = spec.allocatable;
+  node.max_pods = kDefaultMaxPods;
+  node.declares_pods = false;
+  for (auto it = allocatable.begin(); it != allocatable.end(); ++it) {
+    if (it->first != kPodsResource) continue;
+    node.max_pods = it->second / UnitOf(QuantityScale::kMilli);
+    node.declares_pods = true;
+    allocatable.erase(it);
+    break;
+  }
+  node.allocatable = resources_.FromNamed(allocatable);
+  node.labels = spec.labels;
+  node.schedulable = spec.schedulable;
+  topology_.SetNode(node, id.value());
+  TouchNode(id);
+  ShedOverCapacity(id, now);
+  answer->accepted.push_back(spec.name);
+}
+
+void Scheduler::ShedOverCapacity(NodeId id, absl::Time now) {
+  Node& node = nodes_[id.value()];
+  // Lost capacity loses slots, newest bindings first, until the node holds
+  // no more than its allocatable and its pod capacity. Their pods still run
+  // there: the shim is told to delete them (node_lost); they are placed
+  // again elsewhere.
+  UnbindNewest(id, now, EventType::kEvicted, [&] {
+    return !node.used.FitsIn(node.allocatable) ||
+           static_cast<int64_t>(node.slots.size()) > node.max_pods;
+  });
+  DropNominationsOn(id, now);
+}
+
+void Scheduler::UnbindNewest(NodeId id, absl::Time now, EventType type,
+                             absl::FunctionRef<bool()> more) {
+  Node& node = nodes_[id.value()];
+  // One event per workload, in submission order, so the events come out in
+  // the same order everywhere.
+  std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>> lost;
+  while (!node.slots.empty() && more()) {
+    SlotKey key = node.slots.back();
+    Workload& w = *workloads_[key.workload.value()];
+    Unbind(w, key.group, key.index);
+    auto& [wid, slots] = lost[w.submit_seq];
+    wid = w.id;
+    slots.push_back({w.spec.groups[key.group].name, key.index});
+  }
+  for (auto& [seq, lost_slots] : lost) {
+    auto& [wid, slots] = lost_slots;
+    Workload& w = *workloads_[wid.value()];
+    Event& e = Record(type, w, now);
+    if (type == EventType::kEvicted) {
+      e.evictions.push_back(
+          {w.spec.id, std::move(slots), EvictionReason::kNodeLost, ""});
+    } else {
+      e.released = std::move(slots);
+    }
+  }
+}
+
+void Scheduler::RemoveNode(NodeId id, absl::Time now) {
+  changes_.nodes.insert(nodes_[id.value()].name);
+  Node& node = nodes_[id.value()];
+  UnbindNewest(id, now, EventType::kReleased, [] { return true; });
+  node.live = false;
+  fair_share_dirty_ = true;
+  DropNominationsOn(id, now);
+  node_ids_.erase(node.name);
+  node_index_.Remove(id.value());
+  topology_.Remove(id.value());
+  node = Node{};
+  free_node_ids_.push_back(id.value());
+}
+
+void Scheduler::DropNominationsOn(NodeId id, absl::Time now) {
+  const Node& node = nodes_[id.value()];
+  if (node.reserved_pods == 0) return;
+  // What stays on the node once every eviction on it is confirmed: the
+  // nominations are planned onto the rest, which victims may still hold
+  // now (so used + reserved may well exceed allocatable meanwhile).
+  ResourceVector staying = node.used;
+  int64_t staying_pods = node.pods_used;
+  for (const SlotKey& key : node.slots) {
+    const GroupState& g = workloads_[key.workload.value()]->groups[key.group];
+    if (g.slot_evicting[key.index]) {
+      staying -= g.pod;
+      --staying_pods;
+    }
+  }
+  if (node.live && (staying + node.reserved).FitsIn(node.allocatable) &&
+      staying_pods + node.reserved_pods <= node.max_pods) {
+    return;  // an update that keeps the room (the shim re-sends its nodes)
+  }
+  for (const auto& w : workloads_) {
+    if (!w || w->state != WorkloadState::kPipelined) continue;
+    bool uses = false;
+    for (const auto& group : w->groups) {
+      for (NodeId n : group.slot_nominated) uses |= n == id;
+    }
+    // A removed node, or one whose room no longer holds the reservation:
+    // the gang is planned again (the evictions made for it still count).
+    if (uses) {
+      ClearNominations(*w);
+      SetState(*w, WorkloadState::kPending, now);
+      SetPending(*w, {PendingCode::kCapacity, "its planned node changed"}, now);
+    }
+  }
+}
+
+NodeChangeAnswer Scheduler::UpsertNodes(const std::vector<NodeSpec>& nodes,
+                                        absl::Time now) {
+  NodeChangeAnswer answer;
+  for (const auto& spec : nodes) ApplyNode(spec, now, &answer);
+  SettleUnsettled(now);
+  return answer;
+}
+
+NodeChangeAnswer Scheduler::RemoveNodes(const std::vector<std::string>& names,
+                                        absl::Time now) {
+  NodeChangeAnswer answer;
+  for (const auto& name : names) {
+    NodeId id = FindNodeId(name);
+    if (!id.valid()) {
+      answer.not_found.push_back(name);
+      continue;
+    }
+    RemoveNode(id, now);
+    answer.removed.push_back(name);
+  }
+  SettleUnsettled(now);
+  return answer;
+}
+
+NodeChangeAnswer Scheduler::SyncNodes(const std::vector<NodeSpec>& nodes,
+                                      absl::Time now) {
+  absl::flat_hash_map<absl::string_view, bool> wanted;
+  for (const auto& spec : nodes) wanted[spec.name] = true;
+  std::vector<std::string> gone;
+  for (const auto& [name, id] : node_ids_) {
+    if (!wanted.contains(name)) gone.push_back(name);
+  }
+  std::sort(gone.begin(), gone.end());
+  NodeChangeAnswer answer = RemoveNodes(gone, now);
+  for (const auto& spec : nodes) ApplyNode(spec, now, &answer);
+  SettleUnsettled(now);
+  return answer;
+}
+
+void Scheduler::Reserve(NodeId node, const ResourceVector& pod) {
+  Node& n = nodes_[node.value()];
+  n.reserved += pod;
+  ++n.reserved_pods;
+  TouchNode(node);
+}
+
+void Scheduler::Unreserve(NodeId node, const ResourceVector& pod) {
+  Node& n = nodes_[node.value()];
+  n.reserved -= pod;
+  --n.reserved_pods;
+  TouchNode(node);
+}
+
+void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node) {
+  changes_.workloads.insert(w.spec.id);
+  GroupState& state = w.groups[group];
+  state.slot_node[slot] = node;
+  Node& n = nodes_[node.value()];
+  n.used += state.pod;
+  state.slot_pos[slot] = static_cast<uint32_t>(n.slots.size());
+  n.slots.push_back({w.id, group, slot});
+  ++n.pods_used;
+  TouchNode(node);
+  AddToQueuePath(w.queue, state.pod, !w.preemptible);
+}
+
+void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
+  changes_.workloads.insert(w.spec.id);
+  GroupState& state = w.groups[group];
+  NodeId node = state.slot_node[slot];
+  state.slot_node[slot] = NodeId();
+  if (state.slot_evicting[slot]) {
+    // Confirmed (or lost with its node, or dropped by a spec update): the
+    // eviction of this slot is done; a RELEASING workload with nothing
+    // left to evict moves on when the command ends (SettleUnsettled).
+    state.slot_evicting[slot] = 0;
+    const std::string& name = w.spec.groups[group].name;
+    for (auto it = w.evictions.begin(); it != w.evictions.end();) {
+      std::erase_if(it->slots, [&](const SlotRef& s) {
+        return s.group == name && s.index == slot;
+      });
+      it = it->slots.empty() ? w.evictions.erase(it) : it + 1;
+    }
+    if (w.evictions.empty()) unsettled_.push_back(w.id);
+  }
+  Node& n = nodes_[node.value()];
+  n.used -= state.pod;
+  TouchNode(node);
+  // The last key takes the slot's place: O(1) however full the node is.
+  uint32_t pos = state.slot_pos[slot];
+  const SlotKey& last = n.slots.back();
+  if (pos + 1 != n.slots.size()) {
+    n.slots[pos] = last;
+    workloads_[last.workload.value()]->groups[last.group].slot_pos[last.index] =
+        pos;
+  }
+  n.slots.pop_back();
+  --n.pods_used;
+  AddToQueuePath(w.queue, state.pod * -1, !w.preemptible);
+}
+
+}  // namespace gangsched

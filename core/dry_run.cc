@@ -1,0 +1,67 @@
+// Dry runs and what-if (docs/SCHEDULING.md, "Dry runs and what-if"): the
+// committed path (Submit, then one cycle) on a copy of the state.
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/scheduler.h"
+
+namespace gangsched {
+
+absl::Status Scheduler::ApplyWhatIf(const WhatIf& what_if, absl::Time now) {
+  for (size_t i = 0; i < what_if.remove_nodes.size(); ++i) {
+    NodeChangeAnswer removed = RemoveNodes({what_if.remove_nodes[i]}, now);
+    if (!removed.not_found.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("what_if.remove_nodes[", i, "]: no node named \"",
+                       what_if.remove_nodes[i], "\""));
+    }
+  }
+  for (size_t i = 0; i < what_if.upsert_nodes.size(); ++i) {
+    NodeChangeAnswer upserted = UpsertNodes({what_if.upsert_nodes[i]}, now);
+    if (!upserted.rejected.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "what_if.upsert_nodes[", i, "]: ", upserted.rejected[0].second));
+    }
+  }
+  for (size_t i = 0; i < what_if.queues.size(); ++i) {
+    // A what-if may change a queue the config file owns: only this copy
+    // changes.
+    if (auto it = queue_ids_.find(what_if.queues[i].name);
+        it != queue_ids_.end()) {
+      queues_[it->second.value()].from_config = false;
+    }
+    absl::StatusOr<QueueId> upserted = UpsertQueue(what_if.queues[i]);
+    if (!upserted.ok()) {
+      return absl::Status(upserted.status().code(),
+                          absl::StrCat("what_if.queues[", i,
+                                       "]: ", upserted.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec,
+                                                 const WhatIf& what_if,
+                                                 absl::Time now) const {
+  // The same path as a committed Allocate (Submit, then a cycle), on a copy:
+  // whatever that decides (order, victims, pipelining, elastic growth, a
+  // spec update of a live workload) the dry run says, and nothing else.
+  Scheduler copy(*this);
+  if (absl::Status s = copy.ApplyWhatIf(what_if, now); !s.ok()) return s;
+  if (absl::Status s = copy.Submit(spec, now); !s.ok()) return s;
+  copy.RunCycle(now);
+  absl::StatusOr<AllocateAnswer> answer = copy.Answer(spec.id);
+  if (answer.ok()) answer->revision = revision_;
+  return answer;
+}
+
+}  // namespace gangsched

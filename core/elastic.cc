@@ -1,0 +1,187 @@
+// Elastic growth (docs/SCHEDULING.md, "Elastic growth and shrink"): after
+// every gang minimum that fits, one replica per pick in fair-share order up
+// to desired_count; scale hints say how many more could be granted now.
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/order.h"
+#include "core/scheduler.h"
+#include "core/shape_key.h"
+
+namespace gangsched {
+
+void Scheduler::GrowElastic(absl::Time now) {
+  // One replica per pick, the pick in fair-share order; a workload goes
+  // behind the others of its queue and priority after each grant. Grants
+  // only fill nodes, so a replica shape that found no room finds none later
+  // in this pass: the workloads whose next replica has that shape leave
+  // their queues when they come to the front, instead of each taking a turn
+  // (with many elastic gangs on a full cluster, every cycle tried them all).
+  struct Entry {
+    int32_t neg_priority;
+    int32_t grants;
+    uint64_t seq;
+    Workload* w;
+    bool operator<(const Entry& o) const {
+      return std::tie(neg_priority, grants, seq) <
+             std::tie(o.neg_priority, o.grants, o.seq);
+    }
+  };
+  struct Leaf {
+    LeafOrder order;
+    std::set<Entry> entries;
+    PlannedRequest plan;  // the first entry's next replica
+    // That replica's ShapeKey, or empty when it is pinned by the pods it
+    // already has (PinnedByBoundPods): never skipped. Computed when needed.
+    std::optional<std::string> shape;
+    bool empty() const { return entries.empty(); }
+  };
+  std::map<uint32_t, Leaf> grouped;
+  ForEachActive([&](Workload& w) {
+    if (w.state != WorkloadState::kRunning || !w.AtMinimum()) return;
+    if (PlanElasticReplica(w).request.replicas.empty()) return;
+    grouped[w.queue.value()].entries.insert({-w.priority, 0, w.submit_seq, &w});
+  });
+  // After every change of a leaf's first entry.
+  auto refresh = [&](Leaf& leaf) {
+    leaf.shape.reset();
+    if (leaf.entries.empty()) return;
+    leaf.plan = PlanElasticReplica(*leaf.entries.begin()->w);
+    leaf.order.Next(TotalOf(leaf.plan.request));
+  };
+  std::vector<Leaf> leaves;  // by leaf id, the scan order
+  for (auto& [id, leaf] : grouped) {
+    leaf.order = NewLeafOrder(id);
+    refresh(leaf);
+    leaves.push_back(std::move(leaf));
+  }
+  absl::flat_hash_set<std::string> no_room;  // shapes that did not fit
+  // A replica's shape, when its fit does not depend on its own pods.
+  auto shareable_shape = [](const GangRequest& request) {
+    return PinnedByBoundPods(request) ? std::string() : ShapeKey(request);
+  };
+  // Drops the leaf's first entries while their next replica cannot fit.
+  auto skip_no_room = [&](Leaf& leaf) {
+    while (!no_room.empty() && !leaf.entries.empty()) {
+      if (!leaf.shape) leaf.shape = shareable_shape(leaf.plan.request);
+      if (leaf.shape->empty() || !no_room.contains(*leaf.shape)) return;
+      leaf.entries.erase(leaf.entries.begin());
+      refresh(leaf);
+    }
+  };
+  PickInFairShareOrder(leaves, skip_no_room, [&](Leaf& leaf) {
+    Entry entry = *leaf.entries.begin();
+    leaf.entries.erase(leaf.entries.begin());
+    // Taken, not moved from: inline vectors keep moved-from elements, and
+    // the leaf's plan must read as empty until refresh plans again.
+    PlannedRequest plan = std::exchange(leaf.plan, {});
+    Workload& w = *entry.w;
+    bool granted = false;
+    if (CheckQueues(w, TotalOf(plan.request)).code == PendingCode::kNone) {
+      GangPlacement placement =
+          TryPlaceGang(nodes_, resources_, plan.request, Indexed());
+      if (placement.result == PlaceResult::kPlaced) {
+        Commit(w, plan, placement, now);
+        granted = true;
+      } else if (std::string shape = shareable_shape(plan.request);
+                 !shape.empty()) {
+        no_room.insert(std::move(shape));
+      }
+    }
+    if (granted && !PlanElasticReplica(w).request.replicas.empty()) {
+      ++entry.grants;
+      leaf.entries.insert(entry);
+    }
+    refresh(leaf);
+  });
+}
+
+Scheduler::PlannedRequest Scheduler::PlanElasticReplica(
+    const Workload& w) const {
+  PlannedRequest plan;
+  for (uint32_t g : w.group_order) {
+    const GroupState& state = w.groups[g];
+    int32_t h = state.pods_per_replica;
+    for (int32_t r = 0; r < static_cast<int32_t>(state.replica_live.size());
+         ++r) {
+      if (!state.replica_live[r] || state.ReplicaBound(r)) continue;
+      for (int32_t p = 0; p < h; ++p) {
+        if (!state.slot_node[r * h + p].valid())
+          plan.slots.push_back(r * h + p);
+      }
+      plan.request = BaseRequest(w);
+      plan.request.replicas.push_back(
+          {g, static_cast<int32_t>(plan.slots.size())});
+      return plan;
+    }
+  }
+  return plan;
+}
+
+std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
+  std::vector<ScaleHint> hints;
+  for (uint32_t g : w.group_order) {
+    const GroupSpec& gs = w.spec.groups[g];
+    const GroupState& state = w.groups[g];
+    ScaleHint hint{gs.name, 0};
+    int32_t h = state.pods_per_replica;
+    int32_t room = (gs.max_count - state.LivePods()) / h;
+    if (w.state != WorkloadState::kRunning || room <= 0) {
+      hints.push_back(hint);
+      continue;
+    }
+    // Unbound live pods are placed before any new replica.
+    GangRequest request = BaseRequest(w);
+    int32_t unbound_replicas = 0;
+    for (int32_t r = 0; r < static_cast<int32_t>(state.replica_live.size());
+         ++r) {
+      if (!state.replica_live[r] || state.ReplicaBound(r)) continue;
+      int32_t missing = 0;
+      for (int32_t p = 0; p < h; ++p)
+        missing += !state.slot_node[r * h + p].valid();
+      request.replicas.push_back({g, missing});
+      ++unbound_replicas;
+    }
+    // Queue limits cap the growth too.
+    ResourceVector replica_res = state.pod * h;
+    ResourceVector pending_need =
+        state.pod * (state.LivePods() - state.BoundPods());
+    for (QueueId qid = w.queue; qid.valid();
+         qid = queues_[qid.value()].parent) {
+      const Queue& q = queues_[qid.value()];
+      for (size_t i = 0; i < replica_res.size(); ++i) {
+        ResourceId r(static_cast<uint32_t>(i));
+        if (replica_res.Get(r) <= 0) continue;
+        int64_t limit = q.LimitOf(r);
+        int64_t quota = q.QuotaOf(r);
+        auto cap = [&](int64_t bound_amount, int64_t cap_amount) {
+          int64_t headroom = cap_amount - bound_amount - pending_need.Get(r);
+          room = std::min<int64_t>(
+              room, std::max<int64_t>(0, headroom / replica_res.Get(r)));
+        };
+        if (limit != kUnlimited) cap(q.allocated.Get(r), limit);
+        if (!w.preemptible && quota != kUnlimited) {
+          cap(q.allocated_non_preemptible.Get(r), quota);
+        }
+      }
+    }
+    for (int32_t k = 0; k < room; ++k) request.replicas.push_back({g, h});
+    GangPlacement placement =
+        TryPlaceGang(nodes_, resources_, request, Indexed());
+    int32_t placed = placement.replicas - unbound_replicas;
+    hint.grantable = std::max(0, placed) * h;
+    hints.push_back(hint);
+  }
+  return hints;
+}
+
+}  // namespace gangsched

@@ -1,0 +1,152 @@
+// Pipelining and confirmation (docs/SCHEDULING.md, "Pipelining and
+// confirmation"): a gang planned onto room its victims still hold reserves
+// it and waits (PIPELINED); confirmed evictions settle their workloads, and
+// a pipelined gang whose victims are all gone is bound in the next cycle.
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/scheduler.h"
+
+namespace gangsched {
+
+void Scheduler::CompletePipelined(absl::Time now) {
+  ForEachActive([&](Workload& w) {
+    if (w.state != WorkloadState::kPipelined) return;
+    if (!EvictionsFor(w).empty()) return;  // victims still hold the room
+    // Bind onto the nominated nodes; the reservation kept them free.
+    std::vector<std::tuple<uint32_t, int32_t, NodeId>> planned;
+    for (uint32_t g = 0; g < w.groups.size(); ++g) {
+      for (int32_t i = 0;
+           i < static_cast<int32_t>(w.groups[g].slot_nominated.size()); ++i) {
+        NodeId n = w.groups[g].slot_nominated[i];
+        if (n.valid()) planned.emplace_back(g, i, n);
+      }
+    }
+    ClearNominations(w);
+    bool fits = true;
+    absl::flat_hash_map<uint32_t, ResourceVector> need;
+    for (auto [g, i, n] : planned) need[n.value()] += w.groups[g].pod;
+    for (auto& [n, amount] : need) {
+      if (!nodes_[n].live || !amount.FitsIn(nodes_[n].Free())) fits = false;
+    }
+    if (!fits) {
+      SetState(w, WorkloadState::kPending, now);
+      return;  // planned again below, like any pending gang
+    }
+    std::vector<Binding> bound;
+    for (auto [g, i, n] : planned) {
+      Bind(w, g, i, n);
+      bound.push_back({w.spec.groups[g].name, i, nodes_[n.value()].name});
+    }
+    SetState(w, WorkloadState::kRunning, now);
+    w.pending = {};
+    w.below_min_since = absl::InfiniteFuture();
+    Event& e = Record(EventType::kBound, w, now);
+    e.bindings = std::move(bound);
+    e.waited = now - w.waiting_since;
+  });
+}
+
+void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
+                         const VictimPlan& victims, absl::Time now) {
+  // One eviction per victim workload, its units merged; in submission
+  // order, so the events come out the same in every process.
+  struct Merged {
+    Workload* victim = nullptr;
+    std::vector<std::pair<uint32_t, int32_t>> slots;
+    bool whole = false;
+    EvictionReason reason = EvictionReason::kPreempt;
+  };
+  std::map<uint64_t, Merged> merged;  // by submit_seq
+  std::set<const Workload*> waited_on;
+  for (const VictimUnit& u : victims.units) {
+    waited_on.insert(u.workload);
+    if (u.inherited) continue;  // evicted for it already
+    Merged& m = merged[u.workload->submit_seq];
+    m.victim = u.workload;
+    for (auto slot : u.slots) {
+      if (std::find(m.slots.begin(), m.slots.end(), slot) == m.slots.end())
+        m.slots.push_back(slot);
+    }
+    m.whole |= u.whole_gang;
+    m.reason = u.reason;
+  }
+  for (auto& [seq, m] : merged) {
+    Workload* victim = m.victim;
+    // Workers before the head, whatever order the units came in.
+    std::stable_sort(m.slots.begin(), m.slots.end(),
+                     [&](const auto& a, const auto& b) {
+                       bool a_head = victim->IsHead(a.first);
+                       bool b_head = victim->IsHead(b.first);
+                       return a_head < b_head;
+                     });
+    EvictSlots(*victim, m.slots, m.reason, preemptor.spec.id, m.whole, now);
+  }
+  ForEachPlacedPod(
+      plan, victims.placement, [&](uint32_t g, int32_t slot, NodeId node) {
+        preemptor.groups[g].slot_nominated[slot] = node;
+        Reserve(node, preemptor.groups[g].pod);
+        AddReservedToQueuePath(preemptor.queue, preemptor.groups[g].pod,
+                               !preemptor.preemptible);
+      });
+  SetState(preemptor, WorkloadState::kPipelined, now);
+  preemptor.had_victims = true;
+  preemptor.pending = {
+      PendingCode::kWaitingForEvictions,
+      absl::StrCat("placed onto room that ", waited_on.size(),
+                   waited_on.size() == 1 ? " workload still holds"
+                                         : " workloads still hold",
+                   "; bound once their evictions are confirmed")};
+  Record(EventType::kStateChanged, preemptor, now);
+}
+
+void Scheduler::SettleEvictions(Workload& w, absl::Time now) {
+  if (w.state != WorkloadState::kReleasing || !w.evictions.empty()) return;
+  // Whatever was not evicted (nothing, for a whole-gang eviction) goes too.
+  for (uint32_t g = 0; g < w.groups.size(); ++g) {
+    for (int32_t i = 0; i < static_cast<int32_t>(w.groups[g].slot_node.size());
+         ++i) {
+      if (w.groups[g].slot_node[i].valid()) Unbind(w, g, i);
+    }
+  }
+  if (w.requeue_after_eviction) {
+    SetState(w, WorkloadState::kPending, now);
+    w.waiting_since = now;
+    w.pending = {};
+    Record(EventType::kStateChanged, w, now);
+  } else {
+    MarkReleased(w, now);
+    Record(EventType::kStateChanged, w, now);
+  }
+}
+
+void Scheduler::SettleUnsettled(absl::Time now) {
+  std::vector<WorkloadId> ids;
+  ids.swap(unsettled_);
+  for (WorkloadId id : ids) {
+    if (workloads_[id.value()]) SettleEvictions(*workloads_[id.value()], now);
+  }
+}
+
+void Scheduler::ClearNominations(Workload& w) {
+  changes_.workloads.insert(w.spec.id);
+  for (auto& group : w.groups) {
+    for (NodeId& n : group.slot_nominated) {
+      if (!n.valid()) continue;
+      Unreserve(n, group.pod);
+      AddReservedToQueuePath(w.queue, group.pod * -1, !w.preemptible);
+      n = NodeId();
+    }
+  }
+}
+
+}  // namespace gangsched

@@ -1,0 +1,276 @@
+// The queue tree: upserts, moves and deletes of queues, their paths and
+// roll-ups (docs/SCHEDULING.md, "Queues: quota, limit, weight, priority").
+// Roll-ups change only through AddToQueuePath / AddReservedToQueuePath.
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/scheduler.h"
+
+namespace gangsched {
+
+absl::Status Scheduler::CheckNotFromConfig(absl::string_view name,
+                                           absl::string_view field) const {
+  const Queue* q = FindQueue(name);
+  if (q != nullptr && q->from_config) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        field, ": queue \"", name,
+        "\" is defined by the config file; change it there and reload "
+        "(SIGHUP), or a restart would undo the change"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::CheckQueueUpsert(const QueueSpec& spec,
+                                         bool restoring) const {
+  auto existing = queue_ids_.find(spec.name);
+  if (spec.parent.empty()) return absl::OkStatus();
+  auto it = queue_ids_.find(spec.parent);
+  if (it == queue_ids_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("queue.parent: queue \"", spec.parent, "\" not found"));
+  }
+  QueueId parent = it->second;
+  // Walking up from the parent must not reach the queue itself: O(depth).
+  for (QueueId q = parent; q.valid(); q = queues_[q.value()].parent) {
+    if (queues_[q.value()].spec.name == spec.name) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "queue.parent: \"", spec.parent, "\" would make a cycle"));
+    }
+  }
+  if (queues_[parent.value()].workload_count > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("queue.parent: queue \"", spec.parent,
+                     "\" holds workloads; only leaf queues hold workloads"));
+  }
+  if (restoring) return absl::OkStatus();
+  // The deepest queue of the subtree after the move.
+  int32_t height = 0;
+  if (existing != queue_ids_.end() &&
+      queues_[existing->second.value()].parent != parent) {
+    std::vector<std::pair<QueueId, int32_t>> walk{{existing->second, 0}};
+    while (!walk.empty()) {
+      auto [q, h] = walk.back();
+      walk.pop_back();
+      height = std::max(height, h);
+      for (QueueId c : queues_[q.value()].children) walk.push_back({c, h + 1});
+    }
+  } else if (existing != queue_ids_.end()) {
+    return absl::OkStatus();  // same parent: the depth does not change
+  }
+  int32_t depth =
+      static_cast<int32_t>(queue_paths_[parent.value()].size()) + 1 + height;
+  if (depth > options_.max_queue_depth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "queue.parent: queue \"", spec.name, "\" under \"", spec.parent,
+        "\" would make the tree ", depth, " levels deep; at most ",
+        options_.max_queue_depth, " are allowed (--max-queue-depth)"));
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::RebuildPaths(QueueId root) {
+  queue_paths_.resize(queues_.size());
+  std::vector<QueueId> walk{root};
+  while (!walk.empty()) {
+    QueueId q = walk.back();
+    walk.pop_back();
+    const Queue& queue = queues_[q.value()];
+    std::vector<QueueId>& path = queue_paths_[q.value()];
+    path.clear();
+    if (queue.parent.valid()) path = queue_paths_[queue.parent.value()];
+    path.push_back(q);
+    for (QueueId c : queue.children) walk.push_back(c);
+  }
+}
+
+void Scheduler::MoveRollups(const Queue& q, QueueId old_parent,
+                            QueueId new_parent) {
+  auto add = [&](QueueId from, int64_t sign) {
+    for (QueueId a = from; a.valid(); a = queues_[a.value()].parent) {
+      Queue& up = queues_[a.value()];
+      ++up.version;
+      up.allocated.AddScaled(q.allocated, sign);
+      up.allocated_non_preemptible.AddScaled(q.allocated_non_preemptible, sign);
+      up.reserved.AddScaled(q.reserved, sign);
+      up.reserved_non_preemptible.AddScaled(q.reserved_non_preemptible, sign);
+      up.requested.AddScaled(q.requested, sign);
+    }
+  };
+  add(old_parent, -1);
+  add(new_parent, 1);
+}
+
+absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
+  if (absl::Status s = CheckNotFromConfig(spec.name, "queue.name"); !s.ok())
+    return s;
+  return UpsertQueue(spec, /*restoring=*/false);
+}
+
+absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec,
+                                               bool restoring) {
+  if (absl::Status s = CheckQueueUpsert(spec, restoring); !s.ok()) return s;
+  changes_.queues.insert(spec.name);
+  auto existing = queue_ids_.find(spec.name);
+  QueueId parent = spec.parent.empty() ? QueueId() : queue_ids_.at(spec.parent);
+  QueueId id;
+  bool moved = false;
+  if (existing != queue_ids_.end()) {
+    id = existing->second;
+    Queue& q = queues_[id.value()];
+    if (q.parent != parent) {
+      if (q.parent.valid()) {
+        auto& siblings = queues_[q.parent.value()].children;
+        siblings.erase(std::find(siblings.begin(), siblings.end(), id));
+      }
+      if (parent.valid()) queues_[parent.value()].children.push_back(id);
+      MoveRollups(q, q.parent, parent);
+      moved = true;
+    }
+  } else {
+    id = QueueId(static_cast<uint32_t>(queues_.size()));
+    queues_.emplace_back();
+    queues_.back().id = id;
+    queues_.back().live = true;
+    queues_.back().created_seq = ++queue_seq_;
+    queue_ids_.emplace(spec.name, id);
+    if (parent.valid()) queues_[parent.value()].children.push_back(id);
+    moved = true;
+  }
+  Queue& q = queues_[id.value()];
+  q.spec = spec;
+  q.parent = parent;
+  ++q.version;
+  q.quota.Clear();
+  q.limit.Clear();
+  size_t n = resources_.size() + spec.resources.size();
+  q.has_quota.assign(n, false);
+  q.has_limit.assign(n, false);
+  q.listed.assign(n, false);
+  q.weight.assign(n, 1.0);
+  for (const auto& [name, res] : spec.resources) {
+    ResourceId r = resources_.Intern(name);
+    if (r.value() >= q.has_quota.size()) {
+      q.has_quota.resize(r.value() + 1, false);
+      q.has_limit.resize(r.value() + 1, false);
+      q.listed.resize(r.value() + 1, false);
+      q.weight.resize(r.value() + 1, 1.0);
+    }
+    q.listed[r.value()] = true;
+    q.weight[r.value()] = res.over_quota_weight;
+    if (res.quota != kUnlimited) {
+      q.quota.Set(r, res.quota);
+      q.has_quota[r.value()] = true;
+    }
+    if (res.limit != kUnlimited) {
+      q.limit.Set(r, res.limit);
+      q.has_limit[r.value()] = true;
+    }
+  }
+  // Only a move changes paths and roll-ups, and only of the moved subtree
+  // and the two chains of ancestors: O(depth), not O(queues × depth).
+  if (moved) RebuildPaths(id);
+  fair_share_dirty_ = true;
+  return id;
+}
+
+absl::Status Scheduler::DeleteQueue(absl::string_view name) {
+  if (absl::Status s = CheckNotFromConfig(name, "name"); !s.ok()) return s;
+  return RemoveQueue(name);
+}
+
+absl::Status Scheduler::RemoveQueue(absl::string_view name) {
+  auto it = queue_ids_.find(name);
+  if (it == queue_ids_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("name: queue \"", name, "\" not found"));
+  }
+  Queue& q = queues_[it->second.value()];
+  if (!q.children.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("name: queue \"", name, "\" has child queues"));
+  }
+  if (q.workload_count > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "name: queue \"", name, "\" holds ", q.workload_count, " workloads"));
+  }
+  changes_.queues.insert(std::string(name));
+  // Its RELEASED history goes with it: a record naming a queue that no
+  // longer exists could not be restored.
+  for (const auto& w : workloads_) {
+    if (w && w->queue == q.id) Forget(*w);
+  }
+  if (q.parent.valid()) {
+    auto& siblings = queues_[q.parent.value()].children;
+    siblings.erase(std::find(siblings.begin(), siblings.end(), q.id));
+  }
+  q.live = false;
+  q.spec.name.clear();
+  queue_paths_[q.id.value()].clear();
+  fair_share_dirty_ = true;
+  queue_ids_.erase(it);
+  return absl::OkStatus();
+}
+
+const Queue* Scheduler::FindQueue(absl::string_view name) const {
+  auto it = queue_ids_.find(name);
+  return it == queue_ids_.end() ? nullptr : &queues_[it->second.value()];
+}
+
+void Scheduler::AddToQueuePath(QueueId leaf, const ResourceVector& amount,
+                               bool non_preemptible) {
+  for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent) {
+    ++queues_[q.value()].version;
+    queues_[q.value()].allocated += amount;
+    if (non_preemptible) queues_[q.value()].allocated_non_preemptible += amount;
+  }
+}
+
+void Scheduler::AddReservedToQueuePath(QueueId leaf,
+                                       const ResourceVector& amount,
+                                       bool non_preemptible) {
+  for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent) {
+    queues_[q.value()].reserved += amount;
+    if (non_preemptible) queues_[q.value()].reserved_non_preemptible += amount;
+  }
+}
+
+void Scheduler::RecomputeQueueCounters() {
+  std::vector<ResourceVector> before;
+  before.reserve(queues_.size());
+  for (Queue& q : queues_) {
+    before.push_back(q.requested);
+    q.requested = q.allocated;
+    q.pending_workloads = 0;
+    q.running_workloads = 0;
+  }
+  ForEachActive([&](const Workload& w) {
+    ResourceVector demand;
+    for (const auto& group : w.groups) {
+      demand += group.pod * (group.LivePods() - group.BoundPods());
+    }
+    bool pending = w.state == WorkloadState::kPending;
+    for (QueueId q = w.queue; q.valid(); q = queues_[q.value()].parent) {
+      queues_[q.value()].requested += demand;
+      if (pending) {
+        ++queues_[q.value()].pending_workloads;
+      } else {
+        ++queues_[q.value()].running_workloads;
+      }
+    }
+  });
+  // Fair shares depend on requests: recompute them only when one changed.
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    if (!(queues_[i].requested == before[i])) fair_share_dirty_ = true;
+  }
+}
+
+}  // namespace gangsched
