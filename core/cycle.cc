@@ -69,7 +69,7 @@ void Scheduler::PlaceGangMinimums(absl::Time now) {
     leaves.push_back(std::move(leaf));
   }
   PickInFairShareOrder(
-      leaves, [](Leaf&) {},
+      leaves, [](Leaf&) {}, [] { return 0; },
       [&](Leaf& leaf) {
         Workload* w = leaf.list.back();
         ResourceVector need = std::move(leaf.need.back());

@@ -78,31 +78,33 @@ void Scheduler::GrowElastic(absl::Time now) {
       refresh(leaf);
     }
   };
-  PickInFairShareOrder(leaves, skip_no_room, [&](Leaf& leaf) {
-    Entry entry = *leaf.entries.begin();
-    leaf.entries.erase(leaf.entries.begin());
-    // Taken, not moved from: inline vectors keep moved-from elements, and
-    // the leaf's plan must read as empty until refresh plans again.
-    PlannedRequest plan = std::exchange(leaf.plan, {});
-    Workload& w = *entry.w;
-    bool granted = false;
-    if (CheckQueues(w, TotalOf(plan.request)).code == PendingCode::kNone) {
-      GangPlacement placement =
-          TryPlaceGang(nodes_, resources_, plan.request, Indexed());
-      if (placement.result == PlaceResult::kPlaced) {
-        Commit(w, plan, placement, now);
-        granted = true;
-      } else if (std::string shape = shareable_shape(plan.request);
-                 !shape.empty()) {
-        no_room.insert(std::move(shape));
-      }
-    }
-    if (granted && !PlanElasticReplica(w).request.replicas.empty()) {
-      ++entry.grants;
-      leaf.entries.insert(entry);
-    }
-    refresh(leaf);
-  });
+  PickInFairShareOrder(
+      leaves, skip_no_room, [&] { return no_room.size(); },
+      [&](Leaf& leaf) {
+        Entry entry = *leaf.entries.begin();
+        leaf.entries.erase(leaf.entries.begin());
+        // Taken, not moved from: inline vectors keep moved-from elements, and
+        // the leaf's plan must read as empty until refresh plans again.
+        PlannedRequest plan = std::exchange(leaf.plan, {});
+        Workload& w = *entry.w;
+        bool granted = false;
+        if (CheckQueues(w, TotalOf(plan.request)).code == PendingCode::kNone) {
+          GangPlacement placement =
+              TryPlaceGang(nodes_, resources_, plan.request, Indexed());
+          if (placement.result == PlaceResult::kPlaced) {
+            Commit(w, plan, placement, now);
+            granted = true;
+          } else if (std::string shape = shareable_shape(plan.request);
+                     !shape.empty()) {
+            no_room.insert(std::move(shape));
+          }
+        }
+        if (granted && !PlanElasticReplica(w).request.replicas.empty()) {
+          ++entry.grants;
+          leaf.entries.insert(entry);
+        }
+        refresh(leaf);
+      });
 }
 
 Scheduler::PlannedRequest Scheduler::PlanElasticReplica(

@@ -547,12 +547,14 @@ class Scheduler {
   // The key of one queue on the path of a leaf whose next request is
   // `next`: smaller goes first.
   OrderKey QueueOrderKey(const Queue& q, const ResourceVector& next) const;
-  // Hands the first leaf in that order to `take` until no leaf has work.
-  // A Leaf has `order` (LeafOrder) and empty(); `prepare` sees every leaf
-  // before it is compared and may drop work it knows cannot be done.
-  template <typename Leaf, typename Prepare, typename Take>
+  // Hands the first leaf in that order to `take` until no leaf has work
+  // (order.h). A Leaf has `order` (LeafOrder) and empty(); `prepare` sees a
+  // leaf before it is compared and may drop work it knows cannot be done:
+  // every leaf at the start and whenever `epoch()` (any comparable value)
+  // changed across a `take`, else the taken leaf.
+  template <typename Leaf, typename Prepare, typename Epoch, typename Take>
   void PickInFairShareOrder(std::vector<Leaf>& leaves, Prepare&& prepare,
-                            Take&& take);
+                            Epoch&& epoch, Take&& take);
   // Places one gang minimum, preempting or reclaiming if needed; sets the
   // pending reason otherwise. `need` is MinimumNeed(w), computed for the
   // fair-share order (nothing earlier in the cycle changes it: victims'
