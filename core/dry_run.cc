@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/scheduler.h"
 
 namespace gangsched {
@@ -41,9 +42,14 @@ absl::Status Scheduler::ApplyWhatIf(const WhatIf& what_if, absl::Time now) {
     }
     absl::StatusOr<QueueId> upserted = UpsertQueue(what_if.queues[i]);
     if (!upserted.ok()) {
+      // The admin call's errors name queue.<field>: here the field is
+      // what_if.queues[i].<field>.
+      std::string field = absl::StrCat("what_if.queues[", i, "]");
+      absl::string_view message = upserted.status().message();
       return absl::Status(upserted.status().code(),
-                          absl::StrCat("what_if.queues[", i,
-                                       "]: ", upserted.status().message()));
+                          absl::ConsumePrefix(&message, "queue.")
+                              ? absl::StrCat(field, ".", message)
+                              : absl::StrCat(field, ": ", message));
     }
   }
   return absl::OkStatus();
@@ -56,7 +62,13 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec,
   // whatever that decides (order, victims, pipelining, elastic growth, a
   // spec update of a live workload) the dry run says, and nothing else.
   Scheduler copy(*this);
-  if (absl::Status s = copy.ApplyWhatIf(what_if, now); !s.ok()) return s;
+  if (!what_if.empty()) {
+    if (absl::Status s = copy.ApplyWhatIf(what_if, now); !s.ok()) return s;
+    // Made first, as the calls would be: their own cycle runs before the
+    // request is taken in, so work already waiting gets first go at room
+    // they add.
+    copy.RunCycle(now);
+  }
   if (absl::Status s = copy.Submit(spec, now); !s.ok()) return s;
   copy.RunCycle(now);
   absl::StatusOr<AllocateAnswer> answer = copy.Answer(spec.id);

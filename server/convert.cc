@@ -355,10 +355,17 @@ absl::StatusOr<WhatIf> ParseWhatIf(const v1::WhatIf& in) {
     }
     out.upsert_nodes.push_back(*std::move(node));
   }
+  seen.clear();
   for (int i = 0; i < in.queues_size(); ++i) {
-    absl::StatusOr<QueueSpec> queue =
-        ParseQueue(in.queues(i), absl::StrCat("what_if.queues[", i, "]"));
+    std::string field = absl::StrCat("what_if.queues[", i, "]");
+    absl::StatusOr<QueueSpec> queue = ParseQueue(in.queues(i), field);
     if (!queue.ok()) return queue.status();
+    if (auto [it, added] = seen.emplace(queue->name, i); !added) {
+      return Invalid(
+          absl::StrCat(field, ".name"),
+          absl::StrCat("duplicate queue \"", queue->name,
+                       "\" (also what_if.queues[", it->second, "])"));
+    }
     out.queues.push_back(*std::move(queue));
   }
   return out;
@@ -371,12 +378,13 @@ absl::StatusOr<AllocateParsed> ParseAllocateRequest(
   if (!spec.ok()) return spec.status();
   out.spec = *std::move(spec);
   if (in.has_what_if()) {
-    if (!in.dry_run()) {
-      return Invalid("what_if", "only a dry run (dry_run: true) takes what_if");
-    }
     absl::StatusOr<WhatIf> what_if = ParseWhatIf(in.what_if());
     if (!what_if.ok()) return what_if.status();
     out.what_if = *std::move(what_if);
+    // An empty what_if asks for nothing: any client may always set it.
+    if (!in.dry_run() && !out.what_if.empty()) {
+      return Invalid("what_if", "only a dry run (dry_run: true) takes what_if");
+    }
   }
   return out;
 }

@@ -81,6 +81,9 @@ std::string FlagsUsage() {
                            RESOURCE_EXHAUSTED (default 1000)
   --watch-max-lag-events=N a WatchEvents reader more than N events behind
                            is dropped with RESOURCE_EXHAUSTED (default 10000)
+  --max-dry-runs=N         dry-run Allocates running at once (each copies the
+                           state) before new ones get RESOURCE_EXHAUSTED
+                           (default 2)
   --log-level=LEVEL        trace|debug|info|warn|error|off (default info)
   --log-format=FORMAT      text (key=value) or json (one JSON object per line);
                            one line per scheduling decision and per eviction
@@ -255,6 +258,11 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
        [&](const std::string& v) {
          return absl::SimpleAtoi(v, &flags.max_watch_streams) &&
                 flags.max_watch_streams >= 1;
+       }},
+      {"max-dry-runs",
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &flags.max_dry_runs) &&
+                flags.max_dry_runs >= 1;
        }},
       {"watch-max-lag-events",
        [&](const std::string& v) {

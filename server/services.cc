@@ -456,14 +456,16 @@ SchedulerService::SchedulerService(CoreLoop* core, EventLog* events,
                                    Metrics* metrics, SpecCache* specs,
                                    const AccessControl* access,
                                    absl::Duration heartbeat,
-                                   WatchLimits watch_limits)
+                                   WatchLimits watch_limits,
+                                   DryRunLimits dry_run_limits)
     : core_(core),
       events_(events),
       metrics_(metrics),
       specs_(specs),
       access_(access),
       heartbeat_(heartbeat),
-      watch_limits_(watch_limits) {
+      watch_limits_(watch_limits),
+      dry_run_limits_(dry_run_limits) {
   absl::Duration tick =
       std::clamp(heartbeat_ / 4, absl::Milliseconds(10), absl::Seconds(1));
   ticker_ = std::thread([this, tick] {
@@ -496,11 +498,28 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
   if (!parsed.ok())
     return Reject(metrics_, ctx, "Allocate", Invalid(parsed.status()));
   if (request->dry_run()) {
+    // A dry run is not an idempotent write: it is never recorded under its
+    // request_id nor answered from it, but the id must still be a valid one.
+    if (absl::Status s = CheckRequestId(request->request_id()); !s.ok())
+      return Reject(metrics_, ctx, "Allocate", ToGrpc(s));
+    if (dry_runs_.fetch_add(1) >= dry_run_limits_.max_in_flight) {
+      dry_runs_.fetch_sub(1);
+      return Reject(
+          metrics_, ctx, "Allocate",
+          grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                       absl::StrCat("dry_run: ", dry_run_limits_.max_in_flight,
+                                    " dry runs are already running (each "
+                                    "copies the state; --max-dry-runs); "
+                                    "retry shortly")));
+    }
     // Off the core thread when the core allows it: the dry run decides on
-    // its own copy of the state (Scheduler::DryRun).
+    // its own copy of the state (Scheduler::DryRun). The slot is given back
+    // when the read is done with, wherever it ran.
+    std::shared_ptr<void> slot(nullptr,
+                               [this](void*) { dry_runs_.fetch_sub(1); });
     auto dry = std::make_shared<AllocateParsed>(*std::move(parsed));
     return DispatchRead(core_, metrics_, ctx, "Allocate", response,
-                        [dry, response](const Scheduler& s) {
+                        [dry, response, slot](const Scheduler& s) {
                           auto answer =
                               s.DryRun(dry->spec, dry->what_if, absl::Now());
                           if (!answer.ok()) return ToGrpc(answer.status());

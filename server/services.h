@@ -33,6 +33,14 @@ struct WatchLimits {
   int64_t max_lag_events = 10000;
 };
 
+// Dry runs copy the whole state (docs/SCHEDULING.md, "Dry runs and
+// what-if"): at most this many run at once, server-wide; more get
+// RESOURCE_EXHAUSTED, so a reader's flood cannot queue copies on the core
+// ahead of writes (docs/SECURITY.md, overload).
+struct DryRunLimits {
+  int64_t max_in_flight = 2;
+};
+
 // A WatchEvents call finished at once with `status` (and counted).
 grpc::ServerWriteReactor<v1::Event>* RefuseWatch(Metrics* metrics,
                                                  grpc::Status status);
@@ -44,7 +52,8 @@ class SchedulerService final : public v1::Scheduler::CallbackService {
   SchedulerService(CoreLoop* core, EventLog* events, Metrics* metrics,
                    SpecCache* specs, const AccessControl* access,
                    absl::Duration heartbeat = absl::Seconds(10),
-                   WatchLimits watch_limits = {});
+                   WatchLimits watch_limits = {},
+                   DryRunLimits dry_run_limits = {});
   ~SchedulerService() override;
 
   grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* ctx,
@@ -87,6 +96,8 @@ class SchedulerService final : public v1::Scheduler::CallbackService {
   absl::Duration heartbeat_;
   WatchLimits watch_limits_;
   std::atomic<int64_t> open_watches_{0};
+  DryRunLimits dry_run_limits_;
+  std::atomic<int64_t> dry_runs_{0};  // in flight
   // Wakes the watch streams a few times per heartbeat interval, so each
   // can tell it has been quiet long enough.
   std::mutex ticker_mu_;

@@ -456,7 +456,7 @@ class RandomRun {
   // A new workload or a spec update of a live one, sometimes with what-if
   // changes (a node added or removed, team-a's quota changed): its dry run
   // changes nothing, and answers what the committed request then answers
-  // (the what-if changes and the submit in one batch, then one cycle), and
+  // (the what-if changes and their cycle, then the submit and its cycle), and
   // Explain names the same pending reason. Returns what differed.
   std::string DryRunThenCommit(int step) {
     now_ += absl::Seconds(Pick(4) == 0 ? Pick(40) : 1);
@@ -513,6 +513,7 @@ class RandomRun {
     for (const QueueSpec& q : what_if.queues) {
       if (!s_->UpsertQueue(q).ok()) return "a what-if queue was refused";
     }
+    if (!what_if.empty()) s_->RunCycle(now_);  // the changes' own batch
     absl::Status submitted = s_->Submit(spec, now_);
     s_->RunCycle(now_);
     std::string verdict;

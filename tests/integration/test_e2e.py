@@ -579,7 +579,9 @@ class DryRunTest(E2ETestCase):
                 (pb.WhatIf(queues=[types.Queue(name="")]), True, invalid,
                  "what_if.queues[0].name"),
                 (pb.WhatIf(queues=[types.Queue(name="q", parent="nope")]), True,
-                 grpc.StatusCode.NOT_FOUND, "what_if.queues[0]"),
+                 grpc.StatusCode.NOT_FOUND, "what_if.queues[0].parent: "),
+                (pb.WhatIf(queues=[types.Queue(name="q"), types.Queue(name="q")]), True,
+                 invalid, "what_if.queues[1].name"),
                 (pb.WhatIf(upsert_nodes=[node("n1", 8)]), False, invalid, "what_if")]:
             with self.assertRaises(grpc.RpcError) as caught:
                 self.allocate(big, dry_run=dry_run, what_if=what_if)
@@ -587,6 +589,55 @@ class DryRunTest(E2ETestCase):
             self.assertIn(field, caught.exception.details())
         self.assertEqual([n.node.name for n in self.snapshot().nodes], ["n0"])
         self.assertEqual(len(self.list_workloads().workloads), 1)
+        # An empty what_if asks for nothing, with or without dry_run.
+        self.assertEqual(self.allocate(small, what_if=pb.WhatIf()).state,
+                         types.WORKLOAD_STATE_RUNNING)
+
+    def test_dry_run_request_id(self):
+        """A dry run checks its request_id but is never recorded under it
+        nor answered from it."""
+        self.upsert_nodes(node("n0", 8))
+        spec = workload("ns/a", group("w", {GPU: "1"}, 1, 1))
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.allocate(spec, request_id="x" * 254, dry_run=True)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("request_id", caught.exception.details())
+        self.assertEqual(self.allocate(spec, request_id="r1", dry_run=True).state,
+                         types.WORKLOAD_STATE_RUNNING)
+        # The id is still free for the real request, which is recorded.
+        self.assertEqual(self.allocate(spec, request_id="r1").state,
+                         types.WORKLOAD_STATE_RUNNING)
+        other = workload("ns/b", group("w", {GPU: "1"}, 1, 1))
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.allocate(other, request_id="r1")
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+
+
+class DryRunLimitTest(E2ETestCase):
+    """At most --max-dry-runs dry runs run at once; a flood of them gets
+    RESOURCE_EXHAUSTED and real work goes on."""
+
+    server_args = ("--max-dry-runs=1",)
+
+    def test_dry_runs_past_the_limit_are_refused(self):
+        self.upsert_nodes(*[node("n%d" % i, 8) for i in range(3000)])
+        spec = workload("ns/probe", group("w", {GPU: "1"}, 8, 8))
+        futures = [self.sched.Allocate.future(
+            pb.AllocateRequest(workload=spec, dry_run=True), timeout=60)
+            for _ in range(200)]
+        codes = {}
+        for f in futures:
+            try:
+                f.result()
+                code = grpc.StatusCode.OK
+            except grpc.RpcError as e:
+                code = e.code()
+                self.assertIn("--max-dry-runs", e.details())
+            codes[code] = codes.get(code, 0) + 1
+        self.assertEqual(set(codes), {grpc.StatusCode.OK,
+                                      grpc.StatusCode.RESOURCE_EXHAUSTED}, codes)
+        real = self.allocate(spec)
+        self.assertEqual(real.state, types.WORKLOAD_STATE_RUNNING)
 
 
 # ---------------------------------------------------------------------------
