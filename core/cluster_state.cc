@@ -211,7 +211,7 @@ void Scheduler::Unreserve(NodeId node, const ResourceVector& pod) {
 }
 
 void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node) {
-  changes_.workloads.insert(w.spec.id);
+  Changed(w);
   GroupState& state = w.groups[group];
   state.slot_node[slot] = node;
   Node& n = nodes_[node.value()];
@@ -224,7 +224,7 @@ void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node) {
 }
 
 void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
-  changes_.workloads.insert(w.spec.id);
+  Changed(w);
   GroupState& state = w.groups[group];
   NodeId node = state.slot_node[slot];
   state.slot_node[slot] = NodeId();

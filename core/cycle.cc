@@ -32,6 +32,15 @@ void Scheduler::RunCycle(absl::Time now) {
   ExpireStaleGangs(now);
   GrowElastic(now);
   RecomputeQueueCounters();
+  // What is settled now needs nothing from the next cycles until its
+  // record changes (Changed).
+  for (auto it = to_visit_.begin(); it != to_visit_.end();) {
+    if (workloads_[*it] && workloads_[*it]->Settled()) {
+      it = to_visit_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void Scheduler::PlaceGangMinimums(absl::Time now) {
@@ -45,7 +54,7 @@ void Scheduler::PlaceGangMinimums(absl::Time now) {
     bool empty() const { return list.empty(); }
   };
   std::map<uint32_t, Leaf> grouped;
-  ForEachActive([&](Workload& w) {
+  ForEachToVisit([&](Workload& w) {
     bool lost = w.state == WorkloadState::kRunning && !w.AtMinimum();
     if (w.state != WorkloadState::kPending && !lost) return;
     grouped[w.queue.value()].list.push_back(&w);

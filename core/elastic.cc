@@ -46,7 +46,7 @@ void Scheduler::GrowElastic(absl::Time now) {
     bool empty() const { return entries.empty(); }
   };
   std::map<uint32_t, Leaf> grouped;
-  ForEachActive([&](Workload& w) {
+  ForEachToVisit([&](Workload& w) {
     if (w.state != WorkloadState::kRunning || !w.AtMinimum()) return;
     if (PlanElasticReplica(w).request.replicas.empty()) return;
     grouped[w.queue.value()].entries.insert({-w.priority, 0, w.submit_seq, &w});

@@ -50,7 +50,7 @@ absl::StatusOr<std::vector<Eviction>> Scheduler::Preempt(
     if (w.state == WorkloadState::kReleasing &&
         w.requeue_after_eviction != requeue) {
       w.requeue_after_eviction = requeue;
-      changes_.workloads.insert(w.spec.id);
+      Changed(w);
     }
     return out;
   }

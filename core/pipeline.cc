@@ -19,7 +19,7 @@
 namespace gangsched {
 
 void Scheduler::CompletePipelined(absl::Time now) {
-  ForEachActive([&](Workload& w) {
+  ForEachToVisit([&](Workload& w) {
     if (w.state != WorkloadState::kPipelined) return;
     if (!EvictionsFor(w).empty()) return;  // victims still hold the room
     // Bind onto the nominated nodes; the reservation kept them free.
@@ -138,7 +138,7 @@ void Scheduler::SettleUnsettled(absl::Time now) {
 }
 
 void Scheduler::ClearNominations(Workload& w) {
-  changes_.workloads.insert(w.spec.id);
+  Changed(w);
   for (auto& group : w.groups) {
     for (NodeId& n : group.slot_nominated) {
       if (!n.valid()) continue;

@@ -252,7 +252,9 @@ void Scheduler::RecomputeQueueCounters() {
     q.pending_workloads = 0;
     q.running_workloads = 0;
   }
-  ForEachActive([&](const Workload& w) {
+  // Only workloads to visit can want more than they hold or be pending: a
+  // settled one has every wanted pod bound.
+  ForEachToVisit([&](const Workload& w) {
     ResourceVector demand;
     for (const auto& group : w.groups) {
       demand += group.pod * (group.LivePods() - group.BoundPods());
@@ -260,13 +262,17 @@ void Scheduler::RecomputeQueueCounters() {
     bool pending = w.state == WorkloadState::kPending;
     for (QueueId q = w.queue; q.valid(); q = queues_[q.value()].parent) {
       queues_[q.value()].requested += demand;
-      if (pending) {
-        ++queues_[q.value()].pending_workloads;
-      } else {
-        ++queues_[q.value()].running_workloads;
-      }
+      if (pending) ++queues_[q.value()].pending_workloads;
     }
   });
+  // Every active workload that is not pending counts as running.
+  for (const Queue& leaf : queues_) {
+    if (!leaf.live || leaf.active.empty()) continue;
+    for (QueueId q = leaf.id; q.valid(); q = queues_[q.value()].parent)
+      queues_[q.value()].running_workloads +=
+          static_cast<int32_t>(leaf.active.size());
+  }
+  for (Queue& q : queues_) q.running_workloads -= q.pending_workloads;
   // Fair shares depend on requests: recompute them only when one changed.
   for (size_t i = 0; i < queues_.size(); ++i) {
     if (!(queues_[i].requested == before[i])) fair_share_dirty_ = true;

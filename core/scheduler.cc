@@ -262,6 +262,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
     ++queues_[existing->queue.value()].workload_count;
   }
   Workload& w = *existing;
+  Changed(w);
   if (w.state == WorkloadState::kPipelined && !(w.spec == spec)) {
     ClearNominations(w);
     SetState(w, WorkloadState::kPending, now);
@@ -556,7 +557,7 @@ WorkloadId Scheduler::NewWorkloadId() {
 }
 
 void Scheduler::Forget(Workload& w) {
-  changes_.workloads.insert(w.spec.id);  // gone: the store deletes it
+  Changed(w);  // gone: the store deletes it
   workload_ids_.erase(w.spec.id);
   uint32_t id = w.id.value();
   SetActive(w, false);
@@ -568,7 +569,7 @@ void Scheduler::Forget(Workload& w) {
 // Bookkeeping
 
 Event& Scheduler::Record(EventType type, Workload& w, absl::Time now) {
-  changes_.workloads.insert(w.spec.id);
+  Changed(w);
   Event& e = events_.emplace_back();
   e.revision = ++revision_;
   e.type = type;
@@ -582,7 +583,7 @@ Event& Scheduler::Record(EventType type, Workload& w, absl::Time now) {
 }
 
 void Scheduler::SetState(Workload& w, WorkloadState state, absl::Time now) {
-  changes_.workloads.insert(w.spec.id);
+  Changed(w);
   if (state == WorkloadState::kRunning && w.state != WorkloadState::kRunning) {
     w.running_since = now;
   }
@@ -597,7 +598,7 @@ void Scheduler::SetPending(Workload& w, const PendingReason& reason,
   // Every cycle re-derives the reason of every gang still waiting; only a
   // different one is a change to store.
   if (reason == w.pending) return;
-  changes_.workloads.insert(w.spec.id);
+  Changed(w);
   bool changed = reason.code != w.pending.code;
   w.pending = reason;
   if (changed) Record(EventType::kStateChanged, w, now);

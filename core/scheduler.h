@@ -633,22 +633,38 @@ class Scheduler {
   // work and not the retained history (SetState, Submit, Forget and
   // RestoreWorkload keep it).
   absl::btree_set<uint32_t> active_;
-  // Keeps active_ and the workload's queue's set; `active` false removes.
+  // The active workloads a cycle may have something to do for: all but
+  // the settled ones (Workload::Settled: running, whole, nothing to grow,
+  // no reason). A workload joins when it becomes active and whenever its
+  // stored record changes (Changed), and leaves when a cycle ends with it
+  // settled; every phase of a cycle would leave a settled workload as it
+  // is, so cycles walk the work that is moving, not every running gang.
+  absl::btree_set<uint32_t> to_visit_;
+  // Keeps active_, to_visit_ and the workload's queue's set; `active`
+  // false removes.
   void SetActive(const Workload& w, bool active) {
     absl::btree_set<uint32_t>& of_queue = queues_[w.queue.value()].active;
     if (active) {
       active_.insert(w.id.value());
+      to_visit_.insert(w.id.value());
       of_queue.insert(w.id.value());
     } else {
       active_.erase(w.id.value());
+      to_visit_.erase(w.id.value());
       of_queue.erase(w.id.value());
     }
   }
-  // The active workloads, by id; a copy of the ids, so `visit` may change
-  // states (and so the set).
+  // `w`'s stored record changed: the store writes it, and the next cycle
+  // looks at it.
+  void Changed(const Workload& w) {
+    changes_.workloads.insert(w.spec.id);
+    if (active_.contains(w.id.value())) to_visit_.insert(w.id.value());
+  }
+  // The workloads in to_visit_, by id; a copy of the ids, so `visit` may
+  // change states (and so the sets).
   template <typename Visit>
-  void ForEachActive(Visit&& visit) {
-    std::vector<uint32_t> ids(active_.begin(), active_.end());
+  void ForEachToVisit(Visit&& visit) {
+    std::vector<uint32_t> ids(to_visit_.begin(), to_visit_.end());
     for (uint32_t id : ids) {
       if (workloads_[id]) visit(*workloads_[id]);
     }

@@ -18,7 +18,7 @@
 namespace gangsched {
 
 void Scheduler::ExpireStaleGangs(absl::Time now) {
-  ForEachActive([&](Workload& w) {
+  ForEachToVisit([&](Workload& w) {
     if (w.state != WorkloadState::kRunning) return;
     if (w.AtMinimum()) {
       w.below_min_since = absl::InfiniteFuture();
@@ -27,7 +27,7 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
     }
     if (w.below_min_since == absl::InfiniteFuture()) {
       w.below_min_since = now;
-      changes_.workloads.insert(w.spec.id);
+      Changed(w);
     }
     if (now - w.below_min_since < options_.stale_gang_grace) return;
     // Stranded below its minimum too long: give back what it holds and wait

@@ -155,4 +155,18 @@ Workload::ElasticReplicas() const {
   return out;
 }
 
+bool Workload::Settled() const {
+  if (state != WorkloadState::kRunning || pending.code != PendingCode::kNone ||
+      !pending.message.empty() || below_min_since != absl::InfiniteFuture()) {
+    return false;
+  }
+  for (const GroupState& g : groups) {
+    if (g.BoundPods() != g.LivePods()) return false;
+    for (int32_t r = 0; r < static_cast<int32_t>(g.replica_live.size()); ++r) {
+      if (g.replica_live[r] && !g.ReplicaBound(r)) return false;
+    }
+  }
+  return AtMinimum();
+}
+
 }  // namespace gangsched

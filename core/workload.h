@@ -157,6 +157,10 @@ struct Workload {
       const;
   // Every group has at least min_replicas replicas fully bound.
   bool AtMinimum() const;
+  // RUNNING with no pending reason and not below its minimum, every wanted
+  // replica bound and nothing bound beyond them: no phase of a cycle has
+  // anything to do for it (docs/ARCHITECTURE.md, "The cycle").
+  bool Settled() const;
   int32_t BoundPods() const;
   ResourceVector BoundResources() const;
 };
