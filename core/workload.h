@@ -159,7 +159,7 @@ struct Workload {
   bool AtMinimum() const;
   // RUNNING with no pending reason and not below its minimum, every wanted
   // replica bound and nothing bound beyond them: no phase of a cycle has
-  // anything to do for it (docs/ARCHITECTURE.md, "The cycle").
+  // anything to do for it (docs/ARCHITECTURE.md, "How a request flows").
   bool Settled() const;
   int32_t BoundPods() const;
   ResourceVector BoundResources() const;
