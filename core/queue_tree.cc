@@ -110,6 +110,7 @@ void Scheduler::MoveRollups(const Queue& q, QueueId old_parent,
 }
 
 absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
+  if (absl::Status s = CheckResourceNames(spec); !s.ok()) return s;
   if (absl::Status s = CheckNotFromConfig(spec.name, "queue.name"); !s.ok())
     return s;
   return UpsertQueue(spec, /*restoring=*/false);

@@ -767,21 +767,53 @@ bool Scheduler::KnowsResources(const WorkloadSpec& spec) const {
       [&](const GroupSpec& gs) { return resources_.Knows(gs.resources); });
 }
 
-absl::Status Scheduler::CheckResourceNames(const WorkloadSpec& spec) const {
+absl::Status Scheduler::CheckNewNames(
+    absl::FunctionRef<void(absl::FunctionRef<bool(const std::string& field,
+                                                  const std::string& name)>)>
+        each) const {
   absl::flat_hash_set<std::string> unknown;
-  for (size_t g = 0; g < spec.groups.size(); ++g) {
-    for (const auto& [name, amount] : spec.groups[g].resources) {
-      if (resources_.Find(name).valid()) continue;
-      unknown.insert(name);
-      if (resources_.size() + unknown.size() > kMaxResourceNames) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "workload.groups[", g, "].resources[\"", name,
-            "\"]: gangsched keeps at most ", kMaxResourceNames,
-            " distinct resource names, and this would be one more"));
+  absl::Status refused;
+  each([&](const std::string& field, const std::string& name) {
+    if (name == kPodsResource || resources_.Find(name).valid()) return true;
+    unknown.insert(name);
+    if (resources_.size() + unknown.size() <= kMaxResourceNames) return true;
+    refused = absl::InvalidArgumentError(absl::StrCat(
+        field, "[\"", name, "\"]: gangsched keeps at most ", kMaxResourceNames,
+        " distinct resource names, and this would be one more"));
+    return false;
+  });
+  return refused;
+}
+
+absl::Status Scheduler::CheckResourceNames(const WorkloadSpec& spec) const {
+  return CheckNewNames([&](auto visit) {
+    for (size_t g = 0; g < spec.groups.size(); ++g) {
+      std::string field = absl::StrCat("workload.groups[", g, "].resources");
+      for (const auto& [name, amount] : spec.groups[g].resources) {
+        if (!visit(field, name)) return;
       }
     }
-  }
-  return absl::OkStatus();
+  });
+}
+
+absl::Status Scheduler::CheckResourceNames(
+    const std::vector<NodeSpec>& nodes) const {
+  return CheckNewNames([&](auto visit) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      std::string field = absl::StrCat("nodes[", i, "].allocatable");
+      for (const auto& [name, amount] : nodes[i].allocatable) {
+        if (!visit(field, name)) return;
+      }
+    }
+  });
+}
+
+absl::Status Scheduler::CheckResourceNames(const QueueSpec& queue) const {
+  return CheckNewNames([&](auto visit) {
+    for (const auto& [name, settings] : queue.resources) {
+      if (!visit("queue.resources", name)) return;
+    }
+  });
 }
 
 void Scheduler::InternResources(const WorkloadSpec& spec) {

@@ -286,6 +286,11 @@ class Scheduler {
   // without bound (docs/SECURITY.md).
   static constexpr size_t kMaxResourceNames = 128;
   absl::Status CheckResourceNames(const WorkloadSpec& spec) const;
+  // The same for the nodes of an UpsertNodes / SyncNodes request (`pods`
+  // is a capacity, not a name) and an admin's queue; a restore and the
+  // config file are not checked (what is stored must load).
+  absl::Status CheckResourceNames(const std::vector<NodeSpec>& nodes) const;
+  absl::Status CheckResourceNames(const QueueSpec& queue) const;
 
   // One scheduling cycle: re-place lost gang slots, place pending gangs in
   // order, then grow elastic groups one replica at a time.
@@ -364,6 +369,13 @@ class Scheduler {
   absl::Status CheckConsistency() const;
 
  private:
+  // Calls `each(visit)`; `visit(field, name)` per resource name, false to
+  // stop: INVALID_ARGUMENT naming field["name"] for the first new name past
+  // kMaxResourceNames.
+  absl::Status CheckNewNames(
+      absl::FunctionRef<void(absl::FunctionRef<bool(const std::string& field,
+                                                    const std::string& name)>)>
+          each) const;
   // A dry run's copy of the whole state (DryRun); nothing else copies one.
   Scheduler(const Scheduler&) = default;
   Scheduler& operator=(const Scheduler&) = delete;

@@ -689,12 +689,15 @@ grpc::ServerUnaryReactor* SchedulerService::UpsertNodes(
     return Reject(metrics_, ctx, "UpsertNodes", Invalid(parsed.status()));
   auto nodes = std::make_shared<std::vector<NodeSpec>>(*std::move(parsed));
   auto answer = std::make_shared<NodeChangeAnswer>();
+  auto applied = std::make_shared<absl::Status>();
   return DispatchWithId(
       core_, metrics_, ctx, "UpsertNodes", request, response,
-      [nodes, answer](Ctx& c) {
-        *answer = c.scheduler.UpsertNodes(*nodes, c.now);
+      [nodes, answer, applied](Ctx& c) {
+        *applied = c.scheduler.CheckResourceNames(*nodes);
+        if (applied->ok()) *answer = c.scheduler.UpsertNodes(*nodes, c.now);
       },
-      [answer, response](Ctx& c) {
+      [answer, applied, response](Ctx& c) {
+        if (!applied->ok()) return ToGrpc(*applied);
         FillNodeAnswer(*answer, response);
         response->set_revision(c.scheduler.revision());
         return grpc::Status::OK;
@@ -733,12 +736,15 @@ grpc::ServerUnaryReactor* SchedulerService::SyncNodes(
     return Reject(metrics_, ctx, "SyncNodes", Invalid(parsed.status()));
   auto nodes = std::make_shared<std::vector<NodeSpec>>(*std::move(parsed));
   auto answer = std::make_shared<NodeChangeAnswer>();
+  auto applied = std::make_shared<absl::Status>();
   return DispatchWithId(
       core_, metrics_, ctx, "SyncNodes", request, response,
-      [nodes, answer](Ctx& c) {
-        *answer = c.scheduler.SyncNodes(*nodes, c.now);
+      [nodes, answer, applied](Ctx& c) {
+        *applied = c.scheduler.CheckResourceNames(*nodes);
+        if (applied->ok()) *answer = c.scheduler.SyncNodes(*nodes, c.now);
       },
-      [answer, response](Ctx& c) {
+      [answer, applied, response](Ctx& c) {
+        if (!applied->ok()) return ToGrpc(*applied);
         FillNodeAnswer(*answer, response);
         for (const auto& n : answer->removed) response->add_removed(n);
         response->set_revision(c.scheduler.revision());

@@ -532,6 +532,38 @@ TEST_F(SchedulerTest, ResourceNamesFromRequestsAreBounded) {
   EXPECT_TRUE(s_.KnowsResources(stored));
 }
 
+// Nodes and queues from requests are held to the same cap (a restore is
+// not: what is stored must load).
+TEST_F(SchedulerTest, ResourceNamesFromNodesAndQueuesAreBounded) {
+  const size_t known = s_.resources().size();
+  NodeSpec node = GpuNode("n0", 8);
+  const size_t base = node.allocatable.size();  // names already known
+  for (size_t i = 0; i + known < Scheduler::kMaxResourceNames + 5; ++i)
+    node.allocatable.push_back({absl::StrCat("example.com/n", i), 1000});
+  node.allocatable.push_back({"pods", 110000});  // a capacity, not a name
+  absl::Status refused = s_.CheckResourceNames(std::vector<NodeSpec>{node});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("nodes[0].allocatable[\"example.com/n"),
+            std::string::npos)
+      << refused;
+  node.allocatable.resize(base + Scheduler::kMaxResourceNames - known);
+  EXPECT_TRUE(s_.CheckResourceNames(std::vector<NodeSpec>{node}).ok());
+  s_.UpsertNodes({node}, Now());
+  ASSERT_EQ(s_.resources().size(), Scheduler::kMaxResourceNames);
+
+  QueueSpec q = Queue("capped");
+  q.resources.push_back({"example.com/one-more", {.quota = 1}});
+  auto upserted = s_.UpsertQueue(q);
+  ASSERT_FALSE(upserted.ok());
+  EXPECT_NE(upserted.status().message().find(
+                "queue.resources[\"example.com/one-more\"]"),
+            std::string::npos)
+      << upserted.status();
+  EXPECT_EQ(s_.FindQueue("capped"), nullptr);
+  q.resources = {{"example.com/n1", {.quota = 1}}};  // a known name
+  EXPECT_TRUE(s_.UpsertQueue(q).ok());
+}
+
 // A workload with nothing bound may move to another queue by resubmitting:
 // it is then counted, ordered and capped in the new queue only.
 TEST_F(SchedulerTest, UnboundWorkloadMovesToAnotherQueue) {

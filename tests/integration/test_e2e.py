@@ -613,6 +613,36 @@ class DryRunTest(E2ETestCase):
         self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
 
 
+class ResourceNameCapTest(E2ETestCase):
+    """Nodes and queues bring new resource names only up to the cap, like
+    workloads: each name is kept for good in every queue and node."""
+
+    def test_nodes_and_queues_are_capped(self):
+        many = {"example.com/r%d" % i: "1" for i in range(200)}
+        wide = types.Node(name="wide", allocatable=many)
+        calls = [
+            (lambda: self.sched.UpsertNodes(
+                pb.UpsertNodesRequest(nodes=[node("n0", 8), wide]),
+                timeout=RPC_TIMEOUT_S), 'nodes[1].allocatable["example.com/r'),
+            (lambda: self.sched.SyncNodes(
+                pb.SyncNodesRequest(nodes=[wide]), timeout=RPC_TIMEOUT_S),
+             'nodes[0].allocatable["example.com/r')]
+        for call, field in calls:
+            with self.assertRaises(grpc.RpcError) as caught:
+                call()
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn(field, caught.exception.details())
+        self.assertEqual(len(self.snapshot().nodes), 0, "all or nothing")
+        queue = types.Queue(name="wide", resources={
+            name: types.QueueResource(quota="1") for name in many})
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.admin.UpsertQueue(admin.UpsertQueueRequest(queue=queue),
+                                   timeout=RPC_TIMEOUT_S)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn('queue.resources["example.com/r', caught.exception.details())
+        self.upsert_nodes(node("n0", 8))
+
+
 class DryRunLimitTest(E2ETestCase):
     """At most --max-dry-runs dry runs run at once; a flood of them gets
     RESOURCE_EXHAUSTED and real work goes on."""
