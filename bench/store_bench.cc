@@ -1,6 +1,8 @@
 // The commit path and recovery (docs/ARCHITECTURE.md, "Storage and recovery"):
 // Allocate+Release pairs per second through the real CoreLoop with SQLite
 // versus in memory, and the time to restore 100,000 slots on 10,000 nodes.
+#include <sys/resource.h>
+
 #include <atomic>
 #include <filesystem>
 #include <future>
@@ -139,16 +141,17 @@ BENCHMARK(BM_PairsSqliteFull)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// Restart: 10,000 nodes x 10 GPUs, 12,500 gangs of 8 one-GPU pods
-// (100,000 bound slots), stored, then loaded into a fresh scheduler.
-void BM_Restart100kSlots10kNodes(benchmark::State& state) {
+// Restart: `nodes` nodes of `gpus` GPUs and `gangs` gangs of 8 one-GPU
+// pods, all bound, stored, then loaded into a fresh scheduler (what a cold
+// start does before it serves). Peak RSS is the process's.
+void Restart(benchmark::State& state, int node_count, int gpus, int gangs) {
   std::string dir = TempDir("restart");
   {
     auto s = EmptyScheduler();
     std::vector<NodeSpec> nodes;
-    for (int i = 0; i < 10000; ++i) nodes.push_back(Node(i, 10));
+    for (int i = 0; i < node_count; ++i) nodes.push_back(Node(i, gpus));
     s->UpsertNodes(nodes, absl::Now());
-    for (int i = 0; i < 12500; ++i)
+    for (int i = 0; i < gangs; ++i)
       s->Submit(Gang(absl::StrCat("w", i), 8), absl::Now()).IgnoreError();
     s->RunCycle(absl::Now());
     int64_t slots = 0;
@@ -163,15 +166,34 @@ void BM_Restart100kSlots10kNodes(benchmark::State& state) {
     auto s = EmptyScheduler();
     IdempotencyCache requests(100000);
     auto loaded = store->Load(*s, requests);
-    if (!loaded.ok() || loaded->workloads != 12500)
+    if (!loaded.ok() || loaded->workloads != static_cast<size_t>(gangs))
       state.SkipWithError("load failed");
     benchmark::DoNotOptimize(s);
   }
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  state.counters["peak_rss_MiB"] =
+      static_cast<double>(usage.ru_maxrss) / 1024.0;
   std::filesystem::remove_all(dir);
+}
+
+// 10,000 nodes x 10 GPUs, 12,500 gangs (100,000 bound slots).
+void BM_Restart100kSlots10kNodes(benchmark::State& state) {
+  Restart(state, 10000, 10, 12500);
 }
 BENCHMARK(BM_Restart100kSlots10kNodes)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
+
+// The largest clusters (GKE allows 65,000 nodes): 65,000 nodes x 16 GPUs,
+// 125,000 gangs (1,000,000 bound slots). Run alone:
+//   build/bench/store_bench --benchmark_filter=BM_RestartLargestCluster
+void BM_RestartLargestCluster(benchmark::State& state) {
+  Restart(state, 65000, 16, 125000);
+}
+BENCHMARK(BM_RestartLargestCluster)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 }  // namespace
 }  // namespace gangsched::server
