@@ -45,13 +45,13 @@ std::string WhyNoVictims(const VictimSearchNotes& notes) {
 }  // namespace
 
 absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
-                                                 absl::Time now) {
+                                                 absl::Time now) const {
   const Workload* found = FindWorkload(workload_id);
   if (found == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("workload_id: workload \"", workload_id, "\" not found"));
   }
-  Workload& w = *workloads_[found->id.value()];
+  const Workload& w = *found;
   ExplainAnswer answer;
   answer.workload_id = w.spec.id;
   answer.state = w.state;

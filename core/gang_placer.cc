@@ -139,6 +139,13 @@ class Attempt {
         ++group_nodes_[g][n.value()];
       }
     }
+    // Freed room reads as a negative booking: every free amount adds it.
+    if (options.freed != nullptr) {
+      for (const FreedRoom& f : *options.freed) {
+        extra_[f.node.value()] -= f.resources;
+        booked_pods_[f.node.value()] -= f.pods;
+      }
+    }
   }
 
   bool Run(GangPlacement* out) {

@@ -62,6 +62,13 @@ struct GangPlacement {
   std::vector<std::pair<std::string, int32_t>> rejections;
 };
 
+// Room on one node to treat as free on top of what the node says.
+struct FreedRoom {
+  NodeId node;
+  ResourceVector resources;
+  int64_t pods = 0;
+};
+
 struct PlacerOptions {
   // Treat every node as empty and cordoned nodes as usable: answers "could
   // this ever fit the current node set?".
@@ -75,6 +82,10 @@ struct PlacerOptions {
   // Topology domains from this index instead of a scan of every node's
   // labels; it must match `nodes`.
   const TopologyIndex* topology = nullptr;
+  // Room treated as free besides what the nodes have: what victims would
+  // leave behind. A victim search places the preemptor as if they were
+  // gone, on this overlay, without touching the nodes.
+  const std::vector<FreedRoom>* freed = nullptr;
 };
 
 // Resources and pods of everything the request asks for.

@@ -215,11 +215,11 @@ absl::Status Scheduler::CheckConsistency() const {
     if (!w) continue;
     // A cycle skips an active workload outside to_visit_: it must be one
     // that no phase would change.
-    if (active_.contains(w->id.value()) &&
-        !to_visit_.contains(w->id.value()) && !w->Settled()) {
-      return absl::InternalError(absl::StrCat(
-          "workload ", w->spec.id,
-          " is not settled, yet cycles no longer look at it"));
+    if (active_.contains(w->id.value()) && !to_visit_.contains(w->id.value()) &&
+        !w->Settled()) {
+      return absl::InternalError(
+          absl::StrCat("workload ", w->spec.id,
+                       " is not settled, yet cycles no longer look at it"));
     }
     for (uint32_t gi = 0; gi < w->groups.size(); ++gi) {
       const GroupState& g = w->groups[gi];

@@ -61,7 +61,7 @@ void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
   // One eviction per victim workload, its units merged; in submission
   // order, so the events come out the same in every process.
   struct Merged {
-    Workload* victim = nullptr;
+    Workload* victim = nullptr;  // the unit's workload, to change
     std::vector<std::pair<uint32_t, int32_t>> slots;
     bool whole = false;
     EvictionReason reason = EvictionReason::kPreempt;
@@ -72,7 +72,7 @@ void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
     waited_on.insert(u.workload);
     if (u.inherited) continue;  // evicted for it already
     Merged& m = merged[u.workload->submit_seq];
-    m.victim = u.workload;
+    m.victim = workloads_[u.workload->id.value()].get();
     for (auto slot : u.slots) {
       if (std::find(m.slots.begin(), m.slots.end(), slot) == m.slots.end())
         m.slots.push_back(slot);

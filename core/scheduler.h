@@ -266,7 +266,7 @@ class Scheduler {
   // Why the workload is (or would stay) pending: queue checks up the path,
   // node rejections by reason, and the victims a preemption would need.
   absl::StatusOr<ExplainAnswer> Explain(absl::string_view workload_id,
-                                        absl::Time now);
+                                        absl::Time now) const;
 
   // What Allocate would answer for `spec` at `now`, as if `what_if` were
   // made first; commits nothing. Decided by the code that commits, on a
@@ -403,7 +403,7 @@ class Scheduler {
   // One unit a preemptor may take: an elastic replica, or the whole
   // remaining gang of a workload at its minimum.
   struct VictimUnit {
-    Workload* workload = nullptr;
+    const Workload* workload = nullptr;
     std::vector<std::pair<uint32_t, int32_t>> slots;  // (group, slot)
     bool whole_gang = false;
     EvictionReason reason = EvictionReason::kPreempt;
@@ -580,19 +580,18 @@ class Scheduler {
 
   // victims.cc (choice), reclaim.cc (eligibility across queues),
   // pipeline.cc (Pipeline, CompletePipelined, settling evictions).
-  std::optional<VictimPlan> FindVictims(const Workload& preemptor,
-                                        const PlannedRequest& plan,
-                                        absl::Time now,
-                                        VictimSearchNotes* notes = nullptr);
+  std::optional<VictimPlan> FindVictims(
+      const Workload& preemptor, const PlannedRequest& plan, absl::Time now,
+      VictimSearchNotes* notes = nullptr) const;
   // Candidate units; reclaim candidates only from workloads whose units
   // could ever be Eligible for `need`. FindVictims orders them.
   std::vector<VictimUnit> VictimCandidates(const Workload& preemptor,
                                            const ResourceVector& need,
                                            absl::Time now,
-                                           VictimSearchNotes* notes);
+                                           VictimSearchNotes* notes) const;
   // Slots already being evicted to make room for `preemptor` (a PIPELINED
   // gang that was updated and planned again): room it counts as its own.
-  std::vector<VictimUnit> InheritedVictims(const Workload& preemptor);
+  std::vector<VictimUnit> InheritedVictims(const Workload& preemptor) const;
   bool Eligible(const Workload& preemptor, const VictimUnit& unit,
                 const ResourceVector& need,
                 const std::vector<VictimUnit>& chosen) const;
@@ -610,7 +609,7 @@ class Scheduler {
                                             const ResourceVector& need) const;
   bool FitsWithout(const PlannedRequest& plan,
                    const std::vector<VictimUnit>& units,
-                   GangPlacement* placement);
+                   GangPlacement* placement) const;
   void EvictSlots(Workload& victim,
                   const std::vector<std::pair<uint32_t, int32_t>>& slots,
                   EvictionReason reason, const std::string& preemptor,

@@ -41,7 +41,7 @@ absl::Duration Scheduler::MinRuntime(QueueId leaf, bool reclaim) const {
 
 std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
     const Workload& preemptor, const ResourceVector& need, absl::Time now,
-    VictimSearchNotes* notes) {
+    VictimSearchNotes* notes) const {
   std::vector<VictimUnit> out;
   // Victims come from the preemptor's own queue (preempt) and from the
   // leaves where reclaim could free something the preemptor needs (the same
@@ -68,7 +68,7 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
       return false;
     };
     for (uint32_t id : q.active) {
-      Workload& v = *workloads_[id];
+      const Workload& v = *workloads_[id];
       if (&v == &preemptor) continue;
       if (same_queue ? !MayPreempt(preemptor, v) : !MayBeVictim(v)) continue;
       if (!same_queue && !frees_reclaimable(v)) continue;
@@ -101,11 +101,11 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
 }
 
 std::vector<Scheduler::VictimUnit> Scheduler::InheritedVictims(
-    const Workload& preemptor) {
+    const Workload& preemptor) const {
   std::vector<VictimUnit> out;
   if (!preemptor.had_victims) return out;
   for (uint32_t id : active_) {
-    Workload& v = *workloads_[id];
+    const Workload& v = *workloads_[id];
     for (const Eviction& e : v.evictions) {
       if (e.preemptor != preemptor.spec.id) continue;
       VictimUnit unit{&v, {}, false, e.reason, /*inherited=*/true};
@@ -125,29 +125,30 @@ namespace {}  // namespace
 
 bool Scheduler::FitsWithout(const PlannedRequest& plan,
                             const std::vector<VictimUnit>& units,
-                            GangPlacement* placement) {
-  std::set<std::pair<Workload*, std::pair<uint32_t, int32_t>>> slots;
+                            GangPlacement* placement) const {
+  std::set<std::pair<const Workload*, std::pair<uint32_t, int32_t>>> slots;
   for (const VictimUnit& u : units) {
     for (auto slot : u.slots) slots.insert({u.workload, slot});
   }
-  // Tentatively free the victims' pods, place, and roll back.
-  for (auto& [w, slot] : slots) {
-    Node& n = nodes_[w->groups[slot.first].slot_node[slot.second].value()];
-    n.used -= w->groups[slot.first].pod;
-    --n.pods_used;
+  // The victims' pods as room freed on their nodes: an overlay the placer
+  // adds, the nodes untouched.
+  absl::flat_hash_map<uint32_t, size_t> at;  // node id -> freed[i]
+  std::vector<FreedRoom> freed;
+  for (const auto& [w, slot] : slots) {
+    NodeId node = w->groups[slot.first].slot_node[slot.second];
+    auto [it, added] = at.try_emplace(node.value(), freed.size());
+    if (added) freed.push_back({node, {}, 0});
+    freed[it->second].resources += w->groups[slot.first].pod;
+    ++freed[it->second].pods;
   }
-  *placement = TryPlaceGang(nodes_, resources_, plan.request, {});
-  for (auto& [w, slot] : slots) {
-    Node& n = nodes_[w->groups[slot.first].slot_node[slot.second].value()];
-    n.used += w->groups[slot.first].pod;
-    ++n.pods_used;
-  }
+  *placement =
+      TryPlaceGang(nodes_, resources_, plan.request, {.freed = &freed});
   return placement->result == PlaceResult::kPlaced;
 }
 
 std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
     const Workload& preemptor, const PlannedRequest& plan, absl::Time now,
-    VictimSearchNotes* notes) {
+    VictimSearchNotes* notes) const {
   ResourceVector need = TotalOf(plan.request);
   // Room already being freed for it (it was PIPELINED, then updated) is
   // its own: counted first, never evicted twice, never dropped.

@@ -826,10 +826,13 @@ grpc::ServerUnaryReactor* SchedulerService::Explain(
     return Reject(metrics_, ctx, "Explain", Invalid(s));
   }
   std::string id = request->workload_id();
-  return Dispatch(
-      core_, metrics_, ctx, "Explain", "", response, nullptr,
-      [id, response](Ctx& c) {
-        auto answer = c.scheduler.Explain(id, c.now);
+  // A read (Scheduler::Explain is const: its victim search places on an
+  // overlay), so off the core thread when the core allows it.
+  return DispatchRead(
+      core_, metrics_, ctx, "Explain", response,
+      [id, response](const Scheduler& s) {
+        const absl::Time now = absl::Now();
+        auto answer = s.Explain(id, now);
         if (!answer.ok()) return ToGrpc(answer.status());
         response->set_workload_id(answer->workload_id);
         response->set_state(ToProto(answer->state));
@@ -861,7 +864,7 @@ grpc::ServerUnaryReactor* SchedulerService::Explain(
         }
         for (const auto& e : answer->would_evict)
           ToProto(e, response->add_would_evict());
-        ToProto(c.now, response->mutable_time());
+        ToProto(now, response->mutable_time());
         return grpc::Status::OK;
       });
 }
