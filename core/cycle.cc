@@ -33,14 +33,18 @@ void Scheduler::RunCycle(absl::Time now) {
   GrowElastic(now);
   RecomputeQueueCounters();
   // What is settled now needs nothing from the next cycles until its
-  // record changes (Changed).
-  for (auto it = to_visit_.begin(); it != to_visit_.end();) {
-    if (workloads_[*it] && workloads_[*it]->Settled()) {
-      it = to_visit_.erase(it);
-    } else {
-      ++it;
+  // record changes (Changed). Only what changed since the last check can
+  // have become settled.
+  for (uint32_t id : recheck_) {
+    Workload* w = workloads_[id].get();
+    if (w == nullptr || !w->to_recheck) continue;
+    w->to_recheck = false;
+    if (w->in_to_visit && w->Settled()) {
+      to_visit_.erase(id);
+      w->in_to_visit = false;
     }
   }
+  recheck_.clear();
 }
 
 void Scheduler::PlaceGangMinimums(absl::Time now) {

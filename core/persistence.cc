@@ -221,6 +221,11 @@ absl::Status Scheduler::CheckConsistency() const {
           absl::StrCat("workload ", w->spec.id,
                        " is not settled, yet cycles no longer look at it"));
     }
+    if (w->in_to_visit != to_visit_.contains(w->id.value())) {
+      return absl::InternalError(
+          absl::StrCat("workload ", w->spec.id,
+                       "'s in_to_visit flag disagrees with the set"));
+    }
     for (uint32_t gi = 0; gi < w->groups.size(); ++gi) {
       const GroupState& g = w->groups[gi];
       for (size_t i = 0; i < g.slot_node.size(); ++i) {

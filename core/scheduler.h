@@ -187,6 +187,10 @@ struct SchedulerOptions {
   // The deepest a queue may sit in the tree (a top-level queue is at depth
   // 1). Checked when queues change; a stored tree is restored as it is.
   int32_t max_queue_depth = 16;
+  // Tests only: cycles walk every active workload instead of to_visit_,
+  // the way they did before it, to check that skipping the settled ones
+  // decides exactly the same.
+  bool walk_every_active = false;
 };
 
 // What a dry run assumes besides its workload, applied in this order to a
@@ -653,29 +657,45 @@ class Scheduler {
   absl::btree_set<uint32_t> to_visit_;
   // Keeps active_, to_visit_ and the workload's queue's set; `active`
   // false removes.
-  void SetActive(const Workload& w, bool active) {
+  void SetActive(Workload& w, bool active) {
     absl::btree_set<uint32_t>& of_queue = queues_[w.queue.value()].active;
     if (active) {
       active_.insert(w.id.value());
-      to_visit_.insert(w.id.value());
       of_queue.insert(w.id.value());
+      MarkToVisit(w);
     } else {
       active_.erase(w.id.value());
       to_visit_.erase(w.id.value());
+      w.in_to_visit = false;
       of_queue.erase(w.id.value());
     }
   }
   // `w`'s stored record changed: the store writes it, and the next cycle
   // looks at it.
-  void Changed(const Workload& w) {
+  void Changed(Workload& w) {
     changes_.workloads.insert(w.spec.id);
-    if (active_.contains(w.id.value())) to_visit_.insert(w.id.value());
+    if (w.state != WorkloadState::kReleased) MarkToVisit(w);
   }
+  // Into to_visit_, and onto recheck_ (the cycle's end checks whether it
+  // is settled: only what changed since can have become so).
+  void MarkToVisit(Workload& w) {
+    if (!w.in_to_visit) {
+      to_visit_.insert(w.id.value());
+      w.in_to_visit = true;
+    }
+    if (!w.to_recheck) {
+      recheck_.push_back(w.id.value());
+      w.to_recheck = true;
+    }
+  }
+  std::vector<uint32_t> recheck_;
   // The workloads in to_visit_, by id; a copy of the ids, so `visit` may
   // change states (and so the sets).
   template <typename Visit>
   void ForEachToVisit(Visit&& visit) {
-    std::vector<uint32_t> ids(to_visit_.begin(), to_visit_.end());
+    const absl::btree_set<uint32_t>& walk =
+        options_.walk_every_active ? active_ : to_visit_;
+    std::vector<uint32_t> ids(walk.begin(), walk.end());
     for (uint32_t id : ids) {
       if (workloads_[id]) visit(*workloads_[id]);
     }

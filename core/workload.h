@@ -138,6 +138,10 @@ struct Workload {
   // way: a victim search for it then counts them first. Derived (set by
   // Pipeline and by a restore), so searches of other gangs skip the walk.
   bool had_victims = false;
+  // The Scheduler's bookkeeping of its to_visit_ set (cycles skip settled
+  // workloads): in it, and due for the settled check at the cycle's end.
+  bool in_to_visit = false;
+  bool to_recheck = false;
   // Announced, unconfirmed evictions of this workload's own slots.
   std::vector<Eviction> evictions;
   int64_t revision = 0;
