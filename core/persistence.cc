@@ -65,6 +65,7 @@ absl::Status Scheduler::RestoreQueue(const QueueSpec& spec,
 }
 
 absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
+  restoring_ = true;
   auto fail = [&](absl::string_view why) {
     return absl::DataLossError(
         absl::StrCat("stored workload \"", r.spec.id, "\": ", why));
@@ -179,6 +180,12 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
 
 void Scheduler::RestoreCounters(int64_t revision, uint64_t submit_seq,
                                 absl::Time now) {
+  if (restoring_) {
+    restoring_ = false;
+    for (uint32_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].live) TouchNode(NodeId(i));
+    }
+  }
   revision_ = std::max(revision_, revision);
   submit_seq_ = std::max(submit_seq_, submit_seq);
   RecomputeQueueCounters();

@@ -455,9 +455,15 @@ class Scheduler {
   // back to PENDING.
   void DropNominationsOn(NodeId id, absl::Time now);
   void TouchNode(NodeId id) {
+    if (restoring_) return;  // every node is touched once at the end
     node_index_.Update(nodes_[id.value()], id.value());
     topology_.Touch(nodes_[id.value()], id.value());
   }
+  // Between the first RestoreWorkload and RestoreCounters: binds do not
+  // update the node indexes nor record changes one by one (a restore of a
+  // million pods would touch each node's index entries a hundred times);
+  // RestoreCounters touches every node once and starts the changes afresh.
+  bool restoring_ = false;
   void Bind(Workload& w, uint32_t group, int32_t slot, NodeId node);
   void Unbind(Workload& w, uint32_t group, int32_t slot);
   // Room (and a pod) held on a node for a nominated slot.
@@ -673,7 +679,7 @@ class Scheduler {
   // `w`'s stored record changed: the store writes it, and the next cycle
   // looks at it.
   void Changed(Workload& w) {
-    changes_.workloads.insert(w.spec.id);
+    if (!restoring_) changes_.workloads.insert(w.spec.id);
     if (w.state != WorkloadState::kReleased) MarkToVisit(w);
   }
   // Into to_visit_, and onto recheck_ (the cycle's end checks whether it
