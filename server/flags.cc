@@ -81,9 +81,9 @@ std::string FlagsUsage() {
                            RESOURCE_EXHAUSTED (default 1000)
   --watch-max-lag-events=N a WatchEvents reader more than N events behind
                            is dropped with RESOURCE_EXHAUSTED (default 10000)
-  --max-dry-runs=N         dry-run Allocates running at once (each copies the
-                           state) before new ones get RESOURCE_EXHAUSTED
-                           (default 2)
+  --max-dry-runs=N         dry-run Allocates that may wait for a busy core
+                           (each copies the state there) before new ones get
+                           RESOURCE_EXHAUSTED (default 4)
   --log-level=LEVEL        trace|debug|info|warn|error|off (default info)
   --log-format=FORMAT      text (key=value) or json (one JSON object per line);
                            one line per scheduling decision and per eviction

@@ -682,7 +682,7 @@ int Run(int argc, char** argv) {
       absl::Seconds(flags->watch_heartbeat_seconds),
       {.max_streams = flags->max_watch_streams,
        .max_lag_events = flags->watch_max_lag_events},
-      {.max_in_flight = flags->max_dry_runs});
+      {.max_queued = flags->max_dry_runs});
   AdminService admin_service(&core, &metrics, &specs, &access);
   grpc::EnableDefaultHealthCheckService(true);
   std::unique_ptr<grpc::Server> health = StartHealthServer(*flags);

@@ -502,30 +502,42 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
     // request_id nor answered from it, but the id must still be a valid one.
     if (absl::Status s = CheckRequestId(request->request_id()); !s.ok())
       return Reject(metrics_, ctx, "Allocate", ToGrpc(s));
-    if (dry_runs_.fetch_add(1) >= dry_run_limits_.max_in_flight) {
-      dry_runs_.fetch_sub(1);
+    // The dry run decides on its own copy of the state
+    // (Scheduler::DryRun): on this gRPC thread when the core allows it,
+    // which costs the core nothing.
+    auto dry = std::make_shared<AllocateParsed>(*std::move(parsed));
+    auto run = [dry, response](const Scheduler& s) {
+      auto answer = s.DryRun(dry->spec, dry->what_if, absl::Now());
+      if (!answer.ok()) return ToGrpc(answer.status());
+      ToProto(*answer, response);
+      return grpc::Status::OK;
+    };
+    const absl::Time start = absl::Now();
+    grpc::Status status;
+    if (core_->TryRead([&](const Scheduler& s) {
+          status = run(s);
+          return true;
+        })) {
+      return FinishHere(metrics_, ctx, "Allocate", std::move(status),
+                        absl::Now() - start);
+    }
+    // Else it waits on the core, behind writes, and runs there: at most
+    // --max-dry-runs at a time, so a flood of them cannot hold up real work.
+    if (queued_dry_runs_.fetch_add(1) >= dry_run_limits_.max_queued) {
+      queued_dry_runs_.fetch_sub(1);
       return Reject(
           metrics_, ctx, "Allocate",
-          grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                       absl::StrCat("dry_run: ", dry_run_limits_.max_in_flight,
-                                    " dry runs are already running (each "
-                                    "copies the state; --max-dry-runs); "
-                                    "retry shortly")));
+          grpc::Status(
+              grpc::StatusCode::RESOURCE_EXHAUSTED,
+              absl::StrCat("dry_run: the scheduler is busy and ",
+                           dry_run_limits_.max_queued,
+                           " dry runs already wait for it (each copies the "
+                           "state; --max-dry-runs); retry shortly")));
     }
-    // Off the core thread when the core allows it: the dry run decides on
-    // its own copy of the state (Scheduler::DryRun). The slot is given back
-    // when the read is done with, wherever it ran.
-    std::shared_ptr<void> slot(nullptr,
-                               [this](void*) { dry_runs_.fetch_sub(1); });
-    auto dry = std::make_shared<AllocateParsed>(*std::move(parsed));
-    return DispatchRead(core_, metrics_, ctx, "Allocate", response,
-                        [dry, response, slot](const Scheduler& s) {
-                          auto answer =
-                              s.DryRun(dry->spec, dry->what_if, absl::Now());
-                          if (!answer.ok()) return ToGrpc(answer.status());
-                          ToProto(*answer, response);
-                          return grpc::Status::OK;
-                        });
+    std::shared_ptr<void> slot(
+        nullptr, [this](void*) { queued_dry_runs_.fetch_sub(1); });
+    return Dispatch(core_, metrics_, ctx, "Allocate", "", response, nullptr,
+                    [run, slot](Ctx& c) { return run(c.scheduler); });
   }
   auto shared = std::make_shared<WorkloadSpec>(std::move(parsed->spec));
   auto applied = std::make_shared<absl::Status>();

@@ -34,11 +34,13 @@ struct WatchLimits {
 };
 
 // Dry runs copy the whole state (docs/SCHEDULING.md, "Dry runs and
-// what-if"): at most this many run at once, server-wide; more get
-// RESOURCE_EXHAUSTED, so a reader's flood cannot queue copies on the core
-// ahead of writes (docs/SECURITY.md, overload).
+// what-if"). One that finds the core busy waits on it and runs there: at
+// most this many wait at once, server-wide; more get RESOURCE_EXHAUSTED,
+// so a reader's flood cannot queue copies on the core ahead of writes
+// (docs/SECURITY.md, overload). Dry runs answered on gRPC threads cost the
+// core nothing and are not counted.
 struct DryRunLimits {
-  int64_t max_in_flight = 2;
+  int64_t max_queued = 4;
 };
 
 // A WatchEvents call finished at once with `status` (and counted).
@@ -97,7 +99,7 @@ class SchedulerService final : public v1::Scheduler::CallbackService {
   WatchLimits watch_limits_;
   std::atomic<int64_t> open_watches_{0};
   DryRunLimits dry_run_limits_;
-  std::atomic<int64_t> dry_runs_{0};  // in flight
+  std::atomic<int64_t> queued_dry_runs_{0};  // waiting on the core
   // Wakes the watch streams a few times per heartbeat interval, so each
   // can tell it has been quiet long enough.
   std::mutex ticker_mu_;
