@@ -27,7 +27,16 @@ absl::Status Scheduler::ApplyWhatIf(const WhatIf& what_if, absl::Time now) {
     }
   }
   for (size_t i = 0; i < what_if.upsert_nodes.size(); ++i) {
-    NodeChangeAnswer upserted = UpsertNodes({what_if.upsert_nodes[i]}, now);
+    // Held to the resource-name cap like a real UpsertNodes: a what-if must
+    // not place onto a node the real call would refuse.
+    std::vector<NodeSpec> one{what_if.upsert_nodes[i]};
+    if (absl::Status s = CheckResourceNames(one); !s.ok()) {
+      absl::string_view message = s.message();
+      absl::ConsumePrefix(&message, "nodes[0]");
+      return absl::Status(
+          s.code(), absl::StrCat("what_if.upsert_nodes[", i, "]", message));
+    }
+    NodeChangeAnswer upserted = UpsertNodes(one, now);
     if (!upserted.rejected.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "what_if.upsert_nodes[", i, "]: ", upserted.rejected[0].second));

@@ -641,6 +641,14 @@ class ResourceNameCapTest(E2ETestCase):
         self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn('queue.resources["example.com/r', caught.exception.details())
         self.upsert_nodes(node("n0", 8))
+        # A dry run's what-if nodes are held to it too: it must not promise
+        # a node the real call would refuse.
+        probe = workload("ns/p", group("w", {"example.com/r150": "1"}, 1, 1))
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.allocate(probe, dry_run=True, what_if=pb.WhatIf(upsert_nodes=[wide]))
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn('what_if.upsert_nodes[0].allocatable["example.com/r',
+                      caught.exception.details())
 
 
 class DryRunLimitTest(E2ETestCase):
