@@ -330,16 +330,22 @@ absl::StatusOr<std::vector<NodeSpec>> ParseNodeList(
 
 absl::StatusOr<WhatIf> ParseWhatIf(const v1::WhatIf& in) {
   WhatIf out;
+  // Names must be distinct within each list: `seen` per list, name -> index.
   absl::flat_hash_map<std::string, int> seen;
+  auto distinct = [&](const std::string& name, int i, absl::string_view list,
+                      absl::string_view field, absl::string_view kind) {
+    auto [it, added] = seen.emplace(name, i);
+    if (added) return absl::OkStatus();
+    return Invalid(
+        field, absl::StrCat("duplicate ", kind, " \"", name,
+                            "\" (also what_if.", list, "[", it->second, "])"));
+  };
   for (int i = 0; i < in.remove_nodes_size(); ++i) {
     std::string field = absl::StrCat("what_if.remove_nodes[", i, "]");
     if (auto s = CheckName(in.remove_nodes(i), field); !s.ok()) return s;
-    if (auto [it, added] = seen.emplace(in.remove_nodes(i), i); !added) {
-      return Invalid(
-          field,
-          absl::StrCat("duplicate node \"", in.remove_nodes(i),
-                       "\" (also what_if.remove_nodes[", it->second, "])"));
-    }
+    if (auto s = distinct(in.remove_nodes(i), i, "remove_nodes", field, "node");
+        !s.ok())
+      return s;
     out.remove_nodes.push_back(in.remove_nodes(i));
   }
   seen.clear();
@@ -347,12 +353,10 @@ absl::StatusOr<WhatIf> ParseWhatIf(const v1::WhatIf& in) {
     std::string field = absl::StrCat("what_if.upsert_nodes[", i, "]");
     absl::StatusOr<NodeSpec> node = ParseNode(in.upsert_nodes(i), field);
     if (!node.ok()) return node.status();
-    if (auto [it, added] = seen.emplace(node->name, i); !added) {
-      return Invalid(
-          absl::StrCat(field, ".name"),
-          absl::StrCat("duplicate node \"", node->name,
-                       "\" (also what_if.upsert_nodes[", it->second, "])"));
-    }
+    if (auto s = distinct(node->name, i, "upsert_nodes",
+                          absl::StrCat(field, ".name"), "node");
+        !s.ok())
+      return s;
     out.upsert_nodes.push_back(*std::move(node));
   }
   seen.clear();
@@ -360,12 +364,10 @@ absl::StatusOr<WhatIf> ParseWhatIf(const v1::WhatIf& in) {
     std::string field = absl::StrCat("what_if.queues[", i, "]");
     absl::StatusOr<QueueSpec> queue = ParseQueue(in.queues(i), field);
     if (!queue.ok()) return queue.status();
-    if (auto [it, added] = seen.emplace(queue->name, i); !added) {
-      return Invalid(
-          absl::StrCat(field, ".name"),
-          absl::StrCat("duplicate queue \"", queue->name,
-                       "\" (also what_if.queues[", it->second, "])"));
-    }
+    if (auto s = distinct(queue->name, i, "queues",
+                          absl::StrCat(field, ".name"), "queue");
+        !s.ok())
+      return s;
     out.queues.push_back(*std::move(queue));
   }
   return out;

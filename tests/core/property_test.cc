@@ -263,6 +263,14 @@ class RandomRun {
     EXPECT_TRUE(s_->UpsertQueue(q).ok());
   }
 
+  // The two zoned nodes every sequence starts with, stored in the mirror.
+  void AddFirstNodes() {
+    s_->UpsertNodes(
+        {GpuNode("n0", 8, {{"zone", "a"}}), GpuNode("n1", 8, {{"zone", "b"}})},
+        now_);
+    mirror_.Apply(*s_, s_->TakeChanges());
+  }
+
   int Pick(int n) {
     return static_cast<int>(rng_() % static_cast<uint32_t>(n));
   }
@@ -690,10 +698,7 @@ TEST(PropertyTest, ADryRunAnswersWhatTheCommittedRequestDoes) {
   int compared = 0;
   for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
     RandomRun run(seed);
-    run.s_->UpsertNodes(
-        {GpuNode("n0", 8, {{"zone", "a"}}), GpuNode("n1", 8, {{"zone", "b"}})},
-        run.now_);
-    run.mirror_.Apply(*run.s_, run.s_->TakeChanges());
+    run.AddFirstNodes();
     for (int step = 0; step < kSteps; ++step) {
       if (run.Pick(3) == 0) {
         ASSERT_EQ(run.DryRunThenCommit(step), "")
@@ -719,12 +724,8 @@ TEST(PropertyTest, SkippingSettledWorkloadsDecidesTheSame) {
   constexpr int kSteps = 40;
   for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
     RandomRun fast(seed), full(seed, /*walk_every_active=*/true);
-    for (RandomRun* run : {&fast, &full}) {
-      run->s_->UpsertNodes({GpuNode("n0", 8, {{"zone", "a"}}),
-                            GpuNode("n1", 8, {{"zone", "b"}})},
-                           run->now_);
-      run->mirror_.Apply(*run->s_, run->s_->TakeChanges());
-    }
+    fast.AddFirstNodes();
+    full.AddFirstNodes();
     for (int step = 0; step < kSteps; ++step) {
       fast.Step(step);
       full.Step(step);
@@ -752,10 +753,7 @@ TEST(PropertyTest, RandomSequencesKeepEveryInvariant) {
   for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
     if (getenv("PROP_TRACE")) fprintf(stderr, "seed %u\n", seed);
     RandomRun run(seed);
-    run.s_->UpsertNodes(
-        {GpuNode("n0", 8, {{"zone", "a"}}), GpuNode("n1", 8, {{"zone", "b"}})},
-        run.now_);
-    run.mirror_.Apply(*run.s_, run.s_->TakeChanges());
+    run.AddFirstNodes();
     for (int step = 0; step < kSteps; ++step) {
       run.Step(step);
       if (::testing::Test::HasFatalFailure()) return;
