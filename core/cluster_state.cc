@@ -30,7 +30,7 @@ NodeId Scheduler::FindNodeId(absl::string_view name) const {
 }
 
 void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
-                          NodeChangeAnswer* answer) {
+                          NodeChangeAnswer* answer, bool shed) {
   changes_.nodes.insert(spec.name);
   NodeId id = FindNodeId(spec.name);
   if (!id.valid()) {
@@ -64,7 +64,7 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
   node.schedulable = spec.schedulable;
   topology_.SetNode(node, id.value());
   TouchNode(id);
-  ShedOverCapacity(id, now);
+  if (shed) ShedOverCapacity(id, now);
   answer->accepted.push_back(spec.name);
 }
 

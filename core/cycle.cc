@@ -32,6 +32,10 @@ void Scheduler::RunCycle(absl::Time now) {
   ExpireStaleGangs(now);
   GrowElastic(now);
   RecomputeQueueCounters();
+  PruneSettled();
+}
+
+void Scheduler::PruneSettled() {
   // What is settled now needs nothing from the next cycles until its
   // record changes (Changed). Only what changed since the last check can
   // have become settled.

@@ -293,6 +293,7 @@ int64_t FairShareUnit(const ResourceTable& table, ResourceId r) {
 
 void Scheduler::RecomputeFairShares() {
   fair_share_dirty_ = false;
+  ++fair_share_epoch_;
   // Parents before children: breadth-first from the top-level queues.
   std::vector<QueueId> order;
   for (const Queue& q : queues_) {

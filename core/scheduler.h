@@ -204,6 +204,22 @@ struct WhatIf {
   }
 };
 
+// One batch of a leader's changes as its store writes them, plus what a
+// replica cannot derive from records alone: the fair shares the leader
+// shows (docs/ARCHITECTURE.md, "Frontend read cache").
+struct ReplicaBatch {
+  std::vector<std::pair<QueueSpec, uint64_t>> queues;  // with created_seq
+  std::vector<std::string> removed_queues;
+  std::vector<NodeSpec> nodes;
+  std::vector<std::string> removed_nodes;
+  std::vector<WorkloadRecord> workloads;  // new, or replacing the held one
+  std::vector<std::string> removed_workloads;
+  // Every live queue's, when the leader recomputed them; else empty.
+  std::vector<std::pair<std::string, NamedResources>> fair_shares;
+  int64_t revision = 0;
+  uint64_t submit_seq = 0;
+};
+
 // What a priority-class change does to classes live workloads still use.
 enum class ClassRemoval {
   kRefuse,  // a reload: removing a class a live workload uses is an error
@@ -368,6 +384,17 @@ class Scheduler {
   // nothing left to evict), as changes of `now`.
   void RestoreCounters(int64_t revision, uint64_t submit_seq, absl::Time now);
   uint64_t submit_seq() const { return submit_seq_; }
+
+  // --- replicas (docs/ARCHITECTURE.md, "Frontend read cache") ------------
+  // A read replica is a Scheduler that never runs a cycle: it takes the
+  // leader's batches, in order, and then reads as the leader did after
+  // them. Parents of new queues must come before them in `batch.queues`
+  // or already exist. Errors mean the replica diverged: rebuild it.
+  absl::Status ApplyReplica(const ReplicaBatch& batch);
+  // Every live queue's fair share, by name; and a counter that moves each
+  // time they are recomputed (so a leader sends them only then).
+  std::vector<std::pair<std::string, NamedResources>> FairShares() const;
+  uint64_t fair_share_epoch() const { return fair_share_epoch_; }
   // Checks the state's invariants (bookkeeping adds up, nothing over
   // capacity); used after a restore and by tests.
   absl::Status CheckConsistency() const;
@@ -383,6 +410,9 @@ class Scheduler {
   // A dry run's copy of the whole state (DryRun); nothing else copies one.
   Scheduler(const Scheduler&) = default;
   Scheduler& operator=(const Scheduler&) = delete;
+  // A replica's copy of a workload goes, with its bindings and
+  // nominations (ApplyReplica).
+  void DropReplicated(Workload& w);
   // DryRun's what-if changes, on that copy; errors name what_if's field.
   absl::Status ApplyWhatIf(const WhatIf& what_if, absl::Time now);
 
@@ -441,8 +471,10 @@ class Scheduler {
       const std::vector<PriorityClass>& classes) const;
   const PriorityClass* FindClass(absl::string_view name) const;
   NodeId FindNodeId(absl::string_view name) const;
-  void ApplyNode(const NodeSpec& spec, absl::Time now,
-                 NodeChangeAnswer* answer);
+  // `shed`: pods over the node's new room lose their slots (a replica
+  // applies a leader's node without: the leader's records say who lost).
+  void ApplyNode(const NodeSpec& spec, absl::Time now, NodeChangeAnswer* answer,
+                 bool shed = true);
   void RemoveNode(NodeId id, absl::Time now);
   // Unbinds a node's newest slots until it holds no more than its
   // allocatable and its pod capacity; their pods are evicted (node_lost).
@@ -695,6 +727,9 @@ class Scheduler {
     }
   }
   std::vector<uint32_t> recheck_;
+  // Drops what became settled since the last call from to_visit_ (the end
+  // of a cycle, and of a replica's batch).
+  void PruneSettled();
   // The workloads in to_visit_, by id; a copy of the ids, so `visit` may
   // change states (and so the sets).
   template <typename Visit>
@@ -735,6 +770,7 @@ class Scheduler {
   std::vector<std::string> dropped_at_restore_;
   // Set when a fair-share input changed (requests, queues, nodes).
   bool fair_share_dirty_ = true;
+  uint64_t fair_share_epoch_ = 0;
   std::vector<Event> events_;
   ChangeSet changes_;
 };

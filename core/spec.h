@@ -93,6 +93,7 @@ struct PriorityClass {
   std::string name;
   int32_t value = 0;
   bool preemptible = true;
+  bool operator==(const PriorityClass&) const = default;
 };
 
 // The four classes of docs/SCHEDULING.md "Priority classes"; "train" is the

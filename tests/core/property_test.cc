@@ -268,7 +268,7 @@ class RandomRun {
     s_->UpsertNodes(
         {GpuNode("n0", 8, {{"zone", "a"}}), GpuNode("n1", 8, {{"zone", "b"}})},
         now_);
-    mirror_.Apply(*s_, s_->TakeChanges());
+    Commit(*s_);
   }
 
   int Pick(int n) {
@@ -285,7 +285,119 @@ class RandomRun {
     }
     s_->RunCycle(now_);
     s_->TakeEvents();
-    mirror_.Apply(*s_, s_->TakeChanges());
+    Commit(*s_);
+  }
+
+  // What a batch changed, as a leader streams it to its read replicas.
+  ReplicaBatch BatchOf(const Scheduler& s, const ChangeSet& changes) {
+    ReplicaBatch batch;
+    for (const std::string& id : changes.workloads) {
+      if (const gangsched::Workload* w = s.FindWorkload(id)) {
+        batch.workloads.push_back(s.RecordOf(*w));
+      } else {
+        batch.removed_workloads.push_back(id);
+      }
+    }
+    for (const std::string& name : changes.queues) {
+      if (const gangsched::Queue* q = s.FindQueue(name)) {
+        batch.queues.emplace_back(q->spec, q->created_seq);
+      } else {
+        batch.removed_queues.push_back(name);
+      }
+    }
+    for (const std::string& name : changes.nodes) {
+      if (const Node* n = s.FindNode(name)) {
+        batch.nodes.push_back(SpecOf(s, *n));
+      } else {
+        batch.removed_nodes.push_back(name);
+      }
+    }
+    if (s.fair_share_epoch() != fair_share_epoch_ || &s != last_leader_) {
+      batch.fair_shares = s.FairShares();
+      fair_share_epoch_ = s.fair_share_epoch();
+      last_leader_ = &s;
+    }
+    batch.revision = s.revision();
+    batch.submit_seq = s.submit_seq();
+    return batch;
+  }
+
+  // A batch's changes go to the store mirror and to the read replica.
+  void Commit(const Scheduler& s) {
+    ChangeSet changes = const_cast<Scheduler&>(s).TakeChanges();
+    if (replica_->priority_classes() != s.priority_classes()) {
+      EXPECT_TRUE(replica_
+                      ->SetPriorityClasses(s.priority_classes(),
+                                           s.default_priority_class(),
+                                           ClassRemoval::kKeep)
+                      .ok());
+    }
+    absl::Status applied = replica_->ApplyReplica(BatchOf(s, changes));
+    EXPECT_TRUE(applied.ok()) << applied;
+    mirror_.Apply(s, changes);
+  }
+
+  // The read replica reads as the leader does: records, roll-ups, node
+  // usage, fair shares, counters and scale hints.
+  std::string CheckReplica() const {
+    const Scheduler& r = *replica_;
+    if (std::string diff = mirror_.Diff(r); !diff.empty())
+      return absl::StrCat("replica: ", diff);
+    if (absl::Status st = r.CheckConsistency(); !st.ok())
+      return absl::StrCat("replica is inconsistent: ", st.message());
+    const ResourceTable& lt = s_->resources();
+    const ResourceTable& rt = r.resources();
+    auto same = [&](const ResourceVector& a, const ResourceVector& b) {
+      NamedResources na = lt.ToNamed(a), nb = rt.ToNamed(b);
+      std::erase_if(na, [](const auto& e) { return e.second == 0; });
+      std::erase_if(nb, [](const auto& e) { return e.second == 0; });
+      std::sort(na.begin(), na.end());
+      std::sort(nb.begin(), nb.end());
+      return na == nb;
+    };
+    for (const gangsched::Queue& q : s_->queues()) {
+      if (!q.live) continue;
+      const gangsched::Queue* o = r.FindQueue(q.spec.name);
+      if (o == nullptr)
+        return absl::StrCat("replica lacks queue ", q.spec.name);
+      if (!same(q.allocated, o->allocated) ||
+          !same(q.allocated_non_preemptible, o->allocated_non_preemptible) ||
+          !same(q.reserved, o->reserved) || !same(q.requested, o->requested) ||
+          !same(q.fair_share, o->fair_share) ||
+          q.pending_workloads != o->pending_workloads ||
+          q.running_workloads != o->running_workloads ||
+          q.workload_count != o->workload_count) {
+        return absl::StrCat("replica: queue ", q.spec.name,
+                            " reads differently");
+      }
+    }
+    for (const Node& n : s_->nodes()) {
+      if (!n.live) continue;
+      const Node* o = r.FindNode(n.name);
+      if (o == nullptr) return absl::StrCat("replica lacks node ", n.name);
+      if (!same(n.used, o->used) || !same(n.reserved, o->reserved) ||
+          n.pods_used != o->pods_used || n.reserved_pods != o->reserved_pods ||
+          n.slots.size() != o->slots.size()) {
+        return absl::StrCat("replica: node ", n.name, " reads differently");
+      }
+    }
+    for (const auto& w : s_->workloads()) {
+      if (!w) continue;
+      const gangsched::Workload* o = r.FindWorkload(w->spec.id);
+      if (o == nullptr) return absl::StrCat("replica lacks ", w->spec.id);
+      auto hints = [](const std::vector<ScaleHint>& v) {
+        std::string out;
+        for (const ScaleHint& h : v)
+          absl::StrAppend(&out, h.group, "=", h.grantable, " ");
+        return out;
+      };
+      if (hints(s_->ScaleHintsOf(*w)) != hints(r.ScaleHintsOf(*o)))
+        return absl::StrCat("replica: scale hints of ", w->spec.id, " differ");
+      if (s_->EvictionsFor(*w).size() != r.EvictionsFor(*o).size())
+        return absl::StrCat("replica: evictions for ", w->spec.id, " differ");
+    }
+    if (r.revision() != s_->revision()) return "replica: revision differs";
+    return "";
   }
 
   // The mirror equals the live state; a restart from it gives the same.
@@ -301,7 +413,7 @@ class RandomRun {
       return absl::StrCat("restored state is inconsistent: ", st.message());
     // Nothing a restore settles when nothing was stuck: the changes it
     // reports are none, and its records equal the old ones.
-    mirror_.Apply(*restored, restored->TakeChanges());
+    Commit(*restored);
     restored->TakeEvents();
     if (std::string diff = mirror_.Diff(*restored); !diff.empty())
       return absl::StrCat("after a restart: ", diff);
@@ -551,7 +663,7 @@ class RandomRun {
       }
     }
     s_->TakeEvents();
-    mirror_.Apply(*s_, s_->TakeChanges());
+    Commit(*s_);
     return verdict;
   }
 
@@ -683,6 +795,10 @@ class RandomRun {
   std::mt19937 rng_;
   std::unique_ptr<Scheduler> s_;  // a restart replaces it
   Mirror mirror_;
+  // Fed every batch, as a frontend's read cache is; never restarted.
+  std::unique_ptr<Scheduler> replica_ = std::make_unique<Scheduler>();
+  uint64_t fair_share_epoch_ = 0;
+  const Scheduler* last_leader_ = nullptr;
   std::vector<std::string> leaves_;
   std::vector<std::string> ids_;
 };
@@ -760,6 +876,8 @@ TEST(PropertyTest, RandomSequencesKeepEveryInvariant) {
       std::string broken = run.Check();
       ASSERT_EQ(broken, "") << "seed " << seed << " step " << step;
       broken = run.CheckStored();
+      ASSERT_EQ(broken, "") << "seed " << seed << " step " << step;
+      broken = run.CheckReplica();
       ASSERT_EQ(broken, "") << "seed " << seed << " step " << step;
       if (run.Pick(6) == 0) {
         broken = run.Restart();
