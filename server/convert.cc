@@ -837,8 +837,26 @@ absl::Status ValidateRequest(const v1::PreemptRequest& request) {
   return absl::OkStatus();
 }
 
+namespace {
+absl::Status CheckMinRevision(int64_t min_revision) {
+  if (min_revision < 0)
+    return absl::InvalidArgumentError("min_revision: must be >= 0");
+  return absl::OkStatus();
+}
+}  // namespace
+
 absl::Status ValidateRequest(const v1::GetWorkloadRequest& request) {
+  if (absl::Status s = CheckMinRevision(request.min_revision()); !s.ok())
+    return s;
   return CheckName(request.workload_id(), "workload_id");
+}
+
+absl::Status ValidateRequest(const v1::ListQueuesRequest& request) {
+  return CheckMinRevision(request.min_revision());
+}
+
+absl::Status ValidateRequest(const v1::GetClusterSnapshotRequest& request) {
+  return CheckMinRevision(request.min_revision());
 }
 
 absl::Status ValidateRequest(const v1::ExplainRequest& request) {
@@ -846,6 +864,8 @@ absl::Status ValidateRequest(const v1::ExplainRequest& request) {
 }
 
 absl::Status ValidateRequest(const v1::ListWorkloadsRequest& request) {
+  if (absl::Status s = CheckMinRevision(request.min_revision()); !s.ok())
+    return s;
   if (request.page_size() < 0)
     return absl::InvalidArgumentError("page_size: must be >= 0");
   if (request.state() != v1::WORKLOAD_STATE_UNSPECIFIED &&

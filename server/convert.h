@@ -115,6 +115,8 @@ namespace gangsched::server {
 absl::Status ValidateRequest(const v1::AllocateRequest& request);
 absl::Status ValidateRequest(const v1::ReleaseRequest& request);
 absl::Status ValidateRequest(const v1::PreemptRequest& request);
+absl::Status ValidateRequest(const v1::ListQueuesRequest& request);
+absl::Status ValidateRequest(const v1::GetClusterSnapshotRequest& request);
 absl::Status ValidateRequest(const v1::GetWorkloadRequest& request);
 absl::Status ValidateRequest(const v1::ExplainRequest& request);
 absl::Status ValidateRequest(const v1::ListWorkloadsRequest& request);

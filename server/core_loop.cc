@@ -117,6 +117,12 @@ void CoreLoop::Release(Pending& pending) {
   // after this batch, and a client that watches from it right away must
   // find the log there, not OUT_OF_RANGE for a revision "from the future".
   if (!pending.events.empty()) events_->Append(std::move(pending.events));
+  // Followers next, in commit order: a client that reads its own write at a
+  // frontend waits for this.
+  if (pending.replica) {
+    if (pending.rows) AppendReplicaRows(*pending.rows, pending.replica.get());
+    replicas_->Publish(std::move(pending.replica));
+  }
   // Before the replies: whoever heard of this batch may read off-thread.
   released_.store(pending.batch, std::memory_order_release);
   for (auto& fn : pending.deferred) fn();
@@ -171,7 +177,7 @@ void CoreLoop::Run() {
       }
     }
     absl::Time start = absl::Now();
-    Context ctx{*scheduler_, idempotency_, start, &deferred};
+    Context ctx{*scheduler_, idempotency_, start, cycle_, &deferred};
     bool mutating = false;
     state_lock_.Lock();
     for (auto& item : batch) {
@@ -205,7 +211,16 @@ void CoreLoop::Run() {
     for (size_t i = 0; i < events.size(); ++i) ToProto(events[i], &wire[i]);
     Pending pending{computed_, nullptr, std::move(deferred), std::move(wire)};
     deferred.clear();
-    if (store_ != nullptr && (!changes.empty() || !answers.empty())) {
+    if (replicas_ != nullptr && replicas_->has_followers()) {
+      bool fair = scheduler_->fair_share_epoch() != sent_fair_share_epoch_;
+      if (fair || !changes.empty()) {
+        sent_fair_share_epoch_ = scheduler_->fair_share_epoch();
+        pending.replica = std::make_shared<internal::ReplicaUpdate>();
+        FillReplicaHeader(*scheduler_, cycle_, fair, pending.replica.get());
+      }
+    }
+    if ((store_ != nullptr || pending.replica) &&
+        (!changes.empty() || !answers.empty())) {
       pending.rows = std::make_unique<StoreRows>(
           EncodeChanges(*scheduler_, changes, answers));
       pending.rows->answers_kept_from = idempotency_.oldest_kept_seq();

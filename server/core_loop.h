@@ -29,6 +29,7 @@
 #include "core/scheduler.h"
 #include "grpcpp/support/status.h"
 #include "server/event_log.h"
+#include "server/replication.h"
 #include "server/store.h"
 
 namespace gangsched::server {
@@ -85,6 +86,7 @@ class CoreLoop {
     Scheduler& scheduler;
     IdempotencyCache& idempotency;
     absl::Time now;
+    uint64_t cycle;  // cycles run so far
     // Runs once the batch is committed: replies finish their calls here.
     std::vector<std::function<void()>>* deferred;
     void Defer(std::function<void()> fn) { deferred->push_back(std::move(fn)); }
@@ -124,6 +126,9 @@ class CoreLoop {
   // `read` returned (false: it declined), or false without calling it; the
   // caller then posts the read to the core.
   bool TryRead(absl::FunctionRef<bool(const Scheduler&)> read);
+  // Before Start: frontends following the committed batches (their read
+  // caches); may be null.
+  void SetReplication(ReplicationHub* hub) { replicas_ = hub; }
   // Called on the core thread after every cycle (metrics, logs, status).
   void SetCycleObserver(CycleObserver observer) {
     observer_ = std::move(observer);
@@ -140,6 +145,8 @@ class CoreLoop {
     std::unique_ptr<StoreRows> rows;  // null: nothing to write (a read)
     std::vector<std::function<void()>> deferred;
     std::vector<gangsched::v1::Event> events;
+    // For the followers: the header now, the rows once committed.
+    std::shared_ptr<internal::ReplicaUpdate> replica;
   };
   void Run();
   // The committer thread: writes queued batches (several per transaction
@@ -168,6 +175,8 @@ class CoreLoop {
   Store* store_;
   IdempotencyCache idempotency_;
   CycleObserver observer_;
+  ReplicationHub* replicas_ = nullptr;
+  uint64_t sent_fair_share_epoch_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

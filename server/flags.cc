@@ -73,6 +73,14 @@ std::string FlagsUsage() {
   --core-tls-ca=FILE --core-tls-cert=FILE --core-tls-key=FILE
                            --role=frontend: TLS (mTLS with cert and key) to
                            the cores
+  --read-cache=true|false  --role=frontend: answer GetWorkload, ListWorkloads,
+                           ListQueues, GetPriorityClasses, GetClusterSnapshot
+                           and the status pages from a cache that follows the
+                           core's committed state (default true); false
+                           forwards every read
+  --core-token-file=FILE   --role=frontend: a token (a file holding it) the
+                           frontend follows the core with when the core
+                           checks tokens; it needs the read role
   --reload-poll-seconds=S  the config, TLS and token files are re-read when
                            their content changes, checked this often
                            (default 2; 0: config and tokens on SIGHUP only)
@@ -242,6 +250,13 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
       {"core-tls-ca", string_flag(&flags.core_tls_ca)},
       {"core-tls-cert", string_flag(&flags.core_tls_cert)},
       {"core-tls-key", string_flag(&flags.core_tls_key)},
+      {"core-token-file", string_flag(&flags.core_token_file)},
+      {"read-cache",
+       [&](const std::string& v) {
+         if (v != "true" && v != "false") return false;
+         flags.read_cache = v == "true";
+         return true;
+       }},
       {"reload-poll-seconds",
        [&](const std::string& v) {
          return absl::SimpleAtod(v, &flags.reload_poll_seconds) &&
@@ -340,10 +355,12 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
     return absl::InvalidArgumentError(
         "--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS)");
   }
-  if (flags.role != "frontend" &&
-      !(flags.core_tls_ca + flags.core_tls_cert + flags.core_tls_key).empty()) {
+  if (flags.role != "frontend" && !(flags.core_tls_ca + flags.core_tls_cert +
+                                    flags.core_tls_key + flags.core_token_file)
+                                       .empty()) {
     return absl::InvalidArgumentError(
-        "--core-tls-* are only for --role=frontend (TLS to its cores)");
+        "--core-tls-* and --core-token-file are only for --role=frontend "
+        "(its connection to the cores)");
   }
   // An open server is a choice: without credentials checked, only loopback.
   bool authenticated =

@@ -37,6 +37,10 @@ struct ServerFlags {
   std::string core_tls_ca;  // --role=frontend: TLS to the cores
   std::string core_tls_cert;
   std::string core_tls_key;
+  // --role=frontend: answer reads from a cache that follows the core, and
+  // the token file (one "Bearer" token) the frontend follows it with.
+  bool read_cache = true;
+  std::string core_token_file;
   double reload_poll_seconds = 2.0;
   // Overload bounds.
   int64_t max_message_bytes = 4 << 20;

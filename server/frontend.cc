@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "server/convert.h"
+#include "server/reads.h"
 #include "server/services.h"
 
 namespace gangsched::server {
@@ -24,6 +25,7 @@ CoreClient::CoreClient(const std::vector<std::string>& addresses,
     auto channel = grpc::CreateCustomChannel(address, credentials, args);
     schedulers_.push_back(v1::Scheduler::NewStub(channel));
     admins_.push_back(v1::Admin::NewStub(channel));
+    replications_.push_back(internal::Replication::NewStub(channel));
     health_.push_back(grpc::health::v1::Health::NewStub(channel));
   }
 }
@@ -45,7 +47,7 @@ bool CoreClient::AnyCoreServing(absl::Duration timeout) {
 
 CoreClient::Target CoreClient::Current() const {
   size_t i = current_.load() % schedulers_.size();
-  return {schedulers_[i].get(), admins_[i].get(), i};
+  return {schedulers_[i].get(), admins_[i].get(), replications_[i].get(), i};
 }
 
 void CoreClient::Failed(size_t index) {
@@ -217,12 +219,25 @@ class WatchProxy final : public grpc::ServerWriteReactor<v1::Event> {
 
 }  // namespace
 
+template <typename Request>
+int64_t MinRevisionOf(const Request& request) {
+  if constexpr (requires { request.min_revision(); }) {
+    return request.min_revision();
+  } else {
+    return 0;
+  }
+}
+
 // Each method: validate, then forward. Retried only when repeating it
 // cannot apply anything twice.
 // Who may call is checked here, at the edge, first (docs/SECURITY.md); the
 // caller's token goes on to the core, which checks it again.
+// The `...` (reads only): the answer from the read cache, an expression of
+// `s` (the replica), `request` and `response`, used when the cache holds
+// the state the request asks for (its min_revision).
 #define GANGSCHED_FORWARD(Service, Method, Stub, Request, Response,           \
-                          validation, retry_safe, access, workload, queue)    \
+                          validation, retry_safe, access, workload, queue,    \
+                          ...)                                                \
   grpc::ServerUnaryReactor* Service::Method(grpc::CallbackServerContext* ctx, \
                                             const v1::Request* request,       \
                                             v1::Response* response) {         \
@@ -235,6 +250,26 @@ class WatchProxy final : public grpc::ServerWriteReactor<v1::Event> {
       reactor->Finish(std::move(denied));                                     \
       return reactor;                                                         \
     }                                                                         \
+    __VA_OPT__(if ((validation).ok()) {                                       \
+      if (cache_ != nullptr) {                                                \
+        absl::Time start = absl::Now();                                       \
+        grpc::Status answered;                                                \
+        /* NOT_FOUND may be news the cache has not heard yet: the core */     \
+        /* confirms it. */                                                    \
+        if (cache_->Read(                                                     \
+                MinRevisionOf(*request),                                      \
+                [&](const Scheduler& s) { answered = __VA_ARGS__; }) &&       \
+            answered.error_code() != grpc::StatusCode::NOT_FOUND) {           \
+          metrics_->RecordReadAnswered(true);                                 \
+          metrics_->RecordRequest(#Method, answered.error_code(),             \
+                                  absl::Now() - start);                       \
+          grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();          \
+          reactor->Finish(std::move(answered));                               \
+          return reactor;                                                     \
+        }                                                                     \
+      }                                                                       \
+      metrics_->RecordReadAnswered(false);                                    \
+    })                                                                        \
     return Forwarded<v1::Request, v1::Response>::Start(                       \
         core_, metrics_, ctx, #Method, request, response, validation,         \
         retry_safe,                                                           \
@@ -271,10 +306,13 @@ GANGSCHED_FORWARD(ForwardingScheduler, SyncNodes, scheduler, SyncNodesRequest,
                   Access::kSchedule, {}, {})
 GANGSCHED_FORWARD(ForwardingScheduler, GetWorkload, scheduler,
                   GetWorkloadRequest, WorkloadStatus, ValidateRequest(*request),
-                  true, Access::kRead, {}, {})
+                  true, Access::kRead, {}, {},
+                  ReadWorkload(s, cache_->specs(), request->workload_id(),
+                               response))
 GANGSCHED_FORWARD(ForwardingScheduler, ListWorkloads, scheduler,
                   ListWorkloadsRequest, ListWorkloadsResponse,
-                  ValidateRequest(*request), true, Access::kRead, {}, {})
+                  ValidateRequest(*request), true, Access::kRead, {}, {},
+                  ReadWorkloads(s, cache_->specs(), *request, response))
 GANGSCHED_FORWARD(ForwardingScheduler, Explain, scheduler, ExplainRequest,
                   ExplainResponse, ValidateRequest(*request), true,
                   Access::kRead, {}, {})
@@ -287,14 +325,16 @@ GANGSCHED_FORWARD(ForwardingAdmin, DeleteQueue, admin, DeleteQueueRequest,
                   !request->request_id().empty(), Access::kAdmin, {},
                   request->name())
 GANGSCHED_FORWARD(ForwardingAdmin, ListQueues, admin, ListQueuesRequest,
-                  ListQueuesResponse, absl::OkStatus(), true, Access::kRead, {},
-                  {})
+                  ListQueuesResponse, ValidateRequest(*request), true,
+                  Access::kRead, {}, {}, ReadQueues(s, response))
 GANGSCHED_FORWARD(ForwardingAdmin, GetPriorityClasses, admin,
                   GetPriorityClassesRequest, GetPriorityClassesResponse,
-                  absl::OkStatus(), true, Access::kRead, {}, {})
+                  absl::OkStatus(), true, Access::kRead, {}, {},
+                  ReadPriorityClasses(s, response))
 GANGSCHED_FORWARD(ForwardingAdmin, GetClusterSnapshot, admin,
-                  GetClusterSnapshotRequest, ClusterSnapshot, absl::OkStatus(),
-                  true, Access::kRead, {}, {})
+                  GetClusterSnapshotRequest, ClusterSnapshot,
+                  ValidateRequest(*request), true, Access::kRead, {}, {},
+                  ReadClusterSnapshot(s, cache_->specs(), response))
 
 #undef GANGSCHED_FORWARD
 

@@ -1,6 +1,7 @@
-// --role=frontend: the stateless gRPC edge. It validates every request with
-// the core's own checks (so bad input never leaves the frontend), forwards
-// it to the core over gRPC, relays the answer, and proxies WatchEvents
+// --role=frontend: the gRPC edge. It validates every request with the
+// core's own checks (so bad input never leaves the frontend), answers the
+// reads it can from its read cache (server/read_cache.h), forwards the rest
+// to the core over gRPC, relays the answer, and proxies WatchEvents
 // streams. With several core addresses (an HA pair) it follows the leader:
 // a core that answers UNAVAILABLE is skipped, and requests that are safe to
 // repeat (reads, dry runs, anything with a request_id) are retried on the
@@ -13,11 +14,13 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "gangsched/internal/replication.grpc.pb.h"
 #include "gangsched/v1/admin.grpc.pb.h"
 #include "gangsched/v1/scheduler.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/access.h"
 #include "server/metrics.h"
+#include "server/read_cache.h"
 
 namespace gangsched::server {
 
@@ -33,6 +36,7 @@ class CoreClient {
   struct Target {
     v1::Scheduler::Stub* scheduler;
     v1::Admin::Stub* admin;
+    internal::Replication::Stub* replication;
     size_t index;
   };
   Target Current() const;
@@ -46,18 +50,22 @@ class CoreClient {
  private:
   std::vector<std::unique_ptr<v1::Scheduler::Stub>> schedulers_;
   std::vector<std::unique_ptr<v1::Admin::Stub>> admins_;
+  std::vector<std::unique_ptr<internal::Replication::Stub>> replications_;
   std::vector<std::unique_ptr<grpc::health::v1::Health::Stub>> health_;
   std::atomic<size_t> current_{0};
 };
 
 class ForwardingScheduler final : public v1::Scheduler::CallbackService {
  public:
+  // `cache` (may be null: forward every read) answers reads it can.
   ForwardingScheduler(CoreClient* core, Metrics* metrics,
-                      const AccessControl* access, int64_t max_watch_streams)
+                      const AccessControl* access, int64_t max_watch_streams,
+                      ReadCache* cache = nullptr)
       : core_(core),
         metrics_(metrics),
         access_(access),
-        max_watch_streams_(max_watch_streams) {}
+        max_watch_streams_(max_watch_streams),
+        cache_(cache) {}
 
   grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* ctx,
                                      const v1::AllocateRequest* request,
@@ -95,14 +103,15 @@ class ForwardingScheduler final : public v1::Scheduler::CallbackService {
   Metrics* metrics_;
   const AccessControl* access_;
   int64_t max_watch_streams_;
+  ReadCache* cache_;
   std::atomic<int64_t> open_watches_{0};
 };
 
 class ForwardingAdmin final : public v1::Admin::CallbackService {
  public:
   ForwardingAdmin(CoreClient* core, Metrics* metrics,
-                  const AccessControl* access)
-      : core_(core), metrics_(metrics), access_(access) {}
+                  const AccessControl* access, ReadCache* cache = nullptr)
+      : core_(core), metrics_(metrics), access_(access), cache_(cache) {}
 
   grpc::ServerUnaryReactor* UpsertQueue(
       grpc::CallbackServerContext* ctx, const v1::UpsertQueueRequest* request,
@@ -126,6 +135,7 @@ class ForwardingAdmin final : public v1::Admin::CallbackService {
   CoreClient* core_;
   Metrics* metrics_;
   const AccessControl* access_;
+  ReadCache* cache_;
 };
 
 }  // namespace gangsched::server

@@ -396,7 +396,50 @@ int RunFrontend(const ServerFlags& flags, const Security& security,
   AccessControl access(&metrics, security.tokens);
   CoreClient core(flags.core_addresses,
                   GrpcChannelCredentials(core_tls, security.refresh_seconds));
-  HttpServer http(metrics.registry(), nullptr, &access, security.tls);
+  // With a read cache the frontend shows the status pages from it; /explain
+  // asks the core.
+  HttpServer::ExplainFn explain;
+  if (flags.read_cache) {
+    explain = [&core](const std::string& id) -> absl::StatusOr<std::string> {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+      v1::ExplainRequest request;
+      request.set_workload_id(id);
+      v1::ExplainResponse response;
+      grpc::Status status =
+          core.Current().scheduler->Explain(&ctx, request, &response);
+      if (!status.ok()) {
+        return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                            status.error_message());
+      }
+      return response.text();
+    };
+  }
+  HttpServer http(metrics.registry(), explain, &access, security.tls);
+  std::string core_authorization;
+  if (!flags.core_token_file.empty()) {
+    std::ifstream in(flags.core_token_file);
+    std::string token;
+    if (!in || !std::getline(in, token) ||
+        absl::StripAsciiWhitespace(token).empty()) {
+      LogLine(spdlog::level::err, "cannot read --core-token-file")
+          .Add("file", flags.core_token_file);
+      return 1;
+    }
+    core_authorization =
+        absl::StrCat("Bearer ", absl::StripAsciiWhitespace(token));
+  }
+  std::unique_ptr<ReadCache> cache;
+  if (flags.read_cache) {
+    cache = std::make_unique<ReadCache>(
+        &core, &metrics,
+        ReadCache::Options{
+            .authorization = core_authorization,
+            .publish_status =
+                [&http](std::shared_ptr<const StatusSnapshot> status) {
+                  http.Publish(status);
+                }});
+  }
   if (!flags.metrics_listen.empty()) {
     if (absl::Status s = http.Start(flags.metrics_listen); !s.ok()) {
       LogLine(spdlog::level::err, "cannot serve HTTP")
@@ -406,8 +449,8 @@ int RunFrontend(const ServerFlags& flags, const Security& security,
     }
   }
   ForwardingScheduler scheduler_service(&core, &metrics, &access,
-                                        flags.max_watch_streams);
-  ForwardingAdmin admin_service(&core, &metrics, &access);
+                                        flags.max_watch_streams, cache.get());
+  ForwardingAdmin admin_service(&core, &metrics, &access, cache.get());
   grpc::EnableDefaultHealthCheckService(true);
   std::unique_ptr<grpc::Server> health = StartHealthServer(flags);
   if (!flags.health_listen.empty() && !health) return 1;
@@ -432,6 +475,9 @@ int RunFrontend(const ServerFlags& flags, const Security& security,
     do {
       lock.unlock();
       bool serving = core.AnyCoreServing(absl::Seconds(1));
+      // A stream to a core that stopped answering may never end by itself.
+      if (!serving && cache) cache->Invalidate();
+      if (cache) cache->RefreshStatus();
       if (last != serving) {
         SetHealth(server.get(), serving);
         SetHealth(health.get(), serving);
@@ -445,6 +491,7 @@ int RunFrontend(const ServerFlags& flags, const Security& security,
     } while (!health_cv.wait_for(lock, std::chrono::seconds(1),
                                  [&] { return stopping; }));
   });
+  if (cache) cache->Start();
   LogLine(spdlog::level::info, "serving as frontend")
       .Add("version", GANGSCHED_VERSION)
       .Add("grpc", flags.listen)
@@ -457,6 +504,7 @@ int RunFrontend(const ServerFlags& flags, const Security& security,
   }
   health_cv.notify_all();
   health_watch.join();
+  if (cache) cache->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   if (health) health->Shutdown(std::chrono::system_clock::now());
   http.Stop();
@@ -596,6 +644,9 @@ int Run(int argc, char** argv) {
                  .tick = absl::Seconds(flags->tick_seconds)},
                 std::make_unique<Scheduler>(scheduler_options), &events,
                 store.get());
+  // Frontends' read caches follow the committed state from here.
+  ReplicationHub replicas;
+  core.SetReplication(&replicas);
   if (store != nullptr) {
     // Recovery: the config's classes first (a stored workload whose class
     // the file no longer has keeps the values it was admitted with), then
@@ -684,15 +735,16 @@ int Run(int argc, char** argv) {
        .max_lag_events = flags->watch_max_lag_events},
       {.max_queued = flags->max_dry_runs});
   AdminService admin_service(&core, &metrics, &specs, &access);
+  ReplicationService replication_service(&core, &replicas, &metrics, &access);
   grpc::EnableDefaultHealthCheckService(true);
   std::unique_ptr<grpc::Server> health = StartHealthServer(*flags);
   if (!flags->health_listen.empty() && !health) return 1;
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   int bound_port = 0;
-  std::unique_ptr<grpc::Server> server =
-      StartServer(flags->listen, {&scheduler_service, &admin_service},
-                  security->credentials,
-                  static_cast<int>(flags->max_message_bytes), &bound_port);
+  std::unique_ptr<grpc::Server> server = StartServer(
+      flags->listen, {&scheduler_service, &admin_service, &replication_service},
+      security->credentials, static_cast<int>(flags->max_message_bytes),
+      &bound_port);
   if (!server) return 1;
   SetHealth(server.get(), true);
   SetHealth(health.get(), true);

@@ -198,6 +198,36 @@ Metrics::Metrics(const std::string& role)
               .Add({})) {
   config_reloads_.Add({{"result", "ok"}});
   config_reloads_.Add({{"result", "error"}});
+  // A frontend's read cache (server/read_cache.h).
+  if (role == "frontend") {
+    read_cache_revision_ =
+        &prometheus::BuildGauge()
+             .Name("gangsched_read_cache_revision")
+             .Help(
+                 "A frontend's read cache: the core revision it holds; -1 "
+                 "while it is not following the core (reads are forwarded).")
+             .Register(*registry_)
+             .Add({});
+    read_cache_revision_->Set(-1);
+    read_cache_resyncs_ =
+        &prometheus::BuildCounter()
+             .Name("gangsched_read_cache_resyncs_total")
+             .Help(
+                 "Times a frontend's read cache started over from a snapshot "
+                 "of the core (start, core restart or failover, fell behind).")
+             .Register(*registry_)
+             .Add({});
+    {
+      auto& answered = prometheus::BuildCounter()
+                           .Name("gangsched_frontend_reads_total")
+                           .Help(
+                               "Reads a frontend answered, by who answered: "
+                               "its read cache, or the core (forwarded).")
+                           .Register(*registry_);
+      reads_from_cache_ = &answered.Add({{"answered_by", "cache"}});
+      reads_from_core_ = &answered.Add({{"answered_by", "core"}});
+    }
+  }
   watch_dropped_.Add({{"reason", "too_many"}});
   watch_dropped_.Add({{"reason", "slow"}});
   spec_cache_hits_ = &spec_cache_lookups_.Add({{"result", "hit"}});
@@ -231,6 +261,20 @@ void Metrics::RecordAuthDenied(absl::string_view method,
 
 void Metrics::RecordWatchDropped(absl::string_view reason) {
   watch_dropped_.Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void Metrics::RecordReadCache(bool live, int64_t revision) {
+  if (read_cache_revision_ == nullptr) return;
+  read_cache_revision_->Set(live ? static_cast<double>(revision) : -1.0);
+}
+
+void Metrics::RecordReadCacheResync() {
+  if (read_cache_resyncs_ != nullptr) read_cache_resyncs_->Increment();
+}
+
+void Metrics::RecordReadAnswered(bool from_cache) {
+  if (reads_from_cache_ == nullptr) return;
+  (from_cache ? reads_from_cache_ : reads_from_core_)->Increment();
 }
 
 void Metrics::RecordConfigLoad(bool ok) {

@@ -64,6 +64,12 @@ class Metrics {
   void RecordAuthDenied(absl::string_view method, absl::string_view reason);
   // A watch stream dropped because its reader fell behind (docs/SECURITY.md).
   void RecordWatchDropped(absl::string_view reason);
+  // A frontend's read cache: the revision it holds (-1 while it is not
+  // following), each time it started following from a snapshot, and who
+  // answered a read (cache or core).
+  void RecordReadCache(bool live, int64_t revision);
+  void RecordReadCacheResync();
+  void RecordReadAnswered(bool from_cache);
 
   std::shared_ptr<prometheus::Registry> registry() { return registry_; }
 
@@ -98,6 +104,10 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& config_reloads_;
   prometheus::Family<prometheus::Counter>& auth_denied_;
   prometheus::Family<prometheus::Counter>& watch_dropped_;
+  prometheus::Gauge* read_cache_revision_ = nullptr;
+  prometheus::Counter* read_cache_resyncs_ = nullptr;
+  prometheus::Counter* reads_from_cache_ = nullptr;
+  prometheus::Counter* reads_from_core_ = nullptr;
   prometheus::Gauge& config_last_success_;
   int64_t spec_hits_seen_ = 0;
   int64_t spec_misses_seen_ = 0;

@@ -12,34 +12,13 @@
 #include "openssl/sha.h"
 #include "server/arena_allocator.h"
 #include "server/convert.h"
+#include "server/reads.h"
 
 namespace gangsched::server {
 namespace {
 
 using Ctx = CoreLoop::Context;
 
-// A list answer stops before it passes this many bytes, so it fits a
-// client's default 4 MiB message limit with room for the rest.
-constexpr size_t kMaxListBytes = 3 << 20;
-
-// Appends workload `w` to a list answer `*bytes` long so far, unless that
-// would take it past kMaxListBytes (the first of a page is always taken:
-// every page must move on). False when it did not fit.
-bool AppendWithinBytes(
-    const Scheduler& s, const Workload& w, SpecCache& specs,
-    SpecCache::Keep keep, bool always,
-    google::protobuf::RepeatedPtrField<v1::WorkloadStatus>* list,
-    size_t* bytes) {
-  v1::WorkloadStatus* item = list->Add();
-  WorkloadToProto(s, w, specs, item, keep);
-  size_t size = item->ByteSizeLong();
-  if (!always && *bytes + size > kMaxListBytes) {
-    list->RemoveLast();
-    return false;
-  }
-  *bytes += size;
-  return true;
-}
 using ApplyFn = std::function<void(Ctx&)>;
 using ReplyFn = std::function<grpc::Status(Ctx&)>;
 
@@ -186,18 +165,6 @@ grpc::ServerUnaryReactor* DispatchWithId(CoreLoop* core, Metrics* metrics,
     return Reject(metrics, ctx, method, ToGrpc(s));
   return Dispatch(core, metrics, ctx, method, request->request_id(), response,
                   std::move(apply), std::move(reply), request);
-}
-
-// Pointers to the live items (queues, nodes), sorted by name.
-template <typename T, typename Name>
-std::vector<const T*> LiveByName(const std::vector<T>& items, Name name) {
-  std::vector<const T*> out;
-  for (const T& item : items) {
-    if (item.live) out.push_back(&item);
-  }
-  std::sort(out.begin(), out.end(),
-            [&](const T* a, const T* b) { return name(*a) < name(*b); });
-  return out;
 }
 
 // A read: answered on this gRPC thread when the core allows it without
@@ -772,17 +739,13 @@ grpc::ServerUnaryReactor* SchedulerService::GetWorkload(
     return Reject(metrics_, ctx, "GetWorkload", Invalid(s));
   }
   std::string id = request->workload_id();
+  int64_t min_revision = request->min_revision();
   return DispatchRead(
       core_, metrics_, ctx, "GetWorkload", response,
-      [id, response, specs = specs_](const Scheduler& s) {
-        const Workload* w = s.FindWorkload(id);
-        if (w == nullptr) {
-          return grpc::Status(
-              grpc::StatusCode::NOT_FOUND,
-              absl::StrCat("workload_id: workload \"", id, "\" not found"));
-        }
-        WorkloadToProto(s, *w, *specs, response);
-        return grpc::Status::OK;
+      [id, min_revision, response, specs = specs_](const Scheduler& s) {
+        if (grpc::Status st = CheckMinRevision(s, min_revision); !st.ok())
+          return st;
+        return ReadWorkload(s, *specs, id, response);
       });
 }
 
@@ -793,40 +756,13 @@ grpc::ServerUnaryReactor* SchedulerService::ListWorkloads(
   if (auto s = ValidateRequest(*request); !s.ok()) {
     return Reject(metrics_, ctx, "ListWorkloads", Invalid(s));
   }
-  std::optional<WorkloadState> state = FromProto(request->state());
-  size_t page_size =
-      request->page_size() == 0 ? 100 : std::min(request->page_size(), 1000);
-  std::string queue = request->queue();
-  std::string after = request->page_token();
   return DispatchRead(
       core_, metrics_, ctx, "ListWorkloads", response,
-      [=, specs = specs_](const Scheduler& s) {
-        std::vector<const Workload*> matching;
-        for (const auto& w : s.workloads()) {
-          if (!w) continue;
-          if (!queue.empty() && w->spec.queue != queue) continue;
-          if (state && w->state != *state) continue;
-          if (!after.empty() && w->spec.id <= after) continue;
-          matching.push_back(w.get());
-        }
-        std::sort(matching.begin(), matching.end(),
-                  [](const Workload* a, const Workload* b) {
-                    return a->spec.id < b->spec.id;
-                  });
-        // A page ends at page_size workloads or before kMaxListBytes.
-        size_t bytes = 0, taken = 0;
-        for (; taken < matching.size() && taken < page_size; ++taken) {
-          if (!AppendWithinBytes(s, *matching[taken], *specs,
-                                 SpecCache::Keep::kEvicting, taken == 0,
-                                 response->mutable_workloads(), &bytes)) {
-            break;
-          }
-        }
-        if (taken < matching.size()) {
-          response->set_next_page_token(matching[taken - 1]->spec.id);
-        }
-        response->set_revision(s.revision());
-        return grpc::Status::OK;
+      [request = *request, response, specs = specs_](const Scheduler& s) {
+        if (grpc::Status st = CheckMinRevision(s, request.min_revision());
+            !st.ok())
+          return st;
+        return ReadWorkloads(s, *specs, request, response);
       });
 }
 
@@ -944,21 +880,20 @@ grpc::ServerUnaryReactor* AdminService::DeleteQueue(
 }
 
 grpc::ServerUnaryReactor* AdminService::ListQueues(
-    grpc::CallbackServerContext* ctx, const v1::ListQueuesRequest*,
+    grpc::CallbackServerContext* ctx, const v1::ListQueuesRequest* request,
     v1::ListQueuesResponse* response) {
   GANGSCHED_GUARD("ListQueues", Access::kRead, {}, {});
-  return DispatchRead(
-      core_, metrics_, ctx, "ListQueues", response,
-      [response](const Scheduler& s) {
-        for (const Queue* q :
-             LiveByName(s.queues(), [](const Queue& q) -> const std::string& {
-               return q.spec.name;
-             })) {
-          QueueToProto(s, *q, response->add_queues());
-        }
-        response->set_revision(s.revision());
-        return grpc::Status::OK;
-      });
+  if (auto s = ValidateRequest(*request); !s.ok()) {
+    return Reject(metrics_, ctx, "ListQueues", Invalid(s));
+  }
+  int64_t min_revision = request->min_revision();
+  return DispatchRead(core_, metrics_, ctx, "ListQueues", response,
+                      [min_revision, response](const Scheduler& s) {
+                        if (grpc::Status st = CheckMinRevision(s, min_revision);
+                            !st.ok())
+                          return st;
+                        return ReadQueues(s, response);
+                      });
 }
 
 grpc::ServerUnaryReactor* AdminService::GetPriorityClasses(
@@ -967,52 +902,25 @@ grpc::ServerUnaryReactor* AdminService::GetPriorityClasses(
   GANGSCHED_GUARD("GetPriorityClasses", Access::kRead, {}, {});
   return DispatchRead(core_, metrics_, ctx, "GetPriorityClasses", response,
                       [response](const Scheduler& s) {
-                        for (const auto& pc : s.priority_classes()) {
-                          auto* out = response->add_classes();
-                          out->set_name(pc.name);
-                          out->set_value(pc.value);
-                          out->set_preemptible(pc.preemptible);
-                        }
-                        response->set_default_class(s.default_priority_class());
-                        return grpc::Status::OK;
+                        return ReadPriorityClasses(s, response);
                       });
 }
 
 grpc::ServerUnaryReactor* AdminService::GetClusterSnapshot(
-    grpc::CallbackServerContext* ctx, const v1::GetClusterSnapshotRequest*,
+    grpc::CallbackServerContext* ctx,
+    const v1::GetClusterSnapshotRequest* request,
     v1::ClusterSnapshot* response) {
   GANGSCHED_GUARD("GetClusterSnapshot", Access::kRead, {}, {});
+  if (auto s = ValidateRequest(*request); !s.ok()) {
+    return Reject(metrics_, ctx, "GetClusterSnapshot", Invalid(s));
+  }
+  int64_t min_revision = request->min_revision();
   return DispatchRead(
       core_, metrics_, ctx, "GetClusterSnapshot", response,
-      [response, specs = specs_](const Scheduler& s) {
-        for (const Node* n : LiveByName(
-                 s.nodes(),
-                 [](const Node& n) -> const std::string& { return n.name; })) {
-          NodeToProto(s, *n, response->add_nodes());
-        }
-        for (const Queue& q : s.queues()) {
-          if (q.live) QueueToProto(s, q, response->add_queues());
-        }
-        // Workloads by id, until the snapshot would pass kMaxListBytes.
-        std::vector<const Workload*> all;
-        for (const auto& w : s.workloads()) {
-          if (w) all.push_back(w.get());
-        }
-        std::sort(all.begin(), all.end(),
-                  [](const Workload* a, const Workload* b) {
-                    return a->spec.id < b->spec.id;
-                  });
-        size_t bytes = response->ByteSizeLong();
-        for (const Workload* w : all) {
-          if (!AppendWithinBytes(s, *w, *specs, SpecCache::Keep::kIfRoom,
-                                 /*always=*/false,
-                                 response->mutable_workloads(), &bytes)) {
-            response->set_workloads_truncated(true);
-            break;
-          }
-        }
-        response->set_revision(s.revision());
-        return grpc::Status::OK;
+      [min_revision, response, specs = specs_](const Scheduler& s) {
+        if (grpc::Status st = CheckMinRevision(s, min_revision); !st.ok())
+          return st;
+        return ReadClusterSnapshot(s, *specs, response);
       });
 }
 

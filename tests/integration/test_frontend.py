@@ -1,6 +1,9 @@
 #!/usr/bin/python3
-"""Frontend/core split: one core (--role=core) and two stateless frontends
+"""Frontend/core split: one core (--role=core) and two frontends
 (--role=frontend --core=ADDR); clients on either frontend see one state.
+Reads are answered from each frontend's read cache, which follows the
+core's committed state; min_revision reads a client's own writes
+(docs/ARCHITECTURE.md, "Frontend read cache").
 
     /usr/bin/python3 tests/integration/test_frontend.py \
         --server-binary build/server/gangsched --proto-dir proto
@@ -9,6 +12,7 @@
 import os
 import sys
 import threading
+import time
 import unittest
 import urllib.request
 
@@ -38,9 +42,22 @@ class Endpoint:
         return self.sched.Allocate(e2e.pb.AllocateRequest(request_id=request_id, workload=spec),
                                    timeout=e2e.RPC_TIMEOUT_S)
 
-    def get(self, wid):
-        return self.sched.GetWorkload(e2e.pb.GetWorkloadRequest(workload_id=wid),
-                                      timeout=e2e.RPC_TIMEOUT_S)
+    def get(self, wid, min_revision=0):
+        return self.sched.GetWorkload(
+            e2e.pb.GetWorkloadRequest(workload_id=wid, min_revision=min_revision),
+            timeout=e2e.RPC_TIMEOUT_S)
+
+    def queues(self, min_revision=0):
+        return self.admin.ListQueues(e2e.admin.ListQueuesRequest(min_revision=min_revision),
+                                     timeout=e2e.RPC_TIMEOUT_S)
+
+    def snapshot(self, min_revision=0):
+        return self.admin.GetClusterSnapshot(
+            e2e.admin.GetClusterSnapshotRequest(min_revision=min_revision),
+            timeout=e2e.RPC_TIMEOUT_S)
+
+    def count(self, name, **labels):
+        return e2e.server_process.metric_value(self.metrics(), name, labels) or 0
 
     def metrics(self):
         url = "http://127.0.0.1:%d/metrics" % self.server.metrics_port
@@ -69,10 +86,9 @@ class FrontendTest(unittest.TestCase):
         a = self.f1.allocate(e2e.workload("ns/a", e2e.group("head", {"cpu": "1"}, 1, 1),
                                           e2e.group("worker", {GPU: "4"}, 2, 2)))
         self.assertEqual(a.state, e2e.types.WORKLOAD_STATE_RUNNING)
-        seen = self.f2.get("ns/a")
+        seen = self.f2.get("ns/a", min_revision=a.revision)
         self.assertEqual(e2e.bindings_of(seen), e2e.bindings_of(a))
-        self.assertEqual(self.f1.admin.ListQueues(e2e.admin.ListQueuesRequest(), timeout=5),
-                         self.f2.admin.ListQueues(e2e.admin.ListQueuesRequest(), timeout=5))
+        self.assertEqual(self.f1.queues(a.revision), self.f2.queues(a.revision))
 
         # A gang that waits; its late binding arrives on the other frontend.
         b = self.f2.allocate(e2e.workload("ns/b", e2e.group("worker", {GPU: "8"}, 4, 4)))
@@ -83,7 +99,8 @@ class FrontendTest(unittest.TestCase):
         bound = watcher.wait_for(lambda e: e.type == e2e.pb.EVENT_TYPE_BOUND and
                                  e.workload_id == "ns/b", "BOUND ns/b via frontend 2")
         self.assertEqual(len(bound.bindings), 4)
-        self.assertEqual(self.f1.get("ns/b").state, e2e.types.WORKLOAD_STATE_RUNNING)
+        self.assertEqual(self.f1.get("ns/b", bound.revision).state,
+                         e2e.types.WORKLOAD_STATE_RUNNING)
 
     def test_request_ids_hold_across_frontends(self):
         self.f1.sched.UpsertNodes(e2e.pb.UpsertNodesRequest(nodes=[e2e.node("n0", 8)]),
@@ -116,13 +133,16 @@ class FrontendTest(unittest.TestCase):
         self.f1.sched.UpsertNodes(e2e.pb.UpsertNodesRequest(
             nodes=[e2e.node("n%d" % i, 8) for i in range(2)]), timeout=5)
         errors = []
+        revisions = []
 
         def client(endpoint, prefix):
             try:
                 for i in range(20):
-                    endpoint.allocate(e2e.workload("ns/%s-%d" % (prefix, i),
-                                                   e2e.group("worker", {GPU: "1"}, 1, 1)),
-                                      request_id="%s-%d" % (prefix, i))
+                    reply = endpoint.allocate(
+                        e2e.workload("ns/%s-%d" % (prefix, i),
+                                     e2e.group("worker", {GPU: "1"}, 1, 1)),
+                        request_id="%s-%d" % (prefix, i))
+                    revisions.append(reply.revision)
             except Exception as e:  # noqa: BLE001 - reported below
                 errors.append(e)
 
@@ -133,9 +153,11 @@ class FrontendTest(unittest.TestCase):
         for t in threads:
             t.join()
         self.assertEqual(errors, [])
-        s1 = self.f1.admin.GetClusterSnapshot(e2e.admin.GetClusterSnapshotRequest(), timeout=5)
-        s2 = self.f2.admin.GetClusterSnapshot(e2e.admin.GetClusterSnapshotRequest(), timeout=5)
+        last = max(revisions)
+        s1 = self.f1.snapshot(last)
+        s2 = self.f2.snapshot(last)
         self.assertEqual(s1, s2)
+        self.assertEqual(s1, self.core.snapshot(last))
         running = [w for w in s1.workloads if w.state == e2e.types.WORKLOAD_STATE_RUNNING]
         self.assertEqual(len(running), 16)  # 2 nodes x 8 GPUs
         self.assertEqual(len(s1.workloads), 40)
@@ -147,6 +169,135 @@ class FrontendTest(unittest.TestCase):
             fn(*args)
         self.assertEqual(ctx.exception.code(), code, ctx.exception.details())
         return ctx.exception
+
+
+class ReadCacheTest(unittest.TestCase):
+    """What the read cache promises: reads cost the core nothing, a client
+    reads its own writes with min_revision on any frontend, the answers
+    are the core's, and a restarted core is followed again."""
+
+    def setUp(self):
+        self.core_server = e2e.server_process.PersistentServer(
+            e2e.SERVER_BINARY, extra_args=["--role", "core"])
+        self.addCleanup(self.core_server.cleanup)
+        self.addCleanup(self.core_server.stop)
+        self.core_server.start()
+        core_addr = "127.0.0.1:%d" % self.core_server.port
+        self.fronts = []
+        for _ in range(2):
+            f = e2e.ServerProcess(["--role", "frontend", "--core", core_addr])
+            f.start()
+            self.addCleanup(f.stop)
+            self.fronts.append(Endpoint(f))
+        self.core = Endpoint(self.core_server)
+        self.f1, self.f2 = self.fronts
+        for f in self.fronts:
+            self.wait_following(f)
+
+    def wait_following(self, front, resyncs=1):
+        e2e.server_process.wait_until(
+            lambda: front.count("gangsched_read_cache_resyncs_total") >= resyncs and
+            front.count("gangsched_read_cache_revision") >= 0, 10,
+            "the frontend's read cache to follow the core")
+
+    def core_reads(self):
+        text = self.core.metrics()
+        return sum(e2e.server_process.metric_value(text, "gangsched_grpc_requests_total",
+                                                   {"method": m}) or 0
+                   for m in ("GetWorkload", "ListWorkloads", "ListQueues",
+                             "GetClusterSnapshot", "GetPriorityClasses"))
+
+    def test_reads_through_a_frontend_cost_the_core_nothing(self):
+        nodes = self.f1.sched.UpsertNodes(e2e.pb.UpsertNodesRequest(
+            nodes=[e2e.node("n%d" % i, 8) for i in range(4)]), timeout=5)
+        a = self.f1.allocate(e2e.workload("ns/a", e2e.group("worker", {GPU: "4"}, 2, 2)))
+        rev = max(nodes.revision, a.revision)
+        before = self.core_reads()
+        cached_before = self.f1.count("gangsched_frontend_reads_total", answered_by="cache")
+        for _ in range(25):
+            self.assertEqual(e2e.bindings_of(self.f1.get("ns/a", rev)), e2e.bindings_of(a))
+            self.f1.queues(rev)
+            self.f1.snapshot(rev)
+            self.f1.sched.ListWorkloads(e2e.pb.ListWorkloadsRequest(min_revision=rev),
+                                        timeout=5)
+            self.f1.admin.GetPriorityClasses(e2e.admin.GetPriorityClassesRequest(),
+                                             timeout=5)
+        self.assertEqual(self.core_reads(), before)
+        self.assertEqual(
+            self.f1.count("gangsched_frontend_reads_total", answered_by="cache"),
+            cached_before + 125)
+        # The same answers as the core's own, at the same revision.
+        self.assertEqual(self.f1.queues(rev), self.core.queues(rev))
+        self.assertEqual(self.f1.snapshot(rev), self.core.snapshot(rev))
+        self.assertEqual(self.f1.get("ns/a", rev), self.core.get("ns/a"))
+        # The status page too (refreshed at least once a second).
+        url = "http://127.0.0.1:%d/workloads" % self.f1.server.metrics_port
+        e2e.server_process.wait_until(
+            lambda: "ns/a" in urllib.request.urlopen(url, timeout=5).read().decode(), 5,
+            "the frontend's status page to show ns/a")
+
+    def test_a_client_reads_its_own_writes_on_another_frontend(self):
+        self.f1.sched.UpsertNodes(e2e.pb.UpsertNodesRequest(
+            nodes=[e2e.node("n%d" % i, 8) for i in range(2)]), timeout=5)
+        for i in range(30):
+            wid = "ns/w%d" % i
+            writer, reader = (self.f1, self.f2) if i % 2 else (self.f2, self.f1)
+            reply = writer.allocate(e2e.workload(wid, e2e.group("worker", {GPU: "1"}, 1, 1)))
+            seen = reader.get(wid, reply.revision)
+            self.assertEqual(seen.state, reply.state, wid)
+            self.assertEqual(e2e.bindings_of(seen), e2e.bindings_of(reply), wid)
+            if i % 3 == 0:
+                released = writer.sched.Release(e2e.pb.ReleaseRequest(workload_id=wid),
+                                                timeout=5)
+                self.assertEqual(reader.get(wid, released.revision).state,
+                                 e2e.types.WORKLOAD_STATE_RELEASED, wid)
+            queues = reader.queues(reply.revision)
+            self.assertGreaterEqual(queues.revision, reply.revision)
+
+    def test_min_revision_is_checked(self):
+        for endpoint in (self.f1, self.core):
+            with self.assertRaises(e2e.grpc.RpcError) as ctx:
+                endpoint.queues(-1)
+            self.assertEqual(ctx.exception.code(), e2e.grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("min_revision", ctx.exception.details())
+            # A revision nobody has: the frontend waits briefly, then the
+            # core says it is newer than its state.
+            started = time.monotonic()
+            with self.assertRaises(e2e.grpc.RpcError) as ctx:
+                endpoint.get("ns/none", 10**12)
+            self.assertEqual(ctx.exception.code(), e2e.grpc.StatusCode.FAILED_PRECONDITION)
+            self.assertIn("min_revision", ctx.exception.details())
+            self.assertLess(time.monotonic() - started, 3)
+
+    def test_a_restarted_core_is_followed_again(self):
+        self.f1.sched.UpsertNodes(e2e.pb.UpsertNodesRequest(
+            nodes=[e2e.node("n0", 8)]), timeout=5)
+        a = self.f1.allocate(e2e.workload("ns/a", e2e.group("worker", {GPU: "2"}, 1, 1)))
+        self.core_server.stop()
+        self.core_server.start()
+        for f in self.fronts:
+            self.wait_following(f, resyncs=2)
+        # The restored state, from the cache (the core answers no reads).
+        before = self.core_reads()
+        self.assertEqual(e2e.bindings_of(self.f2.get("ns/a", a.revision)),
+                         e2e.bindings_of(a))
+        b = self.f1.allocate(e2e.workload("ns/b", e2e.group("worker", {GPU: "2"}, 1, 1)))
+        self.assertEqual(self.f2.get("ns/b", b.revision).state,
+                         e2e.types.WORKLOAD_STATE_RUNNING)
+        self.assertEqual(self.core_reads(), before)
+
+    def test_without_the_cache_every_read_is_forwarded(self):
+        plain = e2e.ServerProcess(["--role", "frontend", "--read-cache=false", "--core",
+                                   "127.0.0.1:%d" % self.core_server.port])
+        plain.start()
+        self.addCleanup(plain.stop)
+        endpoint = Endpoint(plain)
+        before = self.core_reads()
+        for _ in range(5):
+            endpoint.queues()
+        self.assertEqual(self.core_reads(), before + 5)
+        self.assertEqual(endpoint.count("gangsched_read_cache_revision"), -1)
+        self.assertEqual(endpoint.count("gangsched_frontend_reads_total", answered_by="core"), 5)
 
 
 def main():
