@@ -194,7 +194,7 @@ struct SchedulerOptions {
 };
 
 // What a dry run assumes besides its workload, applied in this order to a
-// copy of the state (docs/API.md, "What if").
+// copy of the state (docs/SCHEDULING.md, "Dry runs and what-if").
 struct WhatIf {
   std::vector<std::string> remove_nodes;
   std::vector<NodeSpec> upsert_nodes;  // added, or replacing a node's spec

@@ -134,6 +134,11 @@ def cmd_bodies(args):
         "allocate-dry-run": json_format.ParseDict(
             {"workload": workload_spec_dict(DRY_RUN_ID, DRY_RUN_QUEUE), "dry_run": True},
             scheduler_pb2.AllocateRequest()).SerializeToString(),
+        # The running target's own spec again: a committed Allocate that
+        # changes nothing (bench/load/frontend.sh).
+        "allocate-again": json_format.ParseDict(
+            {"workload": workload_spec_dict(TARGET_ID, TARGET_QUEUE)},
+            scheduler_pb2.AllocateRequest()).SerializeToString(),
     }
     for name, payload in bodies.items():
         with open(os.path.join(args.out_dir, name + ".bin"), "wb") as f:

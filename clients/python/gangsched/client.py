@@ -175,6 +175,16 @@ class Client:
         self.admin = _stubs.admin_pb2_grpc.AdminStub(channel)
         # Retries taken so far, by method (for callers' metrics).
         self.retried: dict[str, int] = {}
+        # The newest revision this client wrote or saw (write replies,
+        # events, list answers): reads ask for at least this one, so a
+        # frontend's read cache never shows this client an older state than
+        # it already knows (read your writes, monotonic reads).
+        self.revision_floor = 0
+
+    def observe(self, revision: int) -> None:
+        """Reads from now on answer at ``revision`` or newer."""
+        if revision > self.revision_floor:
+            self.revision_floor = revision
 
     def close(self) -> None:
         self.channel.close()
@@ -195,8 +205,12 @@ class Client:
         attempt = 0
         while True:
             try:
-                return stub_method(request,
-                                   timeout=timeout or self.timeout)
+                reply = stub_method(request,
+                                    timeout=timeout or self.timeout)
+                if method in _WRITES and not getattr(request, "dry_run",
+                                                     False):
+                    self.observe(reply.revision)
+                return reply
             except grpc.RpcError as e:
                 code = e.code()
                 if code not in RETRYABLE or attempt >= self.retries:
@@ -206,6 +220,22 @@ class Client:
             self.retried[method] = self.retried.get(method, 0) + 1
             self._sleep(delay * (0.5 + random.random() / 2))
             delay = min(delay * 2, self.max_backoff)
+
+    def read(self, method: str, stub_method: Callable[..., Any],
+             request: Any) -> Any:
+        """A read at ``revision_floor`` or newer. When the server's state
+        went back (wiped, or restored from an older copy) the floor cannot
+        be met: it is dropped and the read answers from what there is."""
+        request.min_revision = self.revision_floor
+        try:
+            return self.call(method, stub_method, request)
+        except GangschedError as e:
+            if (e.code != grpc.StatusCode.FAILED_PRECONDITION or
+                    not e.details.startswith("min_revision:")):
+                raise
+        self.revision_floor = 0
+        request.min_revision = 0
+        return self.call(method, stub_method, request)
 
     # -- Scheduler ----------------------------------------------------------
 
@@ -276,7 +306,7 @@ class Client:
     def get_workload(self, workload_id: str) -> Any | None:
         """The workload's status, or None if the server does not know it."""
         try:
-            return self.call(
+            return self.read(
                 "GetWorkload", self.scheduler.GetWorkload,
                 _stubs.scheduler_pb2.GetWorkloadRequest(
                     workload_id=workload_id))
@@ -294,12 +324,13 @@ class Client:
         state_value = (_stubs.types_pb2.WorkloadState.Value(
             "WORKLOAD_STATE_" + state.upper()) if state else 0)
         while True:
-            page = self.call("ListWorkloads", self.scheduler.ListWorkloads,
+            page = self.read("ListWorkloads", self.scheduler.ListWorkloads,
                              _stubs.scheduler_pb2.ListWorkloadsRequest(
                                  queue=queue, state=state_value,
                                  page_size=page_size, page_token=token))
             if revision < 0:
                 revision = page.revision
+                self.observe(revision)
             out.extend(page.workloads)
             token = page.next_page_token
             if not token:
@@ -332,7 +363,7 @@ class Client:
                              request_id=new_request_id("queue-"), name=name))
 
     def list_queues(self) -> list[Any]:
-        return list(self.call("ListQueues", self.admin.ListQueues,
+        return list(self.read("ListQueues", self.admin.ListQueues,
                               _stubs.admin_pb2.ListQueuesRequest()).queues)
 
     def priority_classes(self) -> Any:
@@ -340,8 +371,14 @@ class Client:
                          _stubs.admin_pb2.GetPriorityClassesRequest())
 
     def cluster_snapshot(self) -> Any:
-        return self.call("GetClusterSnapshot", self.admin.GetClusterSnapshot,
+        return self.read("GetClusterSnapshot", self.admin.GetClusterSnapshot,
                          _stubs.admin_pb2.GetClusterSnapshotRequest())
+
+
+# Calls whose reply's revision is the state after a change this client made.
+_WRITES = frozenset({"Allocate", "Release", "Preempt", "UpsertNodes",
+                     "RemoveNodes", "SyncNodes", "UpsertQueue",
+                     "DeleteQueue"})
 
 
 def _queue(value: Mapping[str, Any]) -> Any:

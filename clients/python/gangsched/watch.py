@@ -115,6 +115,7 @@ class Watcher:
                     delay = self.reconnect_delay
                     if event.revision > self.revision:
                         self.revision = event.revision
+                        self.client.observe(event.revision)
                     yield event
             except grpc.RpcError as e:
                 if self._stopped.is_set():
