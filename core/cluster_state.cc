@@ -3,6 +3,8 @@
 // Reserve, Unreserve), each keeping the free-room and topology indexes
 // right (TouchNode). Lost and shrunk nodes shed their newest pods
 // (docs/SCHEDULING.md, "Failures").
+#include "core/cluster_state.h"
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -19,35 +21,35 @@
 
 namespace gangsched {
 
-const Node* Scheduler::FindNode(absl::string_view name) const {
-  NodeId id = FindNodeId(name);
+// ---------------------------------------------------------------------------
+// ClusterState
+
+const Node* ClusterState::Find(absl::string_view name) const {
+  NodeId id = FindId(name);
   return id.valid() ? &nodes_[id.value()] : nullptr;
 }
 
-NodeId Scheduler::FindNodeId(absl::string_view name) const {
-  auto it = node_ids_.find(name);
-  return it == node_ids_.end() ? NodeId() : it->second;
+NodeId ClusterState::FindId(absl::string_view name) const {
+  auto it = ids_.find(name);
+  return it == ids_.end() ? NodeId() : it->second;
 }
 
-void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
-                          NodeChangeAnswer* answer, bool shed) {
-  changes_.nodes.insert(spec.name);
-  NodeId id = FindNodeId(spec.name);
+NodeId ClusterState::Apply(const NodeSpec& spec, ResourceTable& resources) {
+  NodeId id = FindId(spec.name);
   if (!id.valid()) {
-    if (!free_node_ids_.empty()) {
-      id = NodeId(free_node_ids_.back());
-      free_node_ids_.pop_back();
+    if (!free_ids_.empty()) {
+      id = NodeId(free_ids_.back());
+      free_ids_.pop_back();
     } else {
       id = NodeId(static_cast<uint32_t>(nodes_.size()));
       nodes_.emplace_back();
     }
-    node_ids_.emplace(spec.name, id);
+    ids_.emplace(spec.name, id);
     nodes_[id.value()] = Node{};
     nodes_[id.value()].name = spec.name;
     nodes_[id.value()].live = true;
   }
   Node& node = nodes_[id.value()];
-  fair_share_dirty_ = true;  // the amount divided may change
   // `pods` is the node's pod capacity, not a resource pods request.
   NamedResources allocatable = spec.allocatable;
   node.max_pods = kDefaultMaxPods;
@@ -59,17 +61,109 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
     allocatable.erase(it);
     break;
   }
-  node.allocatable = resources_.FromNamed(allocatable);
+  node.allocatable = resources.FromNamed(allocatable);
   node.labels = spec.labels;
   node.schedulable = spec.schedulable;
   topology_.SetNode(node, id.value());
-  TouchNode(id);
+  Touch(id);
+  return id;
+}
+
+void ClusterState::Remove(NodeId id) {
+  Node& node = nodes_[id.value()];
+  ids_.erase(node.name);
+  index_.Remove(id.value());
+  topology_.Remove(id.value());
+  node = Node{};
+  free_ids_.push_back(id.value());
+}
+
+uint32_t ClusterState::Bind(NodeId id, const ResourceVector& pod, SlotKey key) {
+  Node& n = nodes_[id.value()];
+  n.used += pod;
+  uint32_t pos = static_cast<uint32_t>(n.slots.size());
+  n.slots.push_back(key);
+  ++n.pods_used;
+  Touch(id);
+  return pos;
+}
+
+std::optional<SlotKey> ClusterState::Unbind(NodeId id,
+                                            const ResourceVector& pod,
+                                            uint32_t pos) {
+  Node& n = nodes_[id.value()];
+  n.used -= pod;
+  // The last key takes the slot's place: O(1) however full the node is.
+  std::optional<SlotKey> moved;
+  if (pos + 1 != n.slots.size()) {
+    n.slots[pos] = n.slots.back();
+    moved = n.slots[pos];
+  }
+  n.slots.pop_back();
+  --n.pods_used;
+  Touch(id);
+  return moved;
+}
+
+void ClusterState::Reserve(NodeId id, const ResourceVector& pod) {
+  Node& n = nodes_[id.value()];
+  n.reserved += pod;
+  ++n.reserved_pods;
+  Touch(id);
+}
+
+void ClusterState::Unreserve(NodeId id, const ResourceVector& pod) {
+  Node& n = nodes_[id.value()];
+  n.reserved -= pod;
+  --n.reserved_pods;
+  Touch(id);
+}
+
+void ClusterState::Touch(NodeId id) {
+  if (deferred_) return;  // TouchAll comes
+  index_.Update(nodes_[id.value()], id.value());
+  topology_.Touch(nodes_[id.value()], id.value());
+}
+
+void ClusterState::TouchAll() {
+  for (uint32_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].live) Touch(NodeId(i));
+  }
+}
+
+absl::Status ClusterState::CheckIndexes() const {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (n.live && !index_.Matches(n, static_cast<uint32_t>(i)))
+      return absl::InternalError(absl::StrCat(n.name, ": node index is stale"));
+  }
+  if (!topology_.Matches(nodes_))
+    return absl::InternalError("topology index is stale");
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// The scheduler's node commands
+
+const Node* Scheduler::FindNode(absl::string_view name) const {
+  return cluster_.Find(name);
+}
+
+NodeId Scheduler::FindNodeId(absl::string_view name) const {
+  return cluster_.FindId(name);
+}
+
+void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
+                          NodeChangeAnswer* answer, bool shed) {
+  changes_.nodes.insert(spec.name);
+  NodeId id = cluster_.Apply(spec, resources_);
+  fair_share_dirty_ = true;  // the amount divided may change
   if (shed) ShedOverCapacity(id, now);
   answer->accepted.push_back(spec.name);
 }
 
 void Scheduler::ShedOverCapacity(NodeId id, absl::Time now) {
-  Node& node = nodes_[id.value()];
+  const Node& node = cluster_.node(id);
   // Lost capacity loses slots, newest bindings first, until the node holds
   // no more than its allocatable and its pod capacity. Their pods still run
   // there: the shim is told to delete them (node_lost); they are placed
@@ -83,7 +177,7 @@ void Scheduler::ShedOverCapacity(NodeId id, absl::Time now) {
 
 void Scheduler::UnbindNewest(NodeId id, absl::Time now, EventType type,
                              absl::FunctionRef<bool()> more) {
-  Node& node = nodes_[id.value()];
+  const Node& node = cluster_.node(id);
   // One event per workload, in submission order, so the events come out in
   // the same order everywhere.
   std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>> lost;
@@ -109,21 +203,15 @@ void Scheduler::UnbindNewest(NodeId id, absl::Time now, EventType type,
 }
 
 void Scheduler::RemoveNode(NodeId id, absl::Time now) {
-  changes_.nodes.insert(nodes_[id.value()].name);
-  Node& node = nodes_[id.value()];
+  changes_.nodes.insert(cluster_.node(id).name);
   UnbindNewest(id, now, EventType::kReleased, [] { return true; });
-  node.live = false;
   fair_share_dirty_ = true;
-  DropNominationsOn(id, now);
-  node_ids_.erase(node.name);
-  node_index_.Remove(id.value());
-  topology_.Remove(id.value());
-  node = Node{};
-  free_node_ids_.push_back(id.value());
+  DropNominationsOn(id, now, /*removed=*/true);
+  cluster_.Remove(id);
 }
 
-void Scheduler::DropNominationsOn(NodeId id, absl::Time now) {
-  const Node& node = nodes_[id.value()];
+void Scheduler::DropNominationsOn(NodeId id, absl::Time now, bool removed) {
+  const Node& node = cluster_.node(id);
   if (node.reserved_pods == 0) return;
   // What stays on the node once every eviction on it is confirmed: the
   // nominations are planned onto the rest, which victims may still hold
@@ -137,7 +225,7 @@ void Scheduler::DropNominationsOn(NodeId id, absl::Time now) {
       --staying_pods;
     }
   }
-  if (node.live && (staying + node.reserved).FitsIn(node.allocatable) &&
+  if (!removed && (staying + node.reserved).FitsIn(node.allocatable) &&
       staying_pods + node.reserved_pods <= node.max_pods) {
     return;  // an update that keeps the room (the shim re-sends its nodes)
   }
@@ -186,8 +274,8 @@ NodeChangeAnswer Scheduler::SyncNodes(const std::vector<NodeSpec>& nodes,
   absl::flat_hash_map<absl::string_view, bool> wanted;
   for (const auto& spec : nodes) wanted[spec.name] = true;
   std::vector<std::string> gone;
-  for (const auto& [name, id] : node_ids_) {
-    if (!wanted.contains(name)) gone.push_back(name);
+  for (const Node& n : cluster_.nodes()) {
+    if (n.live && !wanted.contains(n.name)) gone.push_back(n.name);
   }
   std::sort(gone.begin(), gone.end());
   NodeChangeAnswer answer = RemoveNodes(gone, now);
@@ -197,29 +285,18 @@ NodeChangeAnswer Scheduler::SyncNodes(const std::vector<NodeSpec>& nodes,
 }
 
 void Scheduler::Reserve(NodeId node, const ResourceVector& pod) {
-  Node& n = nodes_[node.value()];
-  n.reserved += pod;
-  ++n.reserved_pods;
-  TouchNode(node);
+  cluster_.Reserve(node, pod);
 }
 
 void Scheduler::Unreserve(NodeId node, const ResourceVector& pod) {
-  Node& n = nodes_[node.value()];
-  n.reserved -= pod;
-  --n.reserved_pods;
-  TouchNode(node);
+  cluster_.Unreserve(node, pod);
 }
 
 void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node) {
   Changed(w);
   GroupState& state = w.groups[group];
   state.slot_node[slot] = node;
-  Node& n = nodes_[node.value()];
-  n.used += state.pod;
-  state.slot_pos[slot] = static_cast<uint32_t>(n.slots.size());
-  n.slots.push_back({w.id, group, slot});
-  ++n.pods_used;
-  TouchNode(node);
+  state.slot_pos[slot] = cluster_.Bind(node, state.pod, {w.id, group, slot});
   AddToQueuePath(w.queue, state.pod, !w.preemptible);
 }
 
@@ -242,19 +319,12 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
     }
     if (w.evictions.empty()) unsettled_.push_back(w.id);
   }
-  Node& n = nodes_[node.value()];
-  n.used -= state.pod;
-  TouchNode(node);
-  // The last key takes the slot's place: O(1) however full the node is.
   uint32_t pos = state.slot_pos[slot];
-  const SlotKey& last = n.slots.back();
-  if (pos + 1 != n.slots.size()) {
-    n.slots[pos] = last;
-    workloads_[last.workload.value()]->groups[last.group].slot_pos[last.index] =
-        pos;
+  if (std::optional<SlotKey> moved = cluster_.Unbind(node, state.pod, pos)) {
+    workloads_[moved->workload.value()]
+        ->groups[moved->group]
+        .slot_pos[moved->index] = pos;
   }
-  n.slots.pop_back();
-  --n.pods_used;
   AddToQueuePath(w.queue, state.pod * -1, !w.preemptible);
 }
 

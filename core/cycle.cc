@@ -151,7 +151,7 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
   auto cached = lost ? shape_failures_.end() : shape_failures_.find(shape);
   if (cached == shape_failures_.end()) {
     GangPlacement placement =
-        TryPlaceGang(nodes_, resources_, plan().request, Indexed());
+        TryPlaceGang(cluster_.nodes(), resources_, plan().request, Indexed());
     if (placement.result == PlaceResult::kPlaced) {
       Commit(w, plan(), placement, now);
       return;
@@ -175,8 +175,9 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
                         resources_.Describe(need), ")");
   };
   if (!failure.ever) {
-    failure.ever = TryPlaceGang(nodes_, resources_, plan().request,
-                                {.ignore_usage = true, .topology = &topology_});
+    failure.ever =
+        TryPlaceGang(cluster_.nodes(), resources_, plan().request,
+                     {.ignore_usage = true, .topology = cluster_.topology()});
   }
   if (failure.ever->result != PlaceResult::kPlaced) {
     if (!failure.unsatisfiable) {
@@ -207,8 +208,8 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
   }
   if (any_reserved && !failure.unreserved) {
     failure.unreserved =
-        TryPlaceGang(nodes_, resources_, plan().request,
-                     {.ignore_reserved = true, .topology = &topology_})
+        TryPlaceGang(cluster_.nodes(), resources_, plan().request,
+                     {.ignore_reserved = true, .topology = cluster_.topology()})
             .result == PlaceResult::kPlaced;
   }
   if (any_reserved && *failure.unreserved) {

@@ -89,8 +89,8 @@ void Scheduler::GrowElastic(absl::Time now) {
         Workload& w = *entry.w;
         bool granted = false;
         if (CheckQueues(w, TotalOf(plan.request)).code == PendingCode::kNone) {
-          GangPlacement placement =
-              TryPlaceGang(nodes_, resources_, plan.request, Indexed());
+          GangPlacement placement = TryPlaceGang(cluster_.nodes(), resources_,
+                                                 plan.request, Indexed());
           if (placement.result == PlaceResult::kPlaced) {
             Commit(w, plan, placement, now);
             granted = true;
@@ -178,7 +178,7 @@ std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
     }
     for (int32_t k = 0; k < room; ++k) request.replicas.push_back({g, h});
     GangPlacement placement =
-        TryPlaceGang(nodes_, resources_, request, Indexed());
+        TryPlaceGang(cluster_.nodes(), resources_, request, Indexed());
     int32_t placed = placement.replicas - unbound_replicas;
     hint.grantable = std::max(0, placed) * h;
     hints.push_back(hint);

@@ -91,7 +91,7 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
   }
 
   GangPlacement now_placement =
-      TryPlaceGang(nodes_, resources_, plan.request, Indexed());
+      TryPlaceGang(cluster_.nodes(), resources_, plan.request, Indexed());
   if (now_placement.result == PlaceResult::kPlaced) {
     lines.push_back(
         "The nodes have room for it now; it is placed in the next cycle "

@@ -308,7 +308,7 @@ void Scheduler::RecomputeFairShares() {
     index[order[i].value()] = static_cast<int32_t>(i);
 
   ResourceVector total;
-  for (const Node& n : nodes_) {
+  for (const Node& n : cluster_.nodes()) {
     if (n.live && n.schedulable) total += n.allocatable;
   }
   for (Queue& q : queues_) {

@@ -27,9 +27,9 @@ WorkloadRecord Scheduler::RecordOf(const Workload& w) const {
       NodeId nominated = state.slot_nominated[i];
       if (!bound.valid() && !nominated.valid()) continue;
       r.slots.push_back(
-          {g, i, bound.valid() ? nodes_[bound.value()].name : "",
+          {g, i, bound.valid() ? cluster_.node(bound).name : "",
            state.slot_evicting[i] != 0,
-           nominated.valid() ? nodes_[nominated.value()].name : ""});
+           nominated.valid() ? cluster_.node(nominated).name : ""});
     }
   }
   r.evictions = w.evictions;
@@ -65,7 +65,7 @@ absl::Status Scheduler::RestoreQueue(const QueueSpec& spec,
 }
 
 absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
-  restoring_ = true;
+  SetRestoring(true);
   auto fail = [&](absl::string_view why) {
     return absl::DataLossError(
         absl::StrCat("stored workload \"", r.spec.id, "\": ", why));
@@ -181,10 +181,8 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
 void Scheduler::RestoreCounters(int64_t revision, uint64_t submit_seq,
                                 absl::Time now) {
   if (restoring_) {
-    restoring_ = false;
-    for (uint32_t i = 0; i < nodes_.size(); ++i) {
-      if (nodes_[i].live) TouchNode(NodeId(i));
-    }
+    SetRestoring(false);
+    cluster_.TouchAll();
   }
   revision_ = std::max(revision_, revision);
   submit_seq_ = std::max(submit_seq_, submit_seq);
@@ -208,15 +206,16 @@ void Scheduler::RestoreCounters(int64_t revision, uint64_t submit_seq,
   // dir written before nodes had a pod capacity), which are evicted like
   // pods of a node that lost room, and then every RELEASING workload with
   // nothing left to evict.
-  for (uint32_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i].live) ShedOverCapacity(NodeId(i), now);
+  for (uint32_t i = 0; i < cluster_.nodes().size(); ++i) {
+    if (cluster_.nodes()[i].live) ShedOverCapacity(NodeId(i), now);
   }
   SettleUnsettled(now);
 }
 
 absl::Status Scheduler::CheckConsistency() const {
-  std::vector<ResourceVector> used(nodes_.size()), reserved(nodes_.size());
-  std::vector<int64_t> pods(nodes_.size()), reserved_pods(nodes_.size());
+  const std::vector<Node>& nodes = cluster_.nodes();
+  std::vector<ResourceVector> used(nodes.size()), reserved(nodes.size());
+  std::vector<int64_t> pods(nodes.size()), reserved_pods(nodes.size());
   std::vector<ResourceVector> allocated(queues_.size());
   for (const auto& w : workloads_) {
     if (!w) continue;
@@ -239,7 +238,7 @@ absl::Status Scheduler::CheckConsistency() const {
         if (NodeId n = g.slot_node[i]; n.valid()) {
           used[n.value()] += g.pod;
           ++pods[n.value()];
-          const std::vector<SlotKey>& keys = nodes_[n.value()].slots;
+          const std::vector<SlotKey>& keys = nodes[n.value()].slots;
           if (g.slot_pos[i] >= keys.size() ||
               !(keys[g.slot_pos[i]] ==
                 SlotKey{w->id, gi, static_cast<int32_t>(i)})) {
@@ -261,16 +260,13 @@ absl::Status Scheduler::CheckConsistency() const {
       allocated[q.value()] += w->BoundResources();
     }
   }
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    const Node& n = nodes_[i];
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
     if (!n.live) continue;
     if (!(n.used == used[i]))
       return absl::InternalError(absl::StrCat(n.name, ": usage differs"));
     if (!(n.reserved == reserved[i])) {
       return absl::InternalError(absl::StrCat(n.name, ": reservations differ"));
-    }
-    if (!node_index_.Matches(n, static_cast<uint32_t>(i))) {
-      return absl::InternalError(absl::StrCat(n.name, ": node index is stale"));
     }
     if (!n.used.FitsIn(n.allocatable)) {
       return absl::InternalError(absl::StrCat(n.name, ": over allocatable"));
@@ -298,9 +294,7 @@ absl::Status Scheduler::CheckConsistency() const {
   if (in_queues != active_.size()) {
     return absl::InternalError("per-queue active sets are stale");
   }
-  if (!topology_.Matches(nodes_)) {
-    return absl::InternalError("topology index is stale");
-  }
+  if (absl::Status s = cluster_.CheckIndexes(); !s.ok()) return s;
   for (size_t i = 0; i < queues_.size(); ++i) {
     const Queue& q = queues_[i];
     if (!q.live) continue;

@@ -36,7 +36,9 @@ void Scheduler::CompletePipelined(absl::Time now) {
     absl::flat_hash_map<uint32_t, ResourceVector> need;
     for (auto [g, i, n] : planned) need[n.value()] += w.groups[g].pod;
     for (auto& [n, amount] : need) {
-      if (!nodes_[n].live || !amount.FitsIn(nodes_[n].Free())) fits = false;
+      if (!cluster_.nodes()[n].live ||
+          !amount.FitsIn(cluster_.nodes()[n].Free()))
+        fits = false;
     }
     if (!fits) {
       SetState(w, WorkloadState::kPending, now);
@@ -45,7 +47,7 @@ void Scheduler::CompletePipelined(absl::Time now) {
     std::vector<Binding> bound;
     for (auto [g, i, n] : planned) {
       Bind(w, g, i, n);
-      bound.push_back({w.spec.groups[g].name, i, nodes_[n.value()].name});
+      bound.push_back({w.spec.groups[g].name, i, cluster_.node(n).name});
     }
     SetState(w, WorkloadState::kRunning, now);
     w.pending = {};

@@ -89,7 +89,8 @@ absl::Status Scheduler::ApplyReplica(const ReplicaBatch& batch) {
   absl::flat_hash_set<std::string> touched;
   for (const WorkloadRecord* r : records) {
     if (absl::Status s = RestoreWorkload(*r); !s.ok()) {
-      restoring_ = false;
+      SetRestoring(false);
+      cluster_.TouchAll();
       return s;
     }
     for (const WorkloadRecord::Slot& slot : r->slots) {
@@ -97,10 +98,10 @@ absl::Status Scheduler::ApplyReplica(const ReplicaBatch& batch) {
       if (!slot.nominated.empty()) touched.insert(slot.nominated);
     }
   }
-  restoring_ = false;
+  SetRestoring(false);
   for (const std::string& name : touched) {
     NodeId id = FindNodeId(name);
-    if (id.valid()) TouchNode(id);
+    if (id.valid()) cluster_.Touch(id);
   }
 
   // 5. What went: nodes (nothing is bound there any more), then queues,
@@ -108,8 +109,7 @@ absl::Status Scheduler::ApplyReplica(const ReplicaBatch& batch) {
   for (const std::string& name : batch.removed_nodes) {
     NodeId id = FindNodeId(name);
     if (!id.valid()) continue;
-    if (!nodes_[id.value()].slots.empty() ||
-        nodes_[id.value()].reserved_pods > 0)
+    if (!cluster_.node(id).slots.empty() || cluster_.node(id).reserved_pods > 0)
       return fail(absl::StrCat("node ", name), "removed while in use");
     RemoveNode(id, absl::InfinitePast());
   }

@@ -319,7 +319,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
     const GroupState& state = w.groups[g];
     for (int32_t i = 0; i < static_cast<int32_t>(state.slot_node.size()); ++i) {
       NodeId n = state.slot_node[i];
-      if (n.valid()) nodes_[n.value()].slots[state.slot_pos[i]].group = g;
+      if (n.valid()) cluster_.SetSlotGroup(n, state.slot_pos[i], g);
     }
   }
 
@@ -709,7 +709,7 @@ void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
   bound.reserve(plan.slots.size());
   ForEachPlacedPod(plan, placement, [&](uint32_t g, int32_t slot, NodeId node) {
     Bind(w, g, slot, node);
-    bound.push_back({w.spec.groups[g].name, slot, nodes_[node.value()].name});
+    bound.push_back({w.spec.groups[g].name, slot, cluster_.node(node).name});
   });
   bool became_running = false;
   if ((w.state == WorkloadState::kPending ||

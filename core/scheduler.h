@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/clone_ptr.h"
+#include "core/cluster_state.h"
 #include "core/gang_placer.h"
 #include "core/node.h"
 #include "core/queue.h"
@@ -324,16 +325,14 @@ class Scheduler {
   const Workload* FindWorkload(absl::string_view id) const;
   const Queue* FindQueue(absl::string_view name) const;
   const Node* FindNode(absl::string_view name) const;
-  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<Node>& nodes() const { return cluster_.nodes(); }
   const std::vector<Queue>& queues() const { return queues_; }
   const std::vector<ClonePtr<Workload>>& workloads() const {
     return workloads_;
   }
   const ResourceTable& resources() const { return resources_; }
   // The placer's view of nodes() with both indexes (PlaceGang's options).
-  PlacerOptions Indexed() const {
-    return {.index = &node_index_, .topology = &topology_};
-  }
+  PlacerOptions Indexed() const { return cluster_.Indexed(); }
   std::vector<Binding> BindingsOf(const Workload& workload) const {
     return SlotsOn(workload, &GroupState::slot_node);
   }
@@ -485,11 +484,11 @@ class Scheduler {
                     absl::FunctionRef<bool()> more);
   // PIPELINED gangs planned onto a node that was removed or lost room go
   // back to PENDING.
-  void DropNominationsOn(NodeId id, absl::Time now);
-  void TouchNode(NodeId id) {
-    if (restoring_) return;  // every node is touched once at the end
-    node_index_.Update(nodes_[id.value()], id.value());
-    topology_.Touch(nodes_[id.value()], id.value());
+  void DropNominationsOn(NodeId id, absl::Time now, bool removed = false);
+  // Sets restoring_, and with it whether binds update the node indexes.
+  void SetRestoring(bool restoring) {
+    restoring_ = restoring;
+    cluster_.DeferIndexes(restoring);
   }
   // Between the first RestoreWorkload and RestoreCounters: binds do not
   // update the node indexes nor record changes one by one (a restore of a
@@ -665,12 +664,7 @@ class Scheduler {
   std::vector<PriorityClass> priority_classes_;
   std::string default_class_;
 
-  std::vector<Node> nodes_;
-  NodeIndex
-      node_index_;  // every change of a node's free room goes through TouchNode
-  TopologyIndex topology_;  // likewise; labels set in ApplyNode
-  std::vector<uint32_t> free_node_ids_;
-  absl::flat_hash_map<std::string, NodeId> node_ids_;
+  ClusterState cluster_;  // the nodes and their indexes
 
   std::vector<Queue> queues_;
   absl::flat_hash_map<std::string, QueueId> queue_ids_;
@@ -782,7 +776,7 @@ void Scheduler::ForEachSlotOn(const Workload& w, SlotNodes which,
     const SlotVector<NodeId>& on = w.groups[g].*which;
     for (int32_t i = 0; i < static_cast<int32_t>(on.size()); ++i) {
       if (on[i].valid())
-        fn(w.spec.groups[g].name, i, nodes_[on[i].value()].name);
+        fn(w.spec.groups[g].name, i, cluster_.node(on[i]).name);
     }
   }
 }

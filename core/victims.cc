@@ -141,8 +141,8 @@ bool Scheduler::FitsWithout(const PlannedRequest& plan,
     freed[it->second].resources += w->groups[slot.first].pod;
     ++freed[it->second].pods;
   }
-  *placement =
-      TryPlaceGang(nodes_, resources_, plan.request, {.freed = &freed});
+  *placement = TryPlaceGang(cluster_.nodes(), resources_, plan.request,
+                            {.freed = &freed});
   return placement->result == PlaceResult::kPlaced;
 }
 
@@ -177,7 +177,7 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
     return FitsWithout(plan, units, placement);
   };
   ResourceVector free;  // cluster-wide, a cheap bound before placing
-  for (const Node& n : nodes_) {
+  for (const Node& n : cluster_.nodes()) {
     if (n.live && n.schedulable) free += n.Free();
   }
   // What the chosen victims take from each leaf, for its dominant share.

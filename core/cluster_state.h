@@ -1,0 +1,81 @@
+// The nodes and their indexes (docs/SCHEDULING.md, "Where each rule
+// lives"). ClusterState is the only owner of a node's used and reserved
+// room: Bind, Unbind, Reserve and Unreserve change them, and each keeps the
+// free-room index (NodeIndex) and the topology index right. Everything else
+// reads the nodes through const views.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "core/gang_placer.h"
+#include "core/ids.h"
+#include "core/node.h"
+#include "core/node_index.h"
+#include "core/resources.h"
+#include "core/spec.h"
+#include "core/topology_index.h"
+
+namespace gangsched {
+
+class ClusterState {
+ public:
+  // --- views -------------------------------------------------------------
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const Node& node(NodeId id) const { return nodes_[id.value()]; }
+  const Node* Find(absl::string_view name) const;
+  NodeId FindId(absl::string_view name) const;
+  // The placer's view with both indexes.
+  PlacerOptions Indexed() const {
+    return {.index = &index_, .topology = &topology_};
+  }
+  const TopologyIndex* topology() const { return &topology_; }
+
+  // --- the node set --------------------------------------------------------
+  // Creates the node when new, then takes what `spec` says: allocatable
+  // (`pods` is the pod capacity, not a resource), labels, schedulable.
+  // What it holds is left as it is (the caller sheds what no longer fits).
+  NodeId Apply(const NodeSpec& spec, ResourceTable& resources);
+  // The node must hold no slot and no reservation any more.
+  void Remove(NodeId id);
+
+  // --- room: the only changes of used / reserved -----------------------------
+  // Books `pod` for `key`; returns the slot's position on the node.
+  uint32_t Bind(NodeId id, const ResourceVector& pod, SlotKey key);
+  // Frees the slot at `pos`; the node's last slot takes its place, and is
+  // returned so its owner can note its new position (nullopt: none moved).
+  std::optional<SlotKey> Unbind(NodeId id, const ResourceVector& pod,
+                                uint32_t pos);
+  void Reserve(NodeId id, const ResourceVector& pod);
+  void Unreserve(NodeId id, const ResourceVector& pod);
+  // A workload's groups were renumbered: the slot at `pos` belongs to
+  // `group` now.
+  void SetSlotGroup(NodeId id, uint32_t pos, uint32_t group) {
+    nodes_[id.value()].slots[pos].group = group;
+  }
+
+  // --- indexes -------------------------------------------------------------
+  // While deferred, room changes leave the indexes alone (a restore of a
+  // million pods would update each node's entries a hundred times);
+  // TouchAll then brings every live node's entries up to date at once.
+  void DeferIndexes(bool defer) { deferred_ = defer; }
+  void TouchAll();
+  void Touch(NodeId id);
+  // Both indexes describe the nodes as they are (CheckConsistency).
+  absl::Status CheckIndexes() const;
+
+ private:
+  std::vector<Node> nodes_;
+  NodeIndex index_;  // every change of a node's free room goes through Touch
+  TopologyIndex topology_;  // likewise; labels set in Apply
+  std::vector<uint32_t> free_ids_;
+  absl::flat_hash_map<std::string, NodeId> ids_;
+  bool deferred_ = false;
+};
+
+}  // namespace gangsched
