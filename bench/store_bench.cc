@@ -15,6 +15,7 @@
 #include "core/scheduler.h"
 #include "server/core_loop.h"
 #include "server/event_log.h"
+#include "server/replication.h"
 #include "server/sqlite_store.h"
 #include "server/store_codec.h"
 
@@ -192,6 +193,85 @@ void BM_RestartLargestCluster(benchmark::State& state) {
   Restart(state, 65000, 16, 125000);
 }
 BENCHMARK(BM_RestartLargestCluster)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
+// A frontend's read cache at the largest size (docs/ARCHITECTURE.md,
+// "Frontend read cache"): the state of BM_RestartLargestCluster, then
+// - snapshot_ms: the core encodes everything for a new follower (on the
+//   core thread), snapshot_MiB its serialized size;
+// - build_ms: the frontend decodes it into a fresh replica;
+// - batch_*: a batch of 1,000 new 8-pod gangs and the cycle that binds
+//   them, encoded by the core (after the commit) and applied by the replica.
+// Run alone:
+//   build/bench/store_bench --benchmark_filter=BM_ReplicaLargestCluster
+void BM_ReplicaLargestCluster(benchmark::State& state) {
+  auto ms = [](absl::Time since) {
+    return absl::ToDoubleMilliseconds(absl::Now() - since);
+  };
+  auto s = EmptyScheduler();
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < 65000; ++i) nodes.push_back(Node(i, 16));
+  s->UpsertNodes(nodes, absl::Now());
+  for (int i = 0; i < 125000; ++i)
+    s->Submit(Gang(absl::StrCat("w", i), 8), absl::Now()).IgnoreError();
+  s->RunCycle(absl::Now());
+  s->TakeChanges();
+  s->TakeEvents();
+  for (auto _ : state) {
+    absl::Time start = absl::Now();
+    std::shared_ptr<internal::ReplicaUpdate> snapshot = ReplicaSnapshot(*s, 1);
+    std::string bytes = snapshot->SerializeAsString();
+    state.counters["snapshot_ms"] = ms(start);
+    state.counters["snapshot_MiB"] =
+        static_cast<double>(bytes.size()) / (1 << 20);
+
+    start = absl::Now();
+    internal::ReplicaUpdate received;
+    received.ParseFromString(bytes);
+    auto replica = std::make_unique<Scheduler>();
+    absl::StatusOr<ReplicaBatch> batch = DecodeReplicaUpdate(received);
+    if (!batch.ok() || !replica->ApplyReplica(*batch).ok()) {
+      state.SkipWithError("snapshot did not apply");
+      break;
+    }
+    state.counters["build_ms"] = ms(start);
+
+    for (int i = 0; i < 1000; ++i)
+      s->Submit(Gang(absl::StrCat("new", i), 8), absl::Now()).IgnoreError();
+    s->RunCycle(absl::Now());
+    s->TakeEvents();
+    start = absl::Now();
+    StoreRows rows = EncodeChanges(*s, s->TakeChanges(), {});
+    internal::ReplicaUpdate update;
+    FillReplicaHeader(*s, 2, /*fair_shares=*/true, &update);
+    AppendReplicaRows(rows, &update);
+    std::string update_bytes = update.SerializeAsString();
+    state.counters["batch_encode_ms"] = ms(start);
+    state.counters["batch_KiB"] =
+        static_cast<double>(update_bytes.size()) / 1024;
+
+    start = absl::Now();
+    internal::ReplicaUpdate got;
+    got.ParseFromString(update_bytes);
+    batch = DecodeReplicaUpdate(got);
+    if (!batch.ok() || !replica->ApplyReplica(*batch).ok()) {
+      state.SkipWithError("batch did not apply");
+      break;
+    }
+    state.counters["batch_apply_ms"] = ms(start);
+    if (replica->revision() != s->revision() ||
+        replica->FindWorkload("new999") == nullptr) {
+      state.SkipWithError("the replica differs");
+      break;
+    }
+  }
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  state.counters["peak_rss_MiB"] =
+      static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+BENCHMARK(BM_ReplicaLargestCluster)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 

@@ -20,8 +20,10 @@ CoreClient::CoreClient(const std::vector<std::string>& addresses,
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    // Answers as large as the core sends (a 100,000-pod workload).
-    args.SetMaxReceiveMessageSize(64 << 20);
+    // Whatever its own core sends: answers about a 100,000-pod workload,
+    // and the read cache's snapshot of a 65,000-node cluster (hundreds of
+    // MiB in one message).
+    args.SetMaxReceiveMessageSize(-1);
     auto channel = grpc::CreateCustomChannel(address, credentials, args);
     schedulers_.push_back(v1::Scheduler::NewStub(channel));
     admins_.push_back(v1::Admin::NewStub(channel));
