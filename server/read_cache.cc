@@ -178,6 +178,9 @@ absl::Status ReadCache::Apply(const internal::ReplicaUpdate& update) {
     replica_ = std::move(fresh);
     live_.store(true);
     metrics_->RecordReadCacheResync();
+    LogLine(spdlog::level::info, "read cache follows the core")
+        .Add("revision", update.revision())
+        .Add("rows", static_cast<int64_t>(update.rows_size()));
   } else {
     std::unique_lock lock(mu_);
     if (!live_.load()) return absl::FailedPreconditionError("no snapshot");
@@ -230,7 +233,9 @@ void ReadCache::FollowOnce() {
       target.replication->Follow(&ctx, request);
   internal::ReplicaUpdate update;
   absl::Status broken;
+  int64_t followed = 0;  // updates applied on this stream
   while (reader->Read(&update)) {
+    ++followed;
     if (broken = Apply(update); !broken.ok()) {
       ctx.TryCancel();
       while (reader->Read(&update)) {
@@ -251,10 +256,17 @@ void ReadCache::FollowOnce() {
   metrics_->RecordReadCache(false, 0);
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE)
     core_->Failed(target.index);
-  LogLine(spdlog::level::warn, "read cache stopped following the core")
+  // Once per kind of failure, not every retry (a core without the read
+  // role for this frontend would fill the log every two seconds).
+  std::string error =
+      broken.ok() ? status.error_message() : std::string(broken.message());
+  bool repeated = followed == 0 && error == last_error_;
+  last_error_ = error;
+  LogLine(repeated ? spdlog::level::debug : spdlog::level::warn,
+          "read cache stopped following the core; reads go to the core")
       .Add("code", static_cast<int64_t>(status.error_code()))
-      .Add("error", broken.ok() ? status.error_message()
-                                : std::string(broken.message()));
+      .Add("error", error)
+      .Add("updates", followed);
 }
 
 void ReadCache::Run() {

@@ -111,6 +111,7 @@ class ReadCache {
   grpc::ClientContext* stream_ = nullptr;  // to cancel it
   bool stopping_ = false;
   std::condition_variable stop_cv_;
+  std::string last_error_;  // follower thread only
   std::thread thread_;
 };
 
