@@ -45,10 +45,8 @@ absl::Status Scheduler::ApplyWhatIf(const WhatIf& what_if, absl::Time now) {
   for (size_t i = 0; i < what_if.queues.size(); ++i) {
     // A what-if may change a queue the config file owns: only this copy
     // changes.
-    if (auto it = queue_ids_.find(what_if.queues[i].name);
-        it != queue_ids_.end()) {
-      queues_[it->second.value()].from_config = false;
-    }
+    if (QueueId id = queues_.FindId(what_if.queues[i].name); id.valid())
+      queues_.SetFromConfig(id, false);
     absl::StatusOr<QueueId> upserted = UpsertQueue(what_if.queues[i]);
     if (!upserted.ok()) {
       // The admin call's errors name queue.<field>: here the field is

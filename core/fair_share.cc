@@ -311,10 +311,7 @@ void Scheduler::RecomputeFairShares() {
   for (const Node& n : cluster_.nodes()) {
     if (n.live && n.schedulable) total += n.allocatable;
   }
-  for (Queue& q : queues_) {
-    q.fair_share.Clear();
-    ++q.version;
-  }
+  queues_.ClearFairShares();
   std::vector<FairShareInput> inputs(order.size());
   for (size_t r = 0; r < resources_.size(); ++r) {
     ResourceId rid(static_cast<uint32_t>(r));
@@ -338,7 +335,7 @@ void Scheduler::RecomputeFairShares() {
     std::vector<int64_t> shares = ComputeFairShares(
         inputs, total.Get(rid), FairShareUnit(resources_, rid));
     for (size_t i = 0; i < order.size(); ++i) {
-      queues_[order[i].value()].fair_share.Set(rid, shares[i]);
+      queues_.SetFairShare(order[i], rid, shares[i]);
     }
   }
 }

@@ -32,8 +32,8 @@ Scheduler::OrderKey Scheduler::QueueOrderKey(const Queue& q,
 }
 
 bool Scheduler::LeafBefore(LeafOrder& a, LeafOrder& b) const {
-  const std::vector<QueueId>& pa = queue_paths_[a.leaf];
-  const std::vector<QueueId>& pb = queue_paths_[b.leaf];
+  const std::vector<QueueId>& pa = queues_.Path(QueueId(a.leaf));
+  const std::vector<QueueId>& pb = queues_.Path(QueueId(b.leaf));
   size_t level = 0;
   while (level < pa.size() && level < pb.size() && pa[level] == pb[level])
     ++level;

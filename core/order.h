@@ -30,7 +30,7 @@ void Scheduler::PickInFairShareOrder(std::vector<Leaf>& leaves,
   absl::flat_hash_map<uint32_t, uint32_t> match_of;  // queue id -> match
   for (size_t i = 0; i < leaves.size(); ++i) {
     uint32_t at = 0;
-    for (QueueId q : queue_paths_[leaves[i].order.leaf]) {
+    for (QueueId q : queues_.Path(QueueId(leaves[i].order.leaf))) {
       auto [it, added] = match_of.try_emplace(
           q.value(), static_cast<uint32_t>(matches.size()));
       if (added) {

@@ -52,15 +52,14 @@ absl::Status Scheduler::RestoreQueue(const QueueSpec& spec,
                                      uint64_t created_seq) {
   absl::StatusOr<QueueId> id = UpsertQueue(spec, /*restoring=*/true);
   if (!id.ok()) return id.status();
-  if (static_cast<int32_t>(queue_paths_[id->value()].size()) >
+  if (static_cast<int32_t>(queues_.Path(*id).size()) >
       options_.max_queue_depth) {
     warnings_.push_back(absl::StrCat(
-        "stored queue ", spec.name, " sits ", queue_paths_[id->value()].size(),
+        "stored queue ", spec.name, " sits ", queues_.Path(*id).size(),
         " levels deep, deeper than the ", options_.max_queue_depth,
         " allowed; it is kept, but no queue can be added below it"));
   }
-  queues_[id->value()].created_seq = created_seq;
-  queue_seq_ = std::max(queue_seq_, created_seq);
+  queues_.SetCreatedSeq(*id, created_seq);
   return absl::OkStatus();
 }
 
@@ -138,7 +137,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
     released_order_.push_back({id, w.submit_seq});
   } else {
     SetActive(w, true);
-    ++queues_[w.queue.value()].workload_count;
+    queues_.CountWorkload(w.queue, 1);
     // Stuck by an older version (its evicted slots vanished with their
     // node): the first cycle settles it.
     if (w.state == WorkloadState::kReleasing && w.evictions.empty())
@@ -302,7 +301,7 @@ absl::Status Scheduler::CheckConsistency() const {
       return absl::InternalError(
           absl::StrCat("queue ", q.spec.name, ": allocated differs"));
     }
-    const std::vector<QueueId>& path = queue_paths_[i];
+    const std::vector<QueueId>& path = queues_.Path(q.id);
     std::vector<QueueId> walked;
     for (QueueId x = q.id; x.valid(); x = queues_[x.value()].parent)
       walked.insert(walked.begin(), x);

@@ -1,6 +1,8 @@
-// The queue tree: upserts, moves and deletes of queues, their paths and
-// roll-ups (docs/SCHEDULING.md, "Queues: quota, limit, weight, priority").
-// Roll-ups change only through AddToQueuePath / AddReservedToQueuePath.
+// The queue tree (QueueTree, core/queue_tree.h): upserts, moves and
+// deletes of queues, their paths and roll-ups (docs/SCHEDULING.md, "Queues:
+// quota, limit, weight, priority"), and the scheduler's queue commands.
+#include "core/queue_tree.h"
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -29,12 +31,105 @@ absl::Status Scheduler::CheckNotFromConfig(absl::string_view name,
   return absl::OkStatus();
 }
 
-absl::Status Scheduler::CheckQueueUpsert(const QueueSpec& spec,
-                                         bool restoring) const {
-  auto existing = queue_ids_.find(spec.name);
+absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec,
+                                               bool restoring) {
+  if (absl::Status s =
+          queues_.CheckUpsert(spec, restoring, options_.max_queue_depth);
+      !s.ok())
+    return s;
+  changes_.queues.insert(spec.name);
+  QueueId id = queues_.Upsert(spec, resources_);
+  fair_share_dirty_ = true;
+  return id;
+}
+
+absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
+  if (absl::Status s = CheckResourceNames(spec); !s.ok()) return s;
+  if (absl::Status s = CheckNotFromConfig(spec.name, "queue.name"); !s.ok())
+    return s;
+  return UpsertQueue(spec, /*restoring=*/false);
+}
+
+absl::Status Scheduler::DeleteQueue(absl::string_view name) {
+  if (absl::Status s = CheckNotFromConfig(name, "name"); !s.ok()) return s;
+  return RemoveQueue(name);
+}
+
+absl::Status Scheduler::RemoveQueue(absl::string_view name) {
+  QueueId id = queues_.FindId(name);
+  if (!id.valid()) {
+    return absl::NotFoundError(
+        absl::StrCat("name: queue \"", name, "\" not found"));
+  }
+  const Queue& q = queues_[id.value()];
+  if (!q.children.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("name: queue \"", name, "\" has child queues"));
+  }
+  if (q.workload_count > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "name: queue \"", name, "\" holds ", q.workload_count, " workloads"));
+  }
+  changes_.queues.insert(std::string(name));
+  // Its RELEASED history goes with it: a record naming a queue that no
+  // longer exists could not be restored.
+  for (const auto& w : workloads_) {
+    if (w && w->queue == id) Forget(*w);
+  }
+  queues_.Remove(id);
+  fair_share_dirty_ = true;
+  return absl::OkStatus();
+}
+
+const Queue* Scheduler::FindQueue(absl::string_view name) const {
+  return queues_.Find(name);
+}
+
+void Scheduler::AddToQueuePath(QueueId leaf, const ResourceVector& amount,
+                               bool non_preemptible) {
+  queues_.AddAllocated(leaf, amount, non_preemptible);
+}
+
+void Scheduler::AddReservedToQueuePath(QueueId leaf,
+                                       const ResourceVector& amount,
+                                       bool non_preemptible) {
+  queues_.AddReserved(leaf, amount, non_preemptible);
+}
+
+void Scheduler::RecomputeQueueCounters() {
+  std::vector<ResourceVector> before = queues_.ResetCounters();
+  // Only workloads to visit can want more than they hold or be pending: a
+  // settled one has every wanted pod bound.
+  ForEachToVisit([&](const Workload& w) {
+    ResourceVector demand;
+    for (const auto& group : w.groups) {
+      demand += group.pod * (group.LivePods() - group.BoundPods());
+    }
+    queues_.AddDemand(w.queue, demand, w.state == WorkloadState::kPending);
+  });
+  // Fair shares depend on requests: recompute them only when one changed.
+  if (queues_.FinishCounters(before)) fair_share_dirty_ = true;
+}
+
+// ---------------------------------------------------------------------------
+// QueueTree
+
+const Queue* QueueTree::Find(absl::string_view name) const {
+  auto it = ids_.find(name);
+  return it == ids_.end() ? nullptr : &queues_[it->second.value()];
+}
+
+QueueId QueueTree::FindId(absl::string_view name) const {
+  auto it = ids_.find(name);
+  return it == ids_.end() ? QueueId() : it->second;
+}
+
+absl::Status QueueTree::CheckUpsert(const QueueSpec& spec, bool restoring,
+                                    int32_t max_depth) const {
+  auto existing = ids_.find(spec.name);
   if (spec.parent.empty()) return absl::OkStatus();
-  auto it = queue_ids_.find(spec.parent);
-  if (it == queue_ids_.end()) {
+  auto it = ids_.find(spec.parent);
+  if (it == ids_.end()) {
     return absl::NotFoundError(
         absl::StrCat("queue.parent: queue \"", spec.parent, "\" not found"));
   }
@@ -54,7 +149,7 @@ absl::Status Scheduler::CheckQueueUpsert(const QueueSpec& spec,
   if (restoring) return absl::OkStatus();
   // The deepest queue of the subtree after the move.
   int32_t height = 0;
-  if (existing != queue_ids_.end() &&
+  if (existing != ids_.end() &&
       queues_[existing->second.value()].parent != parent) {
     std::vector<std::pair<QueueId, int32_t>> walk{{existing->second, 0}};
     while (!walk.empty()) {
@@ -63,36 +158,36 @@ absl::Status Scheduler::CheckQueueUpsert(const QueueSpec& spec,
       height = std::max(height, h);
       for (QueueId c : queues_[q.value()].children) walk.push_back({c, h + 1});
     }
-  } else if (existing != queue_ids_.end()) {
+  } else if (existing != ids_.end()) {
     return absl::OkStatus();  // same parent: the depth does not change
   }
   int32_t depth =
-      static_cast<int32_t>(queue_paths_[parent.value()].size()) + 1 + height;
-  if (depth > options_.max_queue_depth) {
+      static_cast<int32_t>(paths_[parent.value()].size()) + 1 + height;
+  if (depth > max_depth) {
     return absl::InvalidArgumentError(absl::StrCat(
         "queue.parent: queue \"", spec.name, "\" under \"", spec.parent,
-        "\" would make the tree ", depth, " levels deep; at most ",
-        options_.max_queue_depth, " are allowed (--max-queue-depth)"));
+        "\" would make the tree ", depth, " levels deep; at most ", max_depth,
+        " are allowed (--max-queue-depth)"));
   }
   return absl::OkStatus();
 }
 
-void Scheduler::RebuildPaths(QueueId root) {
-  queue_paths_.resize(queues_.size());
+void QueueTree::RebuildPaths(QueueId root) {
+  paths_.resize(queues_.size());
   std::vector<QueueId> walk{root};
   while (!walk.empty()) {
     QueueId q = walk.back();
     walk.pop_back();
     const Queue& queue = queues_[q.value()];
-    std::vector<QueueId>& path = queue_paths_[q.value()];
+    std::vector<QueueId>& path = paths_[q.value()];
     path.clear();
-    if (queue.parent.valid()) path = queue_paths_[queue.parent.value()];
+    if (queue.parent.valid()) path = paths_[queue.parent.value()];
     path.push_back(q);
     for (QueueId c : queue.children) walk.push_back(c);
   }
 }
 
-void Scheduler::MoveRollups(const Queue& q, QueueId old_parent,
+void QueueTree::MoveRollups(const Queue& q, QueueId old_parent,
                             QueueId new_parent) {
   auto add = [&](QueueId from, int64_t sign) {
     for (QueueId a = from; a.valid(); a = queues_[a.value()].parent) {
@@ -109,22 +204,12 @@ void Scheduler::MoveRollups(const Queue& q, QueueId old_parent,
   add(new_parent, 1);
 }
 
-absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec) {
-  if (absl::Status s = CheckResourceNames(spec); !s.ok()) return s;
-  if (absl::Status s = CheckNotFromConfig(spec.name, "queue.name"); !s.ok())
-    return s;
-  return UpsertQueue(spec, /*restoring=*/false);
-}
-
-absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec,
-                                               bool restoring) {
-  if (absl::Status s = CheckQueueUpsert(spec, restoring); !s.ok()) return s;
-  changes_.queues.insert(spec.name);
-  auto existing = queue_ids_.find(spec.name);
-  QueueId parent = spec.parent.empty() ? QueueId() : queue_ids_.at(spec.parent);
+QueueId QueueTree::Upsert(const QueueSpec& spec, ResourceTable& resources) {
+  auto existing = ids_.find(spec.name);
+  QueueId parent = spec.parent.empty() ? QueueId() : ids_.at(spec.parent);
   QueueId id;
   bool moved = false;
-  if (existing != queue_ids_.end()) {
+  if (existing != ids_.end()) {
     id = existing->second;
     Queue& q = queues_[id.value()];
     if (q.parent != parent) {
@@ -141,8 +226,8 @@ absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec,
     queues_.emplace_back();
     queues_.back().id = id;
     queues_.back().live = true;
-    queues_.back().created_seq = ++queue_seq_;
-    queue_ids_.emplace(spec.name, id);
+    queues_.back().created_seq = ++seq_;
+    ids_.emplace(spec.name, id);
     if (parent.valid()) queues_[parent.value()].children.push_back(id);
     moved = true;
   }
@@ -152,13 +237,13 @@ absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec,
   ++q.version;
   q.quota.Clear();
   q.limit.Clear();
-  size_t n = resources_.size() + spec.resources.size();
+  size_t n = resources.size() + spec.resources.size();
   q.has_quota.assign(n, false);
   q.has_limit.assign(n, false);
   q.listed.assign(n, false);
   q.weight.assign(n, 1.0);
   for (const auto& [name, res] : spec.resources) {
-    ResourceId r = resources_.Intern(name);
+    ResourceId r = resources.Intern(name);
     if (r.value() >= q.has_quota.size()) {
       q.has_quota.resize(r.value() + 1, false);
       q.has_limit.resize(r.value() + 1, false);
@@ -179,55 +264,32 @@ absl::StatusOr<QueueId> Scheduler::UpsertQueue(const QueueSpec& spec,
   // Only a move changes paths and roll-ups, and only of the moved subtree
   // and the two chains of ancestors: O(depth), not O(queues × depth).
   if (moved) RebuildPaths(id);
-  fair_share_dirty_ = true;
   return id;
 }
 
-absl::Status Scheduler::DeleteQueue(absl::string_view name) {
-  if (absl::Status s = CheckNotFromConfig(name, "name"); !s.ok()) return s;
-  return RemoveQueue(name);
+void QueueTree::SetCreatedSeq(QueueId id, uint64_t seq) {
+  queues_[id.value()].created_seq = seq;
+  seq_ = std::max(seq_, seq);
 }
 
-absl::Status Scheduler::RemoveQueue(absl::string_view name) {
-  auto it = queue_ids_.find(name);
-  if (it == queue_ids_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("name: queue \"", name, "\" not found"));
-  }
-  Queue& q = queues_[it->second.value()];
-  if (!q.children.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("name: queue \"", name, "\" has child queues"));
-  }
-  if (q.workload_count > 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "name: queue \"", name, "\" holds ", q.workload_count, " workloads"));
-  }
-  changes_.queues.insert(std::string(name));
-  // Its RELEASED history goes with it: a record naming a queue that no
-  // longer exists could not be restored.
-  for (const auto& w : workloads_) {
-    if (w && w->queue == q.id) Forget(*w);
-  }
+void QueueTree::SetFromConfig(QueueId id, bool from_config) {
+  queues_[id.value()].from_config = from_config;
+}
+
+void QueueTree::Remove(QueueId id) {
+  Queue& q = queues_[id.value()];
   if (q.parent.valid()) {
     auto& siblings = queues_[q.parent.value()].children;
     siblings.erase(std::find(siblings.begin(), siblings.end(), q.id));
   }
+  ids_.erase(q.spec.name);
   q.live = false;
   q.spec.name.clear();
-  queue_paths_[q.id.value()].clear();
-  fair_share_dirty_ = true;
-  queue_ids_.erase(it);
-  return absl::OkStatus();
+  paths_[q.id.value()].clear();
 }
 
-const Queue* Scheduler::FindQueue(absl::string_view name) const {
-  auto it = queue_ids_.find(name);
-  return it == queue_ids_.end() ? nullptr : &queues_[it->second.value()];
-}
-
-void Scheduler::AddToQueuePath(QueueId leaf, const ResourceVector& amount,
-                               bool non_preemptible) {
+void QueueTree::AddAllocated(QueueId leaf, const ResourceVector& amount,
+                             bool non_preemptible) {
   for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent) {
     ++queues_[q.value()].version;
     queues_[q.value()].allocated += amount;
@@ -235,16 +297,27 @@ void Scheduler::AddToQueuePath(QueueId leaf, const ResourceVector& amount,
   }
 }
 
-void Scheduler::AddReservedToQueuePath(QueueId leaf,
-                                       const ResourceVector& amount,
-                                       bool non_preemptible) {
+void QueueTree::AddReserved(QueueId leaf, const ResourceVector& amount,
+                            bool non_preemptible) {
   for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent) {
     queues_[q.value()].reserved += amount;
     if (non_preemptible) queues_[q.value()].reserved_non_preemptible += amount;
   }
 }
 
-void Scheduler::RecomputeQueueCounters() {
+void QueueTree::CountWorkload(QueueId leaf, int32_t delta) {
+  queues_[leaf.value()].workload_count += delta;
+}
+
+void QueueTree::SetActive(QueueId leaf, uint32_t workload, bool active) {
+  if (active) {
+    queues_[leaf.value()].active.insert(workload);
+  } else {
+    queues_[leaf.value()].active.erase(workload);
+  }
+}
+
+std::vector<ResourceVector> QueueTree::ResetCounters() {
   std::vector<ResourceVector> before;
   before.reserve(queues_.size());
   for (Queue& q : queues_) {
@@ -253,19 +326,18 @@ void Scheduler::RecomputeQueueCounters() {
     q.pending_workloads = 0;
     q.running_workloads = 0;
   }
-  // Only workloads to visit can want more than they hold or be pending: a
-  // settled one has every wanted pod bound.
-  ForEachToVisit([&](const Workload& w) {
-    ResourceVector demand;
-    for (const auto& group : w.groups) {
-      demand += group.pod * (group.LivePods() - group.BoundPods());
-    }
-    bool pending = w.state == WorkloadState::kPending;
-    for (QueueId q = w.queue; q.valid(); q = queues_[q.value()].parent) {
-      queues_[q.value()].requested += demand;
-      if (pending) ++queues_[q.value()].pending_workloads;
-    }
-  });
+  return before;
+}
+
+void QueueTree::AddDemand(QueueId leaf, const ResourceVector& demand,
+                          bool pending) {
+  for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent) {
+    queues_[q.value()].requested += demand;
+    if (pending) ++queues_[q.value()].pending_workloads;
+  }
+}
+
+bool QueueTree::FinishCounters(const std::vector<ResourceVector>& before) {
   // Every active workload that is not pending counts as running.
   for (const Queue& leaf : queues_) {
     if (!leaf.live || leaf.active.empty()) continue;
@@ -274,10 +346,26 @@ void Scheduler::RecomputeQueueCounters() {
           static_cast<int32_t>(leaf.active.size());
   }
   for (Queue& q : queues_) q.running_workloads -= q.pending_workloads;
-  // Fair shares depend on requests: recompute them only when one changed.
+  bool changed = false;
   for (size_t i = 0; i < queues_.size(); ++i) {
-    if (!(queues_[i].requested == before[i])) fair_share_dirty_ = true;
+    if (!(queues_[i].requested == before[i])) changed = true;
   }
+  return changed;
+}
+
+void QueueTree::ClearFairShares() {
+  for (Queue& q : queues_) {
+    q.fair_share.Clear();
+    ++q.version;
+  }
+}
+
+void QueueTree::SetFairShare(QueueId id, ResourceId resource, int64_t amount) {
+  queues_[id.value()].fair_share.Set(resource, amount);
+}
+
+void QueueTree::SetFairShare(QueueId id, const ResourceVector& share) {
+  queues_[id.value()].fair_share = share;
 }
 
 }  // namespace gangsched

@@ -32,8 +32,7 @@ void Scheduler::DropReplicated(Workload& w) {
     }
   }
   ClearNominations(w);
-  if (w.state != WorkloadState::kReleased)
-    --queues_[w.queue.value()].workload_count;
+  if (w.state != WorkloadState::kReleased) queues_.CountWorkload(w.queue, -1);
   Forget(w);
 }
 
@@ -131,10 +130,10 @@ absl::Status Scheduler::ApplyReplica(const ReplicaBatch& batch) {
   RecomputeQueueCounters();
   if (!batch.fair_shares.empty()) {
     for (const auto& [name, share] : batch.fair_shares) {
-      auto it = queue_ids_.find(name);
-      if (it == queue_ids_.end())
+      QueueId id = queues_.FindId(name);
+      if (!id.valid())
         return fail(absl::StrCat("fair share of queue ", name), "unknown");
-      queues_[it->second.value()].fair_share = resources_.FromNamed(share);
+      queues_.SetFairShare(id, resources_.FromNamed(share));
     }
     fair_share_dirty_ = false;
   }

@@ -129,8 +129,8 @@ absl::Status Scheduler::Reconfigure(std::vector<PriorityClass> classes,
   if (owns_queues) {
     absl::flat_hash_set<std::string> listed;
     for (const QueueSpec& q : queues) listed.insert(q.name);
-    for (Queue& q : queues_) {
-      if (q.live) q.from_config = listed.contains(q.spec.name);
+    for (const Queue& q : queues_) {
+      if (q.live) queues_.SetFromConfig(q.id, listed.contains(q.spec.name));
     }
   }
   return absl::OkStatus();
@@ -253,13 +253,13 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
     w->created = now;
     w->waiting_since = now;
     w->submit_seq = ++submit_seq_;
-    w->queue = queue_ids_.at(spec.queue);
+    w->queue = queues_.FindId(spec.queue);
     w->spec.id = spec.id;
     existing = w.get();
     workloads_[id.value()] = std::move(w);
     workload_ids_.emplace(spec.id, id);
     SetActive(*existing, true);
-    ++queues_[existing->queue.value()].workload_count;
+    queues_.CountWorkload(existing->queue, 1);
   }
   Workload& w = *existing;
   Changed(w);
@@ -268,12 +268,12 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
     SetState(w, WorkloadState::kPending, now);
   }
   // Moving queues (allowed with nothing bound, so no roll-up holds it).
-  if (QueueId to = queue_ids_.at(spec.queue); to != w.queue) {
+  if (QueueId to = queues_.FindId(spec.queue); to != w.queue) {
     bool active = active_.contains(w.id.value());
     SetActive(w, false);
-    --queues_[w.queue.value()].workload_count;
+    queues_.CountWorkload(w.queue, -1);
     w.queue = to;
-    ++queues_[to.value()].workload_count;
+    queues_.CountWorkload(to, 1);
     SetActive(w, active);
   }
 
@@ -496,7 +496,7 @@ void Scheduler::MarkReleased(Workload& w, absl::Time now) {
   SetState(w, WorkloadState::kReleased, now);
   w.pending = {};
   w.below_min_since = absl::InfiniteFuture();
-  --queues_[w.queue.value()].workload_count;
+  queues_.CountWorkload(w.queue, -1);
   released_order_.push_back({w.id, w.submit_seq});
   while (released_order_.size() > options_.released_retention) {
     auto [old, seq] = released_order_.front();

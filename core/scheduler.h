@@ -34,6 +34,7 @@
 #include "core/gang_placer.h"
 #include "core/node.h"
 #include "core/queue.h"
+#include "core/queue_tree.h"
 #include "core/resources.h"
 #include "core/spec.h"
 #include "core/workload.h"
@@ -326,7 +327,7 @@ class Scheduler {
   const Queue* FindQueue(absl::string_view name) const;
   const Node* FindNode(absl::string_view name) const;
   const std::vector<Node>& nodes() const { return cluster_.nodes(); }
-  const std::vector<Queue>& queues() const { return queues_; }
+  const std::vector<Queue>& queues() const { return queues_.all(); }
   const std::vector<ClonePtr<Workload>>& workloads() const {
     return workloads_;
   }
@@ -352,7 +353,7 @@ class Scheduler {
   }
   // Root-first path of a live queue.
   const std::vector<QueueId>& QueuePath(QueueId queue) const {
-    return queue_paths_[queue.value()];
+    return queues_.Path(queue);
   }
   std::vector<ScaleHint> ScaleHintsOf(const Workload& workload) const;
   // Announced, unconfirmed evictions of this workload's own slots.
@@ -460,12 +461,6 @@ class Scheduler {
   absl::Status RemoveQueue(absl::string_view name);
   absl::Status CheckNotFromConfig(absl::string_view name,
                                   absl::string_view field) const;
-  // UpsertQueue's checks against the current tree; nothing changes.
-  absl::Status CheckQueueUpsert(const QueueSpec& spec, bool restoring) const;
-  // Keeps queue_paths_ of `root`'s subtree after a change of the tree.
-  void RebuildPaths(QueueId root);
-  // Moves `q`'s roll-ups from its old ancestors to its new ones.
-  void MoveRollups(const Queue& q, QueueId old_parent, QueueId new_parent);
   absl::Status CheckClassRemoval(
       const std::vector<PriorityClass>& classes) const;
   const PriorityClass* FindClass(absl::string_view name) const;
@@ -569,10 +564,10 @@ class Scheduler {
   void PlaceGangMinimums(absl::Time now);
   void GrowElastic(absl::Time now);
   // The fair-share order (docs/SCHEDULING.md) between leaves with work,
-  // compared where their paths from the root part (queue_paths_). A leaf keeps
-  // the order key of every queue on its path until that queue's version or the
-  // leaf's next request changes: a pick changes the queues on one path, so
-  // most keys survive it.
+  // compared where their paths from the root part (QueueTree::Path). A leaf
+  // keeps the order key of every queue on its path until that queue's version
+  // or the leaf's next request changes: a pick changes the queues on one path,
+  // so most keys survive it.
   using OrderKey = std::tuple<bool, bool, int32_t, double, uint64_t>;
   struct LeafOrder {
     uint32_t leaf = 0;
@@ -592,7 +587,7 @@ class Scheduler {
   LeafOrder NewLeafOrder(uint32_t leaf) const {
     LeafOrder order;
     order.leaf = leaf;
-    order.keys.resize(queue_paths_[leaf].size());
+    order.keys.resize(queues_.Path(QueueId(leaf)).size());
     return order;
   }
   // True when leaf `a` goes before leaf `b` (distinct leaves).
@@ -666,9 +661,7 @@ class Scheduler {
 
   ClusterState cluster_;  // the nodes and their indexes
 
-  std::vector<Queue> queues_;
-  absl::flat_hash_map<std::string, QueueId> queue_ids_;
-  uint64_t queue_seq_ = 0;
+  QueueTree queues_;  // the queues, their paths and roll-ups
 
   std::vector<ClonePtr<Workload>> workloads_;  // index = WorkloadId
   std::vector<uint32_t> free_workload_ids_;
@@ -690,16 +683,14 @@ class Scheduler {
   // Keeps active_, to_visit_ and the workload's queue's set; `active`
   // false removes.
   void SetActive(Workload& w, bool active) {
-    absl::btree_set<uint32_t>& of_queue = queues_[w.queue.value()].active;
+    queues_.SetActive(w.queue, w.id.value(), active);
     if (active) {
       active_.insert(w.id.value());
-      of_queue.insert(w.id.value());
       MarkToVisit(w);
     } else {
       active_.erase(w.id.value());
       to_visit_.erase(w.id.value());
       w.in_to_visit = false;
-      of_queue.erase(w.id.value());
     }
   }
   // `w`'s stored record changed: the store writes it, and the next cycle
@@ -753,9 +744,6 @@ class Scheduler {
     absl::flat_hash_set<Preemptor> no_victims;
   };
   absl::flat_hash_map<std::string, ShapeFailure> shape_failures_;
-  // Per queue id, its path from the top level (kept by RebuildPaths when
-  // the tree changes).
-  std::vector<std::vector<QueueId>> queue_paths_;
   // Workloads whose eviction went away since SettleUnsettled last ran.
   std::vector<WorkloadId> unsettled_;
   std::vector<std::string> warnings_;

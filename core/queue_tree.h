@@ -1,0 +1,91 @@
+// The queue tree (docs/SCHEDULING.md, "Queues: quota, limit, weight,
+// priority"): the queues, their names, their root-first paths and every
+// roll-up. QueueTree is the only owner of a queue: it reads like the vector
+// of queues it wraps (const), and changes only through the functions below,
+// which keep paths and roll-ups right (Mesos' RoleTree is the model).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "core/ids.h"
+#include "core/queue.h"
+#include "core/resources.h"
+#include "core/spec.h"
+
+namespace gangsched {
+
+class QueueTree {
+ public:
+  // --- views ---------------------------------------------------------------
+  const Queue& operator[](size_t i) const { return queues_[i]; }
+  size_t size() const { return queues_.size(); }
+  std::vector<Queue>::const_iterator begin() const { return queues_.begin(); }
+  std::vector<Queue>::const_iterator end() const { return queues_.end(); }
+  const std::vector<Queue>& all() const { return queues_; }
+  const Queue* Find(absl::string_view name) const;
+  QueueId FindId(absl::string_view name) const;
+  // Root-first path of a live queue.
+  const std::vector<QueueId>& Path(QueueId id) const {
+    return paths_[id.value()];
+  }
+
+  // --- the tree --------------------------------------------------------------
+  // Whether `spec` may be upserted: its parent exists, holds no workloads,
+  // no cycle, and (unless `restoring`) the tree stays within `max_depth`.
+  absl::Status CheckUpsert(const QueueSpec& spec, bool restoring,
+                           int32_t max_depth) const;
+  // After CheckUpsert: creates the queue or takes the new spec; a queue
+  // that moves takes its roll-ups from its old ancestors to its new ones.
+  // Resource names of the spec are interned into `resources`.
+  QueueId Upsert(const QueueSpec& spec, ResourceTable& resources);
+  // Restores the creation sequence a queue was stored with; new queues are
+  // numbered after it.
+  void SetCreatedSeq(QueueId id, uint64_t seq);
+  void SetFromConfig(QueueId id, bool from_config);
+  // The queue must have no children and hold no workloads.
+  void Remove(QueueId id);
+
+  // --- roll-ups, from a leaf to the root -------------------------------------
+  void AddAllocated(QueueId leaf, const ResourceVector& amount,
+                    bool non_preemptible);
+  void AddReserved(QueueId leaf, const ResourceVector& amount,
+                   bool non_preemptible);
+
+  // --- a leaf's workloads ----------------------------------------------------
+  void CountWorkload(QueueId leaf, int32_t delta);
+  void SetActive(QueueId leaf, uint32_t workload, bool active);
+
+  // --- counters (Scheduler::RecomputeQueueCounters) --------------------------
+  // requested = allocated and no pending or running workloads; returns the
+  // requests before, for FinishCounters.
+  std::vector<ResourceVector> ResetCounters();
+  // A workload of `leaf` wants `demand` more and is pending or not.
+  void AddDemand(QueueId leaf, const ResourceVector& demand, bool pending);
+  // Counts every active workload that is not pending as running; true when
+  // some queue's request differs from `before`.
+  bool FinishCounters(const std::vector<ResourceVector>& before);
+
+  // --- fair shares
+  // -------------------------------------------------------------
+  void ClearFairShares();
+  void SetFairShare(QueueId id, ResourceId resource, int64_t amount);
+  void SetFairShare(QueueId id, const ResourceVector& share);
+
+ private:
+  // Keeps paths_ of `root`'s subtree after a change of the tree.
+  void RebuildPaths(QueueId root);
+  // Moves `q`'s roll-ups from its old ancestors to its new ones.
+  void MoveRollups(const Queue& q, QueueId old_parent, QueueId new_parent);
+
+  std::vector<Queue> queues_;  // index = QueueId; dead ones stay (not live)
+  absl::flat_hash_map<std::string, QueueId> ids_;
+  std::vector<std::vector<QueueId>> paths_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace gangsched
