@@ -12,7 +12,11 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${GANGSCHED_ASAN_BUILD_DIR:-$ROOT/build-asan}"
+# Line tables only: enough for the sanitizers' stack traces (file:line),
+# and much less for the compiler and the linker to write than full -g.
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DGANGSCHED_BUILD_FUZZ=ON -DGANGSCHED_BUILD_BENCH=OFF \
   -DGANGSCHED_WERROR="${GANGSCHED_WERROR:-OFF}" \
