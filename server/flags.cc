@@ -87,6 +87,9 @@ std::string FlagsUsage() {
   --max-message-bytes=N    the largest request accepted (default 4194304)
   --max-watch-streams=N    open WatchEvents streams before new ones get
                            RESOURCE_EXHAUSTED (default 1000)
+  --max-follow-streams=N   frontends' read caches following this core at once
+                           (each holds a copy of the state while it starts)
+                           before new ones get RESOURCE_EXHAUSTED (default 32)
   --watch-max-lag-events=N a WatchEvents reader more than N events behind
                            is dropped with RESOURCE_EXHAUSTED (default 10000)
   --max-dry-runs=N         dry-run Allocates that may wait for a busy core
@@ -273,6 +276,11 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
        [&](const std::string& v) {
          return absl::SimpleAtoi(v, &flags.max_watch_streams) &&
                 flags.max_watch_streams >= 1;
+       }},
+      {"max-follow-streams",
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &flags.max_follow_streams) &&
+                flags.max_follow_streams >= 1;
        }},
       {"max-dry-runs",
        [&](const std::string& v) {

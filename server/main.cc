@@ -735,7 +735,8 @@ int Run(int argc, char** argv) {
        .max_lag_events = flags->watch_max_lag_events},
       {.max_queued = flags->max_dry_runs});
   AdminService admin_service(&core, &metrics, &specs, &access);
-  ReplicationService replication_service(&core, &replicas, &metrics, &access);
+  ReplicationService replication_service(&core, &replicas, &metrics, &access,
+                                         flags->max_follow_streams);
   grpc::EnableDefaultHealthCheckService(true);
   std::unique_ptr<grpc::Server> health = StartHealthServer(*flags);
   if (!flags->health_listen.empty() && !health) return 1;

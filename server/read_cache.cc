@@ -16,14 +16,33 @@ class FollowStream final
     : public grpc::ServerWriteReactor<internal::ReplicaUpdate>,
       public ReplicaSink {
  public:
-  FollowStream(ReplicationHub* hub, Metrics* metrics)
-      : hub_(hub), metrics_(metrics), start_(absl::Now()) {}
+  FollowStream(ReplicationHub* hub, Metrics* metrics,
+               const AccessControl* access,
+               AccessControl::Credentials credentials)
+      : hub_(hub),
+        metrics_(metrics),
+        access_(access),
+        credentials_(std::move(credentials)),
+        generation_(access->generation()),
+        start_(absl::Now()) {}
 
   void set_id(uint64_t id) { id_ = id; }
 
   void Push(std::shared_ptr<const internal::ReplicaUpdate> update) override {
     std::lock_guard lock(mu_);
     if (finished_) return;
+    if (access_->enabled() && access_->generation() != generation_) {
+      // The token file changed: a revoked follower is cut off, as a watch
+      // stream is (docs/SECURITY.md).
+      generation_ = access_->generation();
+      absl::StatusOr<Principal> who = access_->Authenticate(
+          credentials_.authorization, credentials_.common_name);
+      if (!who.ok() || !Allows(who->role, Access::kRead)) {
+        FinishLocked(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                  "credentials revoked"));
+        return;
+      }
+    }
     if (queue_.size() >= ReplicationService::kMaxQueuedUpdates) {
       FinishLocked(
           grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -76,6 +95,9 @@ class FollowStream final
 
   ReplicationHub* hub_;
   Metrics* metrics_;
+  const AccessControl* access_;
+  AccessControl::Credentials credentials_;
+  uint64_t generation_;
   absl::Time start_;
   uint64_t id_ = 0;
   std::mutex mu_;
@@ -89,10 +111,19 @@ class FollowStream final
 
 grpc::ServerWriteReactor<internal::ReplicaUpdate>* ReplicationService::Follow(
     grpc::CallbackServerContext* ctx, const internal::FollowRequest*) {
-  auto* stream = new FollowStream(hub_, metrics_);
+  auto* stream =
+      new FollowStream(hub_, metrics_, access_, AccessControl::Of(*ctx));
   if (grpc::Status denied = access_->Check(*ctx, "Follow", Access::kRead);
       !denied.ok()) {
     stream->Refuse(std::move(denied));
+    return stream;
+  }
+  // Each follower holds a copy of the whole state while it starts: bounded.
+  if (hub_->followers() >= max_streams_) {
+    stream->Refuse(
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     absl::StrCat("too many followers (", max_streams_,
+                                  "); raise --max-follow-streams")));
     return stream;
   }
   uint64_t id = hub_->Expect();
@@ -196,7 +227,6 @@ absl::Status ReadCache::Apply(const internal::ReplicaUpdate& update) {
   {
     std::unique_lock lock(mu_);
     cycle_ = update.cycle();
-    status_stale_ = true;
     if (absl::Now() - last_status_ < absl::Milliseconds(250))
       return absl::OkStatus();
   }
@@ -209,8 +239,7 @@ void ReadCache::RefreshStatus() {
   std::shared_ptr<const StatusSnapshot> status;
   {
     std::unique_lock lock(mu_);
-    if (!status_stale_ || replica_ == nullptr) return;
-    status_stale_ = false;
+    if (replica_ == nullptr) return;
     last_status_ = absl::Now();
     status = std::make_shared<StatusSnapshot>(
         BuildStatus(*replica_, last_status_, cycle_));
@@ -218,14 +247,14 @@ void ReadCache::RefreshStatus() {
   options_.publish_status(std::move(status));
 }
 
-void ReadCache::FollowOnce() {
+int64_t ReadCache::FollowOnce() {
   CoreClient::Target target = core_->Current();
   grpc::ClientContext ctx;
   if (!options_.authorization.empty())
     ctx.AddMetadata("authorization", options_.authorization);
   {
     std::lock_guard lock(stream_mu_);
-    if (stopping_) return;
+    if (stopping_) return 0;
     stream_ = &ctx;
   }
   internal::FollowRequest request;
@@ -267,21 +296,24 @@ void ReadCache::FollowOnce() {
       .Add("code", static_cast<int64_t>(status.error_code()))
       .Add("error", error)
       .Add("updates", followed);
+  return followed;
 }
 
 void ReadCache::Run() {
   absl::Duration backoff = absl::Milliseconds(100);
   for (;;) {
     absl::Time started = absl::Now();
-    FollowOnce();
-    // A stream that lived a while was healthy: start over quickly.
-    if (absl::Now() - started > absl::Seconds(5))
+    int64_t followed = FollowOnce();
+    // A stream that lived a while past its snapshot was healthy: start over
+    // quickly (a core restart, a failover). One that kept failing backs off
+    // up to 30 s, since every new start costs the core a snapshot.
+    if (followed > 1 && absl::Now() - started > absl::Seconds(5))
       backoff = absl::Milliseconds(100);
     std::unique_lock lock(stream_mu_);
     if (stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(backoff),
                           [&] { return stopping_; }))
       return;
-    backoff = std::min(backoff * 2, absl::Seconds(2));
+    backoff = std::min(backoff * 2, absl::Seconds(30));
   }
 }
 

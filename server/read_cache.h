@@ -37,9 +37,14 @@ class CoreClient;
 // The core's Follow endpoint.
 class ReplicationService final : public internal::Replication::CallbackService {
  public:
+  // At most `max_streams` followers at once (--max-follow-streams).
   ReplicationService(CoreLoop* core, ReplicationHub* hub, Metrics* metrics,
-                     const AccessControl* access)
-      : core_(core), hub_(hub), metrics_(metrics), access_(access) {}
+                     const AccessControl* access, int64_t max_streams)
+      : core_(core),
+        hub_(hub),
+        metrics_(metrics),
+        access_(access),
+        max_streams_(max_streams) {}
   grpc::ServerWriteReactor<internal::ReplicaUpdate>* Follow(
       grpc::CallbackServerContext* ctx,
       const internal::FollowRequest* request) override;
@@ -53,6 +58,7 @@ class ReplicationService final : public internal::Replication::CallbackService {
   ReplicationHub* hub_;
   Metrics* metrics_;
   const AccessControl* access_;
+  int64_t max_streams_;
 };
 
 class ReadCache {
@@ -82,15 +88,15 @@ class ReadCache {
             absl::FunctionRef<void(const Scheduler&)> read);
   SpecCache& specs() { return specs_; }
   bool live() const { return live_.load(); }
-  // Publishes the status snapshot when an update since the last one was
-  // not shown yet (Apply shows at most 4 a second); call about once a
-  // second.
+  // Publishes a fresh status snapshot (its time is now; its cycle the
+  // core's as of the last update); call about once a second. Apply also
+  // publishes, at most 4 times a second.
   void RefreshStatus();
 
  private:
   void Run();
-  // One follow stream, until it breaks; false when stopping.
-  void FollowOnce();
+  // One follow stream, until it breaks; returns the updates it applied.
+  int64_t FollowOnce();
   absl::Status Apply(const internal::ReplicaUpdate& update);
 
   CoreClient* core_;
@@ -105,7 +111,6 @@ class ReadCache {
   std::atomic<int64_t> revision_{0};
   uint64_t cycle_ = 0;
   absl::Time last_status_ = absl::InfinitePast();  // under mu_ (unique)
-  bool status_stale_ = false;                      // likewise
 
   std::mutex stream_mu_;
   grpc::ClientContext* stream_ = nullptr;  // to cancel it

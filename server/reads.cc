@@ -133,8 +133,10 @@ grpc::Status ReadClusterSnapshot(const Scheduler& s, SpecCache& specs,
                   [](const Node& n) -> const std::string& { return n.name; })) {
     NodeToProto(s, *n, out->add_nodes());
   }
-  for (const Queue& q : s.queues()) {
-    if (q.live) QueueToProto(s, q, out->add_queues());
+  for (const Queue* q : LiveByName(
+           s.queues(),
+           [](const Queue& q) -> const std::string& { return q.spec.name; })) {
+    QueueToProto(s, *q, out->add_queues());
   }
   // Workloads by id, until the snapshot would pass kMaxListBytes.
   std::vector<const Workload*> all;

@@ -230,6 +230,21 @@ class ReadCacheTest(unittest.TestCase):
         self.assertEqual(self.f1.queues(rev), self.core.queues(rev))
         self.assertEqual(self.f1.snapshot(rev), self.core.snapshot(rev))
         self.assertEqual(self.f1.get("ns/a", rev), self.core.get("ns/a"))
+        # A frontend that starts now builds its replica from a snapshot (rows
+        # by name, not in the core's creation order): it still answers alike.
+        for name, parent in (("zeta", ""), ("alpha", "zeta"), ("mid", "")):
+            done = self.core.admin.UpsertQueue(e2e.admin.UpsertQueueRequest(
+                request_id="q-" + name, queue=e2e.types.Queue(name=name, parent=parent)),
+                timeout=5)
+            rev = max(rev, done.revision)
+        late = e2e.ServerProcess(["--role", "frontend", "--core",
+                                  "127.0.0.1:%d" % self.core_server.port])
+        late.start()
+        self.addCleanup(late.stop)
+        late = Endpoint(late)
+        self.wait_following(late)
+        self.assertEqual(late.snapshot(rev), self.core.snapshot(rev))
+        self.assertEqual(late.queues(rev), self.core.queues(rev))
         # The status page too (refreshed at least once a second).
         url = "http://127.0.0.1:%d/workloads" % self.f1.server.metrics_port
         e2e.server_process.wait_until(

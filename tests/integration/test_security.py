@@ -616,6 +616,63 @@ def test_a_frontend_reaches_its_core_over_mtls(
     channel.close()
 
 
+def test_a_frontend_read_cache_follows_with_its_token_until_revoked(
+        pki: Pki, workdir: str, servers: list[Server]) -> None:
+    """The read cache follows the core with --core-token-file (read role);
+    the core caps followers; a revoked follower is cut off."""
+    core = secure_server(pki, workdir, servers, "--role", "core",
+                         "--store", "sqlite", "--data-dir",
+                         os.path.join(workdir, "data"),
+                         "--max-follow-streams", "1", client_ca=False)
+    tokens = os.path.join(workdir, "tokens.yaml")
+    token_file = os.path.join(workdir, "core-token")
+    with open(token_file, "w") as f:
+        f.write(TOKENS["viewer"] + "\n")
+
+    def frontend() -> Server:
+        front = Server(["--role", "frontend", "--core", f"127.0.0.1:{core.port}",
+                        "--core-tls-ca", pki.ca, "--core-token-file", token_file,
+                        "--tls-cert", pki.p("server.crt"),
+                        "--tls-key", pki.p("server.key"),
+                        "--auth-tokens", tokens], workdir)
+        servers.append(front)
+        return front.wait_serving()
+
+    def metric(server: Server, name: str, **labels: str) -> float:
+        status, text = https_get(server, pki, "/metrics", None, TOKENS["admin"])
+        assert status == 200, text
+        value = metric_value(text, name, labels)
+        return -2.0 if value is None else value
+
+    first = frontend()
+    gangsched_wait(lambda: metric(first, "gangsched_read_cache_resyncs_total") >= 1,
+                   "the first frontend following with its token")
+    viewer = client(first, pki, token=TOKENS["viewer"], cert=None)
+    assert viewer.list_queues()
+    assert metric(first, "gangsched_frontend_reads_total", answered_by="cache") >= 1
+    # One follower allowed: the second frontend forwards its reads instead.
+    second = frontend()
+    gangsched_wait(lambda: metric(core, "gangsched_grpc_requests_total",
+                                  code="RESOURCE_EXHAUSTED", method="Follow") >= 1,
+                   "the core refusing a second follower")
+    assert metric(second, "gangsched_read_cache_revision") == -1
+    # The frontend's token is revoked: the next update cuts it off.
+    write_tokens(tokens, {TOKENS["admin"]: "admin"})
+    core.proc.send_signal(signal.SIGHUP)
+    for f in (first, second):
+        f.proc.send_signal(signal.SIGHUP)
+    admin = client(core, pki, token=TOKENS["admin"], cert=None)
+
+    def write_then_check() -> bool:
+        admin.upsert_queue({"name": f"q-{time.monotonic_ns()}"})
+        return metric(first, "gangsched_read_cache_revision") == -1
+
+    gangsched_wait(write_then_check, "the revoked follower cut off")
+    assert "credentials revoked" in first.output()
+    for c in (viewer, admin):
+        c.close()
+
+
 def test_the_kuberay_shim_schedules_through_mtls_and_a_token(
         pki: Pki, workdir: str) -> None:
     import sys
