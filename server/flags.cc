@@ -38,7 +38,8 @@ std::string FlagsUsage() {
                            loss, at the cost of an fsync per commit
   --role=ROLE              all (default: frontend and core in one process),
                            core (the stateful scheduler; frontends forward to
-                           its gRPC address) or frontend (stateless edge)
+                           its gRPC address) or frontend (the edge: a read
+                           cache, everything else forwarded)
   --core=ADDR[,ADDR...]    --role=frontend: the core(s) to forward to; with
                            several, the frontend follows whichever answers
   --inbox-capacity=N       requests waiting for the core before new ones get

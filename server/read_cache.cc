@@ -207,6 +207,10 @@ absl::Status ReadCache::Apply(const internal::ReplicaUpdate& update) {
     if (absl::Status s = fresh->ApplyReplica(*batch); !s.ok()) return s;
     std::unique_lock lock(mu_);
     replica_ = std::move(fresh);
+    // With the replica, under the lock: a reader never pairs this state
+    // with another revision (after a wipe the new one is lower).
+    revision_.store(update.revision());
+    cycle_ = update.cycle();
     live_.store(true);
     metrics_->RecordReadCacheResync();
     LogLine(spdlog::level::info, "read cache follows the core")
@@ -220,13 +224,13 @@ absl::Status ReadCache::Apply(const internal::ReplicaUpdate& update) {
       live_.store(false);
       return s;
     }
+    revision_.store(update.revision());
+    cycle_ = update.cycle();
   }
-  revision_.store(update.revision());
   applied_.notify_all();
   metrics_->RecordReadCache(true, update.revision());
   {
-    std::unique_lock lock(mu_);
-    cycle_ = update.cycle();
+    std::shared_lock lock(mu_);
     if (absl::Now() - last_status_ < absl::Milliseconds(250))
       return absl::OkStatus();
   }
