@@ -213,8 +213,14 @@ void CoreLoop::Run() {
     deferred.clear();
     if (replicas_ != nullptr && replicas_->has_followers()) {
       bool fair = scheduler_->fair_share_epoch() != sent_fair_share_epoch_;
-      if (fair || !changes.empty()) {
+      // A config reload changes the classes without a record.
+      bool classes =
+          scheduler_->priority_classes() != sent_classes_ ||
+          scheduler_->default_priority_class() != sent_default_class_;
+      if (fair || classes || !changes.empty()) {
         sent_fair_share_epoch_ = scheduler_->fair_share_epoch();
+        sent_classes_ = scheduler_->priority_classes();
+        sent_default_class_ = scheduler_->default_priority_class();
         pending.replica = std::make_shared<internal::ReplicaUpdate>();
         FillReplicaHeader(*scheduler_, cycle_, fair, pending.replica.get());
       }

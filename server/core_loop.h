@@ -176,7 +176,11 @@ class CoreLoop {
   IdempotencyCache idempotency_;
   CycleObserver observer_;
   ReplicationHub* replicas_ = nullptr;
+  // What the followers were last sent of what records do not carry: an
+  // update goes out when either changed, even with no row to send.
   uint64_t sent_fair_share_epoch_ = 0;
+  std::vector<PriorityClass> sent_classes_;
+  std::string sent_default_class_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -301,6 +301,42 @@ class ReadCacheTest(unittest.TestCase):
                          e2e.types.WORKLOAD_STATE_RUNNING)
         self.assertEqual(self.core_reads(), before)
 
+    def test_a_config_reload_reaches_the_cache(self):
+        classes = """priority_classes:
+  - {name: train, value: 50, preemptible: true}
+  - {name: inference, value: 125, preemptible: false}
+%sdefault_priority_class: train
+"""
+        core = e2e.server_process.PersistentServer(
+            e2e.SERVER_BINARY, config=classes % "", extra_args=["--role", "core"])
+        self.addCleanup(core.cleanup)
+        self.addCleanup(core.stop)
+        core.start()
+        front = e2e.ServerProcess(["--role", "frontend", "--core",
+                                   "127.0.0.1:%d" % core.port])
+        front.start()
+        self.addCleanup(front.stop)
+        front = Endpoint(front)
+        self.wait_following(front)
+
+        def names(endpoint):
+            reply = endpoint.admin.GetPriorityClasses(
+                e2e.admin.GetPriorityClassesRequest(), timeout=5)
+            return sorted(c.name for c in reply.classes)
+
+        self.assertEqual(names(front), ["inference", "train"])
+        # A reload that lists no queue changes no record; the cache hears of
+        # it all the same.
+        core.write_config(classes % "  - {name: batch, value: 10, preemptible: true}\n")
+        core.sighup()
+        e2e.server_process.wait_until(lambda: "batch" in names(Endpoint(core)), 10,
+                                      "the core to reload its config")
+        before = front.count("gangsched_frontend_reads_total", answered_by="cache")
+        e2e.server_process.wait_until(lambda: names(front) == ["batch", "inference", "train"],
+                                      5, "the frontend's cache to show the new class")
+        self.assertGreater(
+            front.count("gangsched_frontend_reads_total", answered_by="cache"), before)
+
     def test_without_the_cache_every_read_is_forwarded(self):
         plain = e2e.ServerProcess(["--role", "frontend", "--read-cache=false", "--core",
                                    "127.0.0.1:%d" % self.core_server.port])
