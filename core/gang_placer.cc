@@ -8,6 +8,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/placement_strategy.h"
 #include "core/small_id_map.h"
 
 namespace gangsched {
@@ -234,9 +235,8 @@ class Attempt {
         if (!value.empty()) return {value};
       }
     }
-    bool spread = group.placement.strategy == PlacementStrategy::kSpread ||
-                  group.placement.strategy == PlacementStrategy::kStrictSpread;
-    return DomainsByFree(nodes_, options_, key, KeyResource(group.pod), spread,
+    return DomainsByFree(nodes_, options_, key, KeyResource(group.pod),
+                         RulesOf(group.placement.strategy).spread,
                          /*reserved=*/true, extra_);
   }
 
@@ -248,13 +248,13 @@ class Attempt {
       const PlacementGroup& group = request_.groups[replica.group];
       const size_t replica_begin = out->nodes.size();
       for (int32_t p = 0; p < replica.pods; ++p) {
-        // BINPACK: booking a pod only makes its node fuller, so while the
-        // node picked for the group's previous pod still takes the next
-        // one, it is still the best node and the search is skipped.
+        // Fullest first (BINPACK): booking a pod only makes its node
+        // fuller, so while the node picked for the group's previous pod
+        // still takes the next one, it is still the best node and the
+        // search is skipped.
         std::optional<NodeId> node;
         const Node* previous = last ? &nodes_[last->value()] : nullptr;
-        if (previous &&
-            group.placement.strategy == PlacementStrategy::kBinpack &&
+        if (previous && RulesOf(group.placement.strategy).fullest_first &&
             !Check(*previous, FreeOn(*previous), replica.group,
                    left_[replica.group])) {
           node = last;
@@ -383,24 +383,12 @@ class Attempt {
       return why("outside the group's topology domain");
     }
     const auto& used_by_group = group_nodes_[group_index];
-    switch (group.placement.strategy) {
-      case PlacementStrategy::kStrictSpread:
-        if (used_by_group.Contains(id))
-          return why("strict spread: node already used by group");
-        break;
-      case PlacementStrategy::kStrictPack:
-        if (!used_by_group.empty() && !used_by_group.Contains(id)) {
-          return why("strict pack: group is on another node");
-        }
-        break;
-      default:
-        break;
-    }
-    int64_t pods = 1;
-    if (group.placement.strategy == PlacementStrategy::kStrictPack &&
-        used_by_group.empty()) {
-      pods = pods_left;  // the first node must take the group
-    }
+    const StrategyRules& rules = RulesOf(group.placement.strategy);
+    const bool on_node = used_by_group.Contains(id);
+    const bool placed = !used_by_group.empty();
+    if (const char* refused = rules.Refuse(on_node, placed))
+      return why(refused);
+    const int64_t pods = rules.PodsNeeded(placed, pods_left);
     if (pods > free.pods) return why("at its pod capacity");
     const ResourceVector::View pod = group.pod.view();
     for (size_t r = 0; r < pod.size(); ++r) {
@@ -429,9 +417,8 @@ class Attempt {
     const PlacementGroup& group = request_.groups[group_index];
     const ResourceId key = KeyResource(group.pod);
     const bool gpu_pod = key == kGpu;
-    const PlacementStrategy strategy = group.placement.strategy;
-    const bool spread = strategy == PlacementStrategy::kSpread ||
-                        strategy == PlacementStrategy::kStrictSpread;
+    const StrategyRules& rules = RulesOf(group.placement.strategy);
+    const bool spread = rules.spread;
     auto left_after = [&](ResourceId r) {
       return free.Of(r) - group.pod.Get(r);
     };
@@ -440,17 +427,11 @@ class Attempt {
     // CPU-only pods keep off GPU nodes when they can.
     int gpu_tier = (!gpu_pod && node.allocatable.Get(kGpu) > 0) ? 1 : 0;
     bool on_group_node = group_nodes_[group_index].Contains(i);
-    int group_tier = 0;
-    if (strategy == PlacementStrategy::kPack ||
-        strategy == PlacementStrategy::kStrictPack) {
-      group_tier = on_group_node ? 0 : 1;
-    } else if (spread) {
-      group_tier = on_group_node ? 1 : 0;
-    }
+    int group_tier = rules.GroupTier(on_group_node);
     // PACK uses as few nodes as possible: a new node is chosen by how many
     // of the group's remaining pods it can hold (all of them first).
     int64_t holds = 0;
-    if (strategy == PlacementStrategy::kPack && !on_group_node) {
+    if (rules.by_pods_held && !on_group_node) {
       holds = PodsThatFit(free, group.pod, pods_left);
     }
     // GPU pods: after the GPUs, the cpu a GPU node keeps for others.
@@ -499,7 +480,7 @@ class Attempt {
     // make the walk longer.
     bool indexable = options_.index != nullptr && !options_.ignore_usage &&
                      !options_.ignore_reserved &&
-                     group.placement.strategy == PlacementStrategy::kBinpack;
+                     RulesOf(group.placement.strategy).fullest_first;
     if (indexable) {
       if (std::optional<NodeId> node = PickIndexed(group_index, pods_left))
         return node;
@@ -551,7 +532,7 @@ DomainList CandidateDomains(const std::vector<Node>& nodes,
   // Capacity left after running work (room held for PIPELINED gangs is
   // not subtracted here).
   return DomainsByFree(nodes, options, key, key_resource,
-                       request.gang.strategy == PlacementStrategy::kSpread,
+                       RulesOf(request.gang.strategy).spread_gang_domains,
                        /*reserved=*/false, {});
 }
 
