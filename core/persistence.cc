@@ -13,6 +13,20 @@ ChangeSet Scheduler::TakeChanges() {
   return out;
 }
 
+ChangeSet Scheduler::AllNames() const {
+  ChangeSet all;
+  for (const auto& w : workloads_) {
+    if (w) all.workloads.insert(w->spec.id);
+  }
+  for (const Node& n : cluster_.nodes()) {
+    if (n.live) all.nodes.insert(n.name);
+  }
+  for (const Queue& q : queues_) {
+    if (q.live) all.queues.insert(q.spec.name);
+  }
+  return all;
+}
+
 WorkloadRecord Scheduler::RecordOf(const Workload& w) const {
   WorkloadRecord r;
   r.spec = w.spec;
@@ -60,6 +74,30 @@ absl::Status Scheduler::RestoreQueue(const QueueSpec& spec,
         " allowed; it is kept, but no queue can be added below it"));
   }
   queues_.SetCreatedSeq(*id, created_seq);
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::RestoreQueues(
+    std::vector<std::pair<QueueSpec, uint64_t>> queues) {
+  std::sort(queues.begin(), queues.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  for (bool progress = true; progress && !queues.empty();) {
+    progress = false;
+    for (auto it = queues.begin(); it != queues.end();) {
+      if (!it->first.parent.empty() && FindQueue(it->first.parent) == nullptr) {
+        ++it;
+        continue;
+      }
+      if (absl::Status s = RestoreQueue(it->first, it->second); !s.ok())
+        return s;
+      it = queues.erase(it);
+      progress = true;
+    }
+  }
+  if (!queues.empty()) {
+    return absl::DataLossError(absl::StrCat(
+        "stored queue ", queues.front().first.name, " has no parent"));
+  }
   return absl::OkStatus();
 }
 

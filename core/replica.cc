@@ -52,25 +52,8 @@ absl::Status Scheduler::ApplyReplica(const ReplicaBatch& batch) {
   for (const std::string& id : batch.removed_workloads) drop(id);
 
   // 2. Queues, parents first (a new parent may come later in the batch).
-  std::vector<const std::pair<QueueSpec, uint64_t>*> queues;
-  for (const auto& q : batch.queues) queues.push_back(&q);
-  for (bool progress = true; progress && !queues.empty();) {
-    progress = false;
-    for (auto it = queues.begin(); it != queues.end();) {
-      const QueueSpec& spec = (*it)->first;
-      if (!spec.parent.empty() && FindQueue(spec.parent) == nullptr) {
-        ++it;
-        continue;
-      }
-      if (absl::Status s = RestoreQueue(spec, (*it)->second); !s.ok())
-        return fail(absl::StrCat("queue ", spec.name), s.message());
-      it = queues.erase(it);
-      progress = true;
-    }
-  }
-  if (!queues.empty())
-    return fail(absl::StrCat("queue ", queues.front()->first.name),
-                "its parent is unknown");
+  if (absl::Status s = RestoreQueues(batch.queues); !s.ok())
+    return fail("queues", s.message());
 
   // 3. Nodes, as the leader has them: whoever lost room is in the batch.
   NodeChangeAnswer ignored;

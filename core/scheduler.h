@@ -370,6 +370,9 @@ class Scheduler {
 
   // --- persistence --------------------------------------------------------
   ChangeSet TakeChanges();
+  // Every name held, as if everything had changed (a whole copy: a
+  // follower's snapshot, a fuzzer's store).
+  ChangeSet AllNames() const;
   WorkloadRecord RecordOf(const Workload& workload) const;
   // Restore order: priority classes, queues (parents first, with their
   // creation sequence), nodes, then workloads, then the counters. What an
@@ -379,6 +382,11 @@ class Scheduler {
   // values it was admitted with, a tree deeper than max_queue_depth stays;
   // each with a warning (TakeWarnings).
   absl::Status RestoreQueue(const QueueSpec& spec, uint64_t created_seq);
+  // Every queue of `queues` (spec, created_seq; any order): in creation
+  // order, each after its parent. DATA_LOSS when a parent is neither here
+  // nor among them.
+  absl::Status RestoreQueues(
+      std::vector<std::pair<QueueSpec, uint64_t>> queues);
   absl::Status RestoreWorkload(const WorkloadRecord& record);
   // Also settles what the records left stuck (a RELEASING workload with
   // nothing left to evict), as changes of `now`.

@@ -126,6 +126,15 @@ grpc::Status AccessControl::Check(const grpc::ServerContextBase& ctx,
                        credentials.authorization, credentials.common_name));
 }
 
+bool AccessControl::StillAllowed(const Credentials& credentials, Access access,
+                                 uint64_t* generation) const {
+  if (!enabled_ || generation_.load() == *generation) return true;
+  *generation = generation_.load();
+  absl::StatusOr<Principal> who =
+      Authenticate(credentials.authorization, credentials.common_name);
+  return who.ok() && Allows(who->role, access);
+}
+
 absl::Status AccessControl::CheckHttp(absl::string_view authorization,
                                       absl::string_view common_name) const {
   if (!enabled_) return absl::OkStatus();

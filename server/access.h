@@ -50,6 +50,13 @@ class AccessControl {
                      absl::string_view workload = {},
                      absl::string_view queue = {}) const;
 
+  // For a long call (a watch or follow stream) that was allowed `access`
+  // at table `*generation`: false once the table changed and no longer
+  // lets `credentials` do it (the stream is then finished). Updates
+  // *generation.
+  bool StillAllowed(const Credentials& credentials, Access access,
+                    uint64_t* generation) const;
+
   // The same decision for an HTTP request (always a read).
   absl::Status CheckHttp(absl::string_view authorization,
                          absl::string_view common_name) const;

@@ -629,6 +629,16 @@ void ToProto(const WorkloadSpec& in, v1::WorkloadSpec* out) {
   }
 }
 
+void ToProto(const PriorityClass& in, v1::PriorityClass* out) {
+  out->set_name(in.name);
+  out->set_value(in.value);
+  out->set_preemptible(in.preemptible);
+}
+
+PriorityClass FromProto(const v1::PriorityClass& in) {
+  return {in.name(), in.value(), in.preemptible()};
+}
+
 void ToProto(const QueueSpec& in, v1::Queue* out) {
   out->set_name(in.name);
   out->set_parent(in.parent);

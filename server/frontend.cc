@@ -219,8 +219,7 @@ class WatchProxy final : public grpc::ServerWriteReactor<v1::Event> {
   grpc::StatusCode final_code_ = grpc::StatusCode::OK;
 };
 
-}  // namespace
-
+// The read's min_revision (0 for a request without one).
 template <typename Request>
 int64_t MinRevisionOf(const Request& request) {
   if constexpr (requires { request.min_revision(); }) {
@@ -229,6 +228,8 @@ int64_t MinRevisionOf(const Request& request) {
     return 0;
   }
 }
+
+}  // namespace
 
 // Each method: validate, then forward. Retried only when repeating it
 // cannot apply anything twice.

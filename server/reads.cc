@@ -116,12 +116,7 @@ grpc::Status ReadQueues(const Scheduler& s, v1::ListQueuesResponse* out) {
 
 grpc::Status ReadPriorityClasses(const Scheduler& s,
                                  v1::GetPriorityClassesResponse* out) {
-  for (const auto& pc : s.priority_classes()) {
-    auto* c = out->add_classes();
-    c->set_name(pc.name);
-    c->set_value(pc.value);
-    c->set_preemptible(pc.preemptible);
-  }
+  for (const auto& pc : s.priority_classes()) ToProto(pc, out->add_classes());
   out->set_default_class(s.default_priority_class());
   return grpc::Status::OK;
 }

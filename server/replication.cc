@@ -1,6 +1,7 @@
 #include "server/replication.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/convert.h"
 #include "server/store_codec.h"
 
 namespace gangsched::server {
@@ -42,12 +43,8 @@ void FillReplicaHeader(const Scheduler& s, uint64_t cycle, bool fair_shares,
   out->set_revision(s.revision());
   out->set_submit_seq(s.submit_seq());
   out->set_cycle(cycle);
-  for (const PriorityClass& pc : s.priority_classes()) {
-    auto* c = out->add_classes();
-    c->set_name(pc.name);
-    c->set_value(pc.value);
-    c->set_preemptible(pc.preemptible);
-  }
+  for (const PriorityClass& pc : s.priority_classes())
+    ToProto(pc, out->add_classes());
   out->set_default_class(s.default_priority_class());
   if (!fair_shares) return;
   for (auto& [queue, share] : s.FairShares()) {
@@ -84,17 +81,7 @@ void AppendReplicaRows(StoreRows& rows, internal::ReplicaUpdate* out) {
 
 std::shared_ptr<internal::ReplicaUpdate> ReplicaSnapshot(const Scheduler& s,
                                                          uint64_t cycle) {
-  ChangeSet all;
-  for (const auto& w : s.workloads()) {
-    if (w) all.workloads.insert(w->spec.id);
-  }
-  for (const Node& n : s.nodes()) {
-    if (n.live) all.nodes.insert(n.name);
-  }
-  for (const Queue& q : s.queues()) {
-    if (q.live) all.queues.insert(q.spec.name);
-  }
-  StoreRows rows = EncodeChanges(s, all, {});
+  StoreRows rows = EncodeChanges(s, s.AllNames(), {});
   auto out = std::make_shared<internal::ReplicaUpdate>();
   out->set_snapshot(true);
   FillReplicaHeader(s, cycle, /*fair_shares=*/true, out.get());
@@ -102,45 +89,45 @@ std::shared_ptr<internal::ReplicaUpdate> ReplicaSnapshot(const Scheduler& s,
   return out;
 }
 
+namespace {
+
+// A row into `kept` (decoded) or `removed` (its key).
+template <typename T, typename Decode>
+absl::Status Take(const internal::ReplicaRow& row, Decode decode,
+                  std::vector<T>* kept, std::vector<std::string>* removed) {
+  if (row.deleted()) {
+    removed->push_back(row.key());
+    return absl::OkStatus();
+  }
+  auto value = decode(row.value());
+  if (!value.ok()) return value.status();
+  kept->push_back(*std::move(value));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ReplicaBatch> DecodeReplicaUpdate(
     const internal::ReplicaUpdate& update) {
   ReplicaBatch batch;
   for (const internal::ReplicaRow& row : update.rows()) {
+    absl::Status taken;
     switch (row.table()) {
-      case internal::ReplicaRow::TABLE_WORKLOAD: {
-        if (row.deleted()) {
-          batch.removed_workloads.push_back(row.key());
-          break;
-        }
-        auto record = DecodeWorkload(row.value());
-        if (!record.ok()) return record.status();
-        batch.workloads.push_back(*std::move(record));
+      case internal::ReplicaRow::TABLE_WORKLOAD:
+        taken = Take(row, DecodeWorkload, &batch.workloads,
+                     &batch.removed_workloads);
         break;
-      }
-      case internal::ReplicaRow::TABLE_NODE: {
-        if (row.deleted()) {
-          batch.removed_nodes.push_back(row.key());
-          break;
-        }
-        auto node = DecodeNode(row.value());
-        if (!node.ok()) return node.status();
-        batch.nodes.push_back(*std::move(node));
+      case internal::ReplicaRow::TABLE_NODE:
+        taken = Take(row, DecodeNode, &batch.nodes, &batch.removed_nodes);
         break;
-      }
-      case internal::ReplicaRow::TABLE_QUEUE: {
-        if (row.deleted()) {
-          batch.removed_queues.push_back(row.key());
-          break;
-        }
-        auto queue = DecodeQueue(row.value());
-        if (!queue.ok()) return queue.status();
-        batch.queues.push_back(*std::move(queue));
+      case internal::ReplicaRow::TABLE_QUEUE:
+        taken = Take(row, DecodeQueue, &batch.queues, &batch.removed_queues);
         break;
-      }
       default:
-        return absl::DataLossError(
+        taken = absl::DataLossError(
             absl::StrCat("replica row ", row.key(), ": unknown table"));
     }
+    if (!taken.ok()) return taken;
   }
   for (const internal::ReplicaFairShare& f : update.fair_shares()) {
     NamedResources share(f.share().begin(), f.share().end());

@@ -318,16 +318,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::Event> {
       }
       return;
     }
-    if (access_->enabled() && access_->generation() != generation_) {
-      // The token file changed: a revoked caller's stream ends too.
-      generation_ = access_->generation();
-      absl::StatusOr<Principal> who = access_->Authenticate(
-          credentials_.authorization, credentials_.common_name);
-      if (!who.ok() || !Allows(who->role, Access::kRead)) {
-        FinishLocked(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                                  "credentials revoked"));
-        return;
-      }
+    // The token file changed: a revoked caller's stream ends too.
+    if (!access_->StillAllowed(credentials_, Access::kRead, &generation_)) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                "credentials revoked"));
+      return;
     }
     if (writing_) {
       int64_t lag = log_->last_revision() - written_;

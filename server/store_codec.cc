@@ -60,28 +60,9 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
     if (!decoded.ok()) return decoded.status();
     pending.push_back(*std::move(decoded));
   }
-  std::sort(pending.begin(), pending.end(),
-            [](const auto& a, const auto& b) { return a.second < b.second; });
-  for (bool progress = true; progress && !pending.empty();) {
-    progress = false;
-    for (auto it = pending.begin(); it != pending.end();) {
-      if (!it->first.parent.empty() &&
-          scheduler.FindQueue(it->first.parent) == nullptr) {
-        ++it;
-        continue;
-      }
-      if (absl::Status s = scheduler.RestoreQueue(it->first, it->second);
-          !s.ok())
-        return s;
-      ++loaded.queues;
-      it = pending.erase(it);
-      progress = true;
-    }
-  }
-  if (!pending.empty()) {
-    return absl::DataLossError(absl::StrCat(
-        "stored queue ", pending.front().first.name, " has no parent"));
-  }
+  loaded.queues = pending.size();
+  if (absl::Status s = scheduler.RestoreQueues(std::move(pending)); !s.ok())
+    return s;
   std::vector<NodeSpec> nodes;
   for (const std::string& bytes : state.nodes) {
     auto node = DecodeNode(bytes);

@@ -197,24 +197,8 @@ struct Mirror {
                     .ok());
     std::vector<std::pair<QueueSpec, uint64_t>> qs;
     for (const auto& [name, q] : queues) qs.push_back(q);
-    std::sort(qs.begin(), qs.end(),
-              [](const auto& a, const auto& b) { return a.second < b.second; });
-    while (!qs.empty()) {
-      size_t before = qs.size();
-      for (auto it = qs.begin(); it != qs.end();) {
-        if (!it->first.parent.empty() &&
-            s->FindQueue(it->first.parent) == nullptr) {
-          ++it;
-          continue;
-        }
-        EXPECT_TRUE(s->RestoreQueue(it->first, it->second).ok());
-        it = qs.erase(it);
-      }
-      if (qs.size() == before) {
-        ADD_FAILURE() << "stored queues without parents";
-        break;
-      }
-    }
+    absl::Status restored = s->RestoreQueues(std::move(qs));
+    EXPECT_TRUE(restored.ok()) << restored;
     std::vector<NodeSpec> ns;
     for (const auto& [name, n] : nodes) ns.push_back(n);
     s->UpsertNodes(ns, now);

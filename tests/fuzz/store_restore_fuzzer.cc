@@ -64,17 +64,7 @@ StoredState Replay(const internal::StoredCommit& commit) {
 
 // Everything `scheduler` holds, as the store would write it.
 StoredState Encode(const Scheduler& scheduler) {
-  ChangeSet all;
-  for (const auto& w : scheduler.workloads()) {
-    if (w) all.workloads.insert(w->spec.id);
-  }
-  for (const Node& n : scheduler.nodes()) {
-    if (n.live) all.nodes.insert(n.name);
-  }
-  for (const Queue& q : scheduler.queues()) {
-    if (q.live) all.queues.insert(q.spec.name);
-  }
-  StoreRows rows = EncodeChanges(scheduler, all, {});
+  StoreRows rows = EncodeChanges(scheduler, scheduler.AllNames(), {});
   StoredState state;
   for (StoreRows::Row& row : rows.rows) {
     fuzz::Require(row.value.has_value(), "every live name has a value");

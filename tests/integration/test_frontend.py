@@ -64,19 +64,22 @@ class Endpoint:
         return urllib.request.urlopen(url, timeout=5).read().decode()
 
 
+def start_frontend(test, core_server, *extra):
+    """A frontend of `core_server`, stopped when `test` ends."""
+    f = e2e.ServerProcess(["--role", "frontend", *extra, "--core",
+                           "127.0.0.1:%d" % core_server.port])
+    f.start()
+    test.addCleanup(f.stop)
+    return Endpoint(f)
+
+
 class FrontendTest(unittest.TestCase):
 
     def setUp(self):
         self.core_server = e2e.ServerProcess(["--role", "core"])
         self.core_server.start()
         self.addCleanup(self.core_server.stop)
-        core_addr = "127.0.0.1:%d" % self.core_server.port
-        self.fronts = []
-        for _ in range(2):
-            f = e2e.ServerProcess(["--role", "frontend", "--core", core_addr])
-            f.start()
-            self.addCleanup(f.stop)
-            self.fronts.append(Endpoint(f))
+        self.fronts = [start_frontend(self, self.core_server) for _ in range(2)]
         self.core = Endpoint(self.core_server)
         self.f1, self.f2 = self.fronts
 
@@ -182,13 +185,7 @@ class ReadCacheTest(unittest.TestCase):
         self.addCleanup(self.core_server.cleanup)
         self.addCleanup(self.core_server.stop)
         self.core_server.start()
-        core_addr = "127.0.0.1:%d" % self.core_server.port
-        self.fronts = []
-        for _ in range(2):
-            f = e2e.ServerProcess(["--role", "frontend", "--core", core_addr])
-            f.start()
-            self.addCleanup(f.stop)
-            self.fronts.append(Endpoint(f))
+        self.fronts = [start_frontend(self, self.core_server) for _ in range(2)]
         self.core = Endpoint(self.core_server)
         self.f1, self.f2 = self.fronts
         for f in self.fronts:
@@ -237,11 +234,7 @@ class ReadCacheTest(unittest.TestCase):
                 request_id="q-" + name, queue=e2e.types.Queue(name=name, parent=parent)),
                 timeout=5)
             rev = max(rev, done.revision)
-        late = e2e.ServerProcess(["--role", "frontend", "--core",
-                                  "127.0.0.1:%d" % self.core_server.port])
-        late.start()
-        self.addCleanup(late.stop)
-        late = Endpoint(late)
+        late = start_frontend(self, self.core_server)
         self.wait_following(late)
         self.assertEqual(late.snapshot(rev), self.core.snapshot(rev))
         self.assertEqual(late.queues(rev), self.core.queues(rev))
@@ -312,11 +305,7 @@ class ReadCacheTest(unittest.TestCase):
         self.addCleanup(core.cleanup)
         self.addCleanup(core.stop)
         core.start()
-        front = e2e.ServerProcess(["--role", "frontend", "--core",
-                                   "127.0.0.1:%d" % core.port])
-        front.start()
-        self.addCleanup(front.stop)
-        front = Endpoint(front)
+        front = start_frontend(self, core)
         self.wait_following(front)
 
         def names(endpoint):
@@ -338,11 +327,7 @@ class ReadCacheTest(unittest.TestCase):
             front.count("gangsched_frontend_reads_total", answered_by="cache"), before)
 
     def test_without_the_cache_every_read_is_forwarded(self):
-        plain = e2e.ServerProcess(["--role", "frontend", "--read-cache=false", "--core",
-                                   "127.0.0.1:%d" % self.core_server.port])
-        plain.start()
-        self.addCleanup(plain.stop)
-        endpoint = Endpoint(plain)
+        endpoint = start_frontend(self, self.core_server, "--read-cache=false")
         before = self.core_reads()
         for _ in range(5):
             endpoint.queues()
