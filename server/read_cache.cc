@@ -3,6 +3,7 @@
 #include <deque>
 
 #include "absl/strings/str_cat.h"
+#include "server/convert.h"
 #include "server/frontend.h"
 #include "server/log.h"
 
@@ -31,17 +32,12 @@ class FollowStream final
   void Push(std::shared_ptr<const internal::ReplicaUpdate> update) override {
     std::lock_guard lock(mu_);
     if (finished_) return;
-    if (access_->enabled() && access_->generation() != generation_) {
-      // The token file changed: a revoked follower is cut off, as a watch
-      // stream is (docs/SECURITY.md).
-      generation_ = access_->generation();
-      absl::StatusOr<Principal> who = access_->Authenticate(
-          credentials_.authorization, credentials_.common_name);
-      if (!who.ok() || !Allows(who->role, Access::kRead)) {
-        FinishLocked(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                                  "credentials revoked"));
-        return;
-      }
+    // The token file changed: a revoked follower is cut off, as a watch
+    // stream is (docs/SECURITY.md).
+    if (!access_->StillAllowed(credentials_, Access::kRead, &generation_)) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                "credentials revoked"));
+      return;
     }
     if (queue_.size() >= ReplicationService::kMaxQueuedUpdates) {
       FinishLocked(
@@ -176,11 +172,19 @@ bool ReadCache::Read(int64_t min_revision,
   std::shared_lock lock(mu_);
   if (!live_.load() || revision_.load() < min_revision) {
     if (!live_.load()) return false;
-    // A write the caller just made is on its way: wait a little for it.
+    // A write the caller just made is on its way: wait a little for it, on
+    // this gRPC thread; only a few reads at a time, so callers asking for
+    // revisions that never come cannot hold every thread (the others go
+    // to the core at once).
+    if (waiting_.fetch_add(1) >= kMaxWaiting) {
+      waiting_.fetch_sub(1);
+      return false;
+    }
     absl::Time deadline = absl::Now() + options_.max_wait;
     applied_.wait_until(lock, absl::ToChronoTime(deadline), [&] {
       return !live_.load() || revision_.load() >= min_revision;
     });
+    waiting_.fetch_sub(1);
     if (!live_.load() || revision_.load() < min_revision) return false;
   }
   read(*replica_);
@@ -191,8 +195,7 @@ absl::Status ReadCache::Apply(const internal::ReplicaUpdate& update) {
   absl::StatusOr<ReplicaBatch> batch = DecodeReplicaUpdate(update);
   if (!batch.ok()) return batch.status();
   std::vector<PriorityClass> classes;
-  for (const auto& c : update.classes())
-    classes.push_back({c.name(), c.value(), c.preemptible()});
+  for (const auto& c : update.classes()) classes.push_back(FromProto(c));
   auto set_classes = [&](Scheduler& s) -> absl::Status {
     if (s.priority_classes() == classes &&
         s.default_priority_class() == update.default_class())
@@ -229,25 +232,24 @@ absl::Status ReadCache::Apply(const internal::ReplicaUpdate& update) {
   }
   applied_.notify_all();
   metrics_->RecordReadCache(true, update.revision());
-  {
-    std::shared_lock lock(mu_);
-    if (absl::Now() - last_status_ < absl::Milliseconds(250))
-      return absl::OkStatus();
-  }
-  RefreshStatus();
+  RefreshStatus(absl::Milliseconds(250));
   return absl::OkStatus();
 }
 
-void ReadCache::RefreshStatus() {
+void ReadCache::RefreshStatus(absl::Duration min_interval) {
   if (!options_.publish_status) return;
+  std::lock_guard status_lock(status_mu_);
+  absl::Time now = absl::Now();
+  if (now - last_status_ < min_interval) return;
   std::shared_ptr<const StatusSnapshot> status;
   {
-    std::unique_lock lock(mu_);
+    // Shared: reads go on while the page is built.
+    std::shared_lock lock(mu_);
     if (replica_ == nullptr) return;
-    last_status_ = absl::Now();
-    status = std::make_shared<StatusSnapshot>(
-        BuildStatus(*replica_, last_status_, cycle_));
+    status =
+        std::make_shared<StatusSnapshot>(BuildStatus(*replica_, now, cycle_));
   }
+  last_status_ = now;
   options_.publish_status(std::move(status));
 }
 
@@ -308,10 +310,10 @@ void ReadCache::Run() {
   for (;;) {
     absl::Time started = absl::Now();
     int64_t followed = FollowOnce();
-    // A stream that lived a while past its snapshot was healthy: start over
+    // A stream that got its snapshot and lived a while was healthy: start over
     // quickly (a core restart, a failover). One that kept failing backs off
     // up to 30 s, since every new start costs the core a snapshot.
-    if (followed > 1 && absl::Now() - started > absl::Seconds(5))
+    if (followed > 0 && absl::Now() - started > absl::Seconds(5))
       backoff = absl::Milliseconds(100);
     std::unique_lock lock(stream_mu_);
     if (stop_cv_.wait_for(lock, absl::ToChronoNanoseconds(backoff),

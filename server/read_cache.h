@@ -89,9 +89,10 @@ class ReadCache {
   SpecCache& specs() { return specs_; }
   bool live() const { return live_.load(); }
   // Publishes a fresh status snapshot (its time is now; its cycle the
-  // core's as of the last update); call about once a second. Apply also
-  // publishes, at most 4 times a second.
-  void RefreshStatus();
+  // core's as of the last update) unless one was published less than
+  // `min_interval` ago; main calls it once a second, Apply after each
+  // update with 250 ms.
+  void RefreshStatus(absl::Duration min_interval = absl::ZeroDuration());
 
  private:
   void Run();
@@ -110,7 +111,11 @@ class ReadCache {
   std::atomic<bool> live_{false};
   std::atomic<int64_t> revision_{0};
   uint64_t cycle_ = 0;
-  absl::Time last_status_ = absl::InfinitePast();  // under mu_ (unique)
+  // Reads that may wait for a min_revision at once.
+  static constexpr int kMaxWaiting = 8;
+  std::atomic<int> waiting_{0};
+  std::mutex status_mu_;  // one status page built at a time
+  absl::Time last_status_ = absl::InfinitePast();  // under status_mu_
 
   std::mutex stream_mu_;
   grpc::ClientContext* stream_ = nullptr;  // to cancel it
