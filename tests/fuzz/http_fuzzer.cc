@@ -156,9 +156,13 @@ void CheckFormat(const HttpResponse& response, bool head,
                 "the body follows the head (none for HEAD)");
 }
 
+// Every planted name starts with the whole mark, so an unescaped one shows
+// "<fz" or, with only '<' escaped, "fz\"&". A bare "fz\"" is not a finding:
+// a name ending in "fz", URL-encoded in a link, is followed by the
+// attribute's closing quote.
 void CheckHtml(const std::string& body) {
   fuzz::Require(
-      !absl::StrContains(body, "<fz") && !absl::StrContains(body, "fz\""),
+      !absl::StrContains(body, "<fz") && !absl::StrContains(body, "fz\"&"),
       "a planted name or text is escaped on an HTML page");
 }
 
