@@ -247,6 +247,7 @@ void Scheduler::DropNominationsOn(NodeId id, absl::Time now, bool removed) {
 
 NodeChangeAnswer Scheduler::UpsertNodes(const std::vector<NodeSpec>& nodes,
                                         absl::Time now) {
+  AdvanceUsage(now);
   NodeChangeAnswer answer;
   for (const auto& spec : nodes) ApplyNode(spec, now, &answer);
   SettleUnsettled(now);
@@ -255,6 +256,7 @@ NodeChangeAnswer Scheduler::UpsertNodes(const std::vector<NodeSpec>& nodes,
 
 NodeChangeAnswer Scheduler::RemoveNodes(const std::vector<std::string>& names,
                                         absl::Time now) {
+  AdvanceUsage(now);
   NodeChangeAnswer answer;
   for (const auto& name : names) {
     NodeId id = FindNodeId(name);

@@ -19,6 +19,7 @@
 
 namespace gangsched {
 void Scheduler::RunCycle(absl::Time now) {
+  AdvanceUsage(now);
   // Resources only shrink during a cycle: a shape that failed stays failed.
   shape_failures_.clear();
   // Commands and the restore settle what they unsettle; what is left

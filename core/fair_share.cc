@@ -29,6 +29,7 @@
 #include <cmath>
 #include <span>
 
+#include "absl/strings/str_cat.h"
 #include "core/scheduler.h"
 
 namespace gangsched {
@@ -327,7 +328,9 @@ void Scheduler::RecomputeFairShares() {
       // over quota, by weight 1) and no cap.
       in.quota = q.Lists(rid) ? q.QuotaOf(rid) : 0;
       in.limit = q.LimitOf(rid);
-      in.over_quota_weight = q.WeightOf(rid);
+      // docs/SCHEDULING.md, "Time-based fair share": 1 when it is off.
+      in.over_quota_weight =
+          q.WeightOf(rid) * usage_.FactorOf(q.id, rid).factor;
       in.request = q.requested.Get(rid);
       wanted |= in.request > 0;
     }
@@ -338,6 +341,36 @@ void Scheduler::RecomputeFairShares() {
       queues_.SetFairShare(order[i], rid, shares[i]);
     }
   }
+}
+
+void Scheduler::SetUsageOptions(const UsageOptions& options) {
+  if (options == usage_.options()) return;
+  options_.usage = options;
+  usage_.SetOptions(options);
+  fair_share_dirty_ = true;
+}
+
+void Scheduler::AdvanceUsage(absl::Time now) {
+  usage_.Advance(now, queues_);
+  if (!usage_.RefreshDue(now)) return;
+  if (usage_.Refresh(now, queues_)) fair_share_dirty_ = true;
+  // Stored with the queues once a refresh: a restart loses at most one
+  // refresh interval of bookkeeping (what is held then is counted again
+  // from the stored clock on).
+  for (const Queue& q : queues_) {
+    if (q.live) changes_.queues.insert(q.spec.name);
+  }
+}
+
+absl::Status Scheduler::RestoreUsage(absl::string_view queue,
+                                     const NamedUsage& usage) {
+  QueueId id = queues_.FindId(queue);
+  if (!id.valid()) {
+    return absl::NotFoundError(
+        absl::StrCat("usage of queue \"", queue, "\": no such queue"));
+  }
+  usage_.Restore(id, usage, resources_);
+  return absl::OkStatus();
 }
 
 }  // namespace gangsched

@@ -19,6 +19,7 @@ namespace gangsched {
 absl::StatusOr<std::vector<Eviction>> Scheduler::Preempt(
     absl::string_view workload_id, PreemptScope scope, bool requeue,
     bool dry_run, absl::Time now) {
+  if (!dry_run) AdvanceUsage(now);
   auto found = workload_ids_.find(workload_id);
   if (found == workload_ids_.end()) {
     return absl::NotFoundError(

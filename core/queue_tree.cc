@@ -76,6 +76,7 @@ absl::Status Scheduler::RemoveQueue(absl::string_view name) {
   for (const auto& w : workloads_) {
     if (w && w->queue == id) Forget(*w);
   }
+  usage_.Remove(id);
   queues_.Remove(id);
   fair_share_dirty_ = true;
   return absl::OkStatus();

@@ -120,6 +120,10 @@ absl::Status Scheduler::ApplyReplica(const ReplicaBatch& batch) {
     }
     fair_share_dirty_ = false;
   }
+  for (const auto& [name, usage] : batch.usage) {
+    if (absl::Status s = RestoreUsage(name, usage); !s.ok())
+      return fail(absl::StrCat("usage of queue ", name), s.message());
+  }
   PruneSettled();
   unsettled_.clear();
   changes_ = {};

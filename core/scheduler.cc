@@ -24,6 +24,7 @@ std::vector<PriorityClass> DefaultPriorityClasses() {
 }
 
 Scheduler::Scheduler(SchedulerOptions options) : options_(options) {
+  usage_.SetOptions(options_.usage);
   priority_classes_ = DefaultPriorityClasses();
   default_class_ = std::string(kDefaultPriorityClass);
 }
@@ -233,6 +234,7 @@ absl::Status Scheduler::ValidateAgainstState(const WorkloadSpec& spec,
 }
 
 absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
+  AdvanceUsage(now);
   auto found = workload_ids_.find(spec.id);
   Workload* existing = found == workload_ids_.end()
                            ? nullptr
@@ -385,6 +387,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
 absl::StatusOr<ReleaseAnswer> Scheduler::Release(
     absl::string_view workload_id, const std::vector<SlotRef>& slots,
     bool shrink, absl::Time now) {
+  AdvanceUsage(now);
   auto found = workload_ids_.find(workload_id);
   if (found == workload_ids_.end()) {
     return absl::NotFoundError(

@@ -37,6 +37,7 @@
 #include "core/queue_tree.h"
 #include "core/resources.h"
 #include "core/spec.h"
+#include "core/usage.h"
 #include "core/workload.h"
 
 namespace gangsched {
@@ -193,6 +194,8 @@ struct SchedulerOptions {
   // the way they did before it, to check that skipping the settled ones
   // decides exactly the same.
   bool walk_every_active = false;
+  // docs/SCHEDULING.md, "Time-based fair share"; SetUsageOptions changes it.
+  UsageOptions usage;
 };
 
 // What a dry run assumes besides its workload, applied in this order to a
@@ -218,6 +221,9 @@ struct ReplicaBatch {
   std::vector<std::string> removed_workloads;
   // Every live queue's, when the leader recomputed them; else empty.
   std::vector<std::pair<std::string, NamedResources>> fair_shares;
+  // Usage of queues the batch names (docs/SCHEDULING.md, "Time-based fair
+  // share"), as the leader last stored it.
+  std::vector<std::pair<std::string, NamedUsage>> usage;
   int64_t revision = 0;
   uint64_t submit_seq = 0;
 };
@@ -255,6 +261,15 @@ class Scheduler {
 
   // The admin's calls: refused (FAILED_PRECONDITION) for a queue the
   // config file defines (Reconfigure with owns_queues).
+  // Time-based fair share (docs/SCHEDULING.md): how usage is kept and
+  // whether it moves over-quota weights. Takes effect at the next cycle.
+  void SetUsageOptions(const UsageOptions& options);
+  const UsageLedger& usage() const { return usage_; }
+  // A queue's usage as stored; the store and a replica give it back with
+  // RestoreUsage after the queue exists (and, on a restore, after its
+  // workloads: time from the stored clock on counts what they hold).
+  absl::Status RestoreUsage(absl::string_view queue, const NamedUsage& usage);
+
   absl::StatusOr<QueueId> UpsertQueue(const QueueSpec& spec);
   // Refused while the queue has children or workloads that are not
   // RELEASED; the RELEASED history of the queue is forgotten with it.
@@ -567,6 +582,10 @@ class Scheduler {
   // (CompletePipelined), stale.cc (ExpireStaleGangs), elastic.cc
   // (GrowElastic).
   void RecomputeFairShares();
+  // Folds time up to `now` into every queue's usage, before anything held
+  // changes; refreshes the usage factors (and marks the queues to store)
+  // when a refresh is due.
+  void AdvanceUsage(absl::Time now);
   void ExpireStaleGangs(absl::Time now);
   void CompletePipelined(absl::Time now);
   void PlaceGangMinimums(absl::Time now);
@@ -760,6 +779,7 @@ class Scheduler {
   std::vector<std::string> dropped_at_restore_;
   // Set when a fair-share input changed (requests, queues, nodes).
   bool fair_share_dirty_ = true;
+  UsageLedger usage_;
   uint64_t fair_share_epoch_ = 0;
   std::vector<Event> events_;
   ChangeSet changes_;

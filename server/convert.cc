@@ -18,15 +18,6 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
-// Kubernetes resource / label names: alphanumerics, '-', '_', '.', '/'.
-bool IsResourceName(absl::string_view name) {
-  if (name.empty() || name.size() > kMaxNameLength) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
-           c == '_' || c == '.' || c == '/';
-  });
-}
-
 absl::StatusOr<Labels> ParseLabels(
     const google::protobuf::Map<std::string, std::string>& in,
     absl::string_view field) {
@@ -128,6 +119,15 @@ absl::Status Within(absl::string_view field, const absl::Status& status) {
 }
 
 }  // namespace
+
+// Kubernetes resource / label names: alphanumerics, '-', '_', '.', '/'.
+bool IsResourceName(absl::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+           c == '_' || c == '.' || c == '/';
+  });
+}
 
 absl::Status CheckName(absl::string_view value, absl::string_view field) {
   if (value.empty()) return Invalid(field, "must not be empty");

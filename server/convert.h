@@ -62,6 +62,8 @@ absl::StatusOr<AllocateParsed> ParseAllocateRequest(
 absl::StatusOr<std::vector<SlotRef>> ParseSlots(
     const google::protobuf::RepeatedPtrField<v1::SlotRef>& in);
 // Non-empty, at most kMaxNameLength, no whitespace or control characters.
+// Kubernetes resource / label names: alphanumerics, '-', '_', '.', '/'.
+bool IsResourceName(absl::string_view name);
 absl::Status CheckName(absl::string_view value, absl::string_view field);
 // A request_id: empty (no deduplication), or a name (CheckName): the ids
 // are kept, so their size must be bounded.

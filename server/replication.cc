@@ -121,7 +121,15 @@ absl::StatusOr<ReplicaBatch> DecodeReplicaUpdate(
         taken = Take(row, DecodeNode, &batch.nodes, &batch.removed_nodes);
         break;
       case internal::ReplicaRow::TABLE_QUEUE:
-        taken = Take(row, DecodeQueue, &batch.queues, &batch.removed_queues);
+        if (row.deleted()) {
+          batch.removed_queues.push_back(row.key());
+        } else if (auto q = DecodeQueue(row.value()); !q.ok()) {
+          taken = q.status();
+        } else {
+          if (q->usage.clock != absl::InfinitePast())
+            batch.usage.emplace_back(q->spec.name, std::move(q->usage));
+          batch.queues.emplace_back(std::move(q->spec), q->created_seq);
+        }
         break;
       default:
         taken = absl::DataLossError(

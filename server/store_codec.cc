@@ -1,6 +1,7 @@
 #include "server/store_codec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 
@@ -55,10 +56,13 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
   Store::Loaded loaded;
   // Queues, parents before children, in their creation order.
   std::vector<std::pair<QueueSpec, uint64_t>> pending;
+  std::vector<std::pair<std::string, NamedUsage>> usage;
   for (const std::string& bytes : state.queues) {
     auto decoded = DecodeQueue(bytes);
     if (!decoded.ok()) return decoded.status();
-    pending.push_back(*std::move(decoded));
+    if (decoded->usage.clock != absl::InfinitePast())
+      usage.emplace_back(decoded->spec.name, std::move(decoded->usage));
+    pending.emplace_back(std::move(decoded->spec), decoded->created_seq);
   }
   loaded.queues = pending.size();
   if (absl::Status s = scheduler.RestoreQueues(std::move(pending)); !s.ok())
@@ -84,6 +88,11 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
     if (absl::Status s = scheduler.RestoreWorkload(r); !s.ok()) return s;
   }
   loaded.workloads = records.size();
+  // Usage last: from its stored clock on, time counts what the restored
+  // workloads hold (docs/SCHEDULING.md, "Time-based fair share").
+  for (const auto& [name, u] : usage) {
+    if (absl::Status s = scheduler.RestoreUsage(name, u); !s.ok()) return s;
+  }
   // Stored counters are at least every record's; the records are a floor
   // in case a store's counters ever fell behind (an older binary run on
   // the data dir, say): a sequence number must never be handed out twice.
@@ -144,7 +153,9 @@ StoreRows EncodeChanges(const Scheduler& scheduler, const ChangeSet& changes,
     const Queue* q = scheduler.FindQueue(name);
     out.rows.push_back(
         {Table::kQueue, name,
-         q ? std::optional<std::string>(EncodeQueue(q->spec, q->created_seq))
+         q ? std::optional<std::string>(EncodeQueue(
+                 q->spec, q->created_seq,
+                 scheduler.usage().Named(q->id, scheduler.resources())))
            : std::nullopt});
   }
   for (const auto& a : answers) {
@@ -260,15 +271,24 @@ absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes) {
   return r;
 }
 
-std::string EncodeQueue(const QueueSpec& spec, uint64_t created_seq) {
+std::string EncodeQueue(const QueueSpec& spec, uint64_t created_seq,
+                        const NamedUsage& usage) {
   return EncodeOnArena<internal::StoredQueue>([&](internal::StoredQueue& out) {
     ToProto(spec, out.mutable_queue());
     out.set_created_seq(created_seq);
+    if (usage.clock == absl::InfinitePast()) return;
+    internal::StoredUsage& u = *out.mutable_usage();
+    u.set_clock_unix_nanos(absl::ToUnixNanos(usage.clock));
+    for (const auto& [id, amounts] : usage.buckets) {
+      internal::StoredUsage::Bucket& b = *u.add_buckets();
+      b.set_id(id);
+      for (const auto& [name, amount] : amounts)
+        (*b.mutable_amounts())[name] = amount;
+    }
   });
 }
 
-absl::StatusOr<std::pair<QueueSpec, uint64_t>> DecodeQueue(
-    const std::string& bytes) {
+absl::StatusOr<StoredQueueValue> DecodeQueue(const std::string& bytes) {
   internal::StoredQueue in;
   if (!in.ParseFromString(bytes))
     return absl::DataLossError("queue record does not parse");
@@ -276,7 +296,30 @@ absl::StatusOr<std::pair<QueueSpec, uint64_t>> DecodeQueue(
   if (!spec.ok())
     return absl::DataLossError(
         absl::StrCat("stored queue: ", spec.status().message()));
-  return std::make_pair(*std::move(spec), in.created_seq());
+  StoredQueueValue out{*std::move(spec), in.created_seq(), {}};
+  if (!in.has_usage()) return out;
+  auto bad = [&](absl::string_view why) {
+    return absl::DataLossError(
+        absl::StrCat("stored queue ", out.spec.name, ": usage: ", why));
+  };
+  const internal::StoredUsage& u = in.usage();
+  out.usage.clock = absl::FromUnixNanos(u.clock_unix_nanos());
+  int64_t last = -1;
+  for (const internal::StoredUsage::Bucket& b : u.buckets()) {
+    if (b.id() <= last) return bad("bucket numbers are not increasing");
+    last = b.id();
+    std::vector<std::pair<std::string, double>> amounts;
+    for (const auto& [name, amount] : b.amounts()) {
+      if (!std::isfinite(amount) || amount < 0)
+        return bad(absl::StrCat(name, " is not a finite amount >= 0"));
+      if (!IsResourceName(name))
+        return bad(absl::StrCat("\"", name, "\" is not a resource name"));
+      amounts.emplace_back(name, amount);
+    }
+    std::sort(amounts.begin(), amounts.end());
+    out.usage.buckets.emplace_back(b.id(), std::move(amounts));
+  }
+  return out;
 }
 
 std::string EncodeNode(const Scheduler& scheduler, const Node& node) {

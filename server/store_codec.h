@@ -39,9 +39,17 @@ StoreRows::Answer FromStored(const internal::StoredAnswer& stored);
 std::string EncodeWorkload(const WorkloadRecord& record);
 absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes);
 
-std::string EncodeQueue(const QueueSpec& spec, uint64_t created_seq);
-absl::StatusOr<std::pair<QueueSpec, uint64_t>> DecodeQueue(
-    const std::string& bytes);
+// A stored queue: its spec, creation sequence and, once taken, its usage.
+struct StoredQueueValue {
+  QueueSpec spec;
+  uint64_t created_seq = 0;
+  NamedUsage usage;  // clock InfinitePast: none stored
+};
+std::string EncodeQueue(const QueueSpec& spec, uint64_t created_seq,
+                        const NamedUsage& usage = {});
+// Refuses usage that could not have been stored: a negative or non-finite
+// amount, a bucket number out of order, a clock before its buckets.
+absl::StatusOr<StoredQueueValue> DecodeQueue(const std::string& bytes);
 
 std::string EncodeNode(const Scheduler& scheduler, const Node& node);
 absl::StatusOr<NodeSpec> DecodeNode(const std::string& bytes);

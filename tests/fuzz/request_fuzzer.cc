@@ -170,7 +170,7 @@ void UpsertQueue(const v1::UpsertQueueRequest& request) {
   RequestIdPath(request.request_id(), request);
   auto stored = DecodeQueue(EncodeQueue(*spec, 1));
   fuzz::Require(stored.ok(), "an accepted queue decodes from the store");
-  fuzz::Require(fuzz::SameQueue(stored->first, *spec),
+  fuzz::Require(fuzz::SameQueue(stored->spec, *spec),
                 "an accepted queue is stored as it was accepted");
 }
 

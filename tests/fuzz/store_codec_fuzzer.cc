@@ -78,11 +78,13 @@ void CheckWorkload(const std::string& bytes) {
 void CheckQueue(const std::string& bytes) {
   auto queue = DecodeQueue(bytes);
   if (!queue.ok()) return;
-  auto again = DecodeQueue(EncodeQueue(queue->first, queue->second));
+  auto again = DecodeQueue(
+      EncodeQueue(queue->spec, queue->created_seq, queue->usage));
   fuzz::Require(again.ok(), "a decoded queue decodes re-encoded");
-  fuzz::Require(fuzz::SameQueue(queue->first, again->first) &&
-                    queue->second == again->second,
-                "a queue re-encoded is the same queue");
+  fuzz::Require(fuzz::SameQueue(queue->spec, again->spec) &&
+                    queue->created_seq == again->created_seq &&
+                    queue->usage == again->usage,
+                "a queue re-encoded is the same queue, usage included");
 }
 
 void CheckNode(const std::string& bytes) {

@@ -1,0 +1,121 @@
+// Time-based fair share (docs/SCHEDULING.md, "Time-based fair share"): each
+// queue's recent usage (what its subtree held × time, decayed with a
+// half-life and forgotten past a window) and the factor it puts on the
+// queue's over-quota weight. UsageLedger is the only owner of usage; the
+// Scheduler folds time in (Advance) before anything it holds changes.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/ids.h"
+#include "core/resources.h"
+
+namespace gangsched {
+
+class QueueTree;
+
+struct UsageOptions {
+  // Usage is always kept (ListQueues, metrics); `enabled` lets it change
+  // over-quota weights.
+  bool enabled = false;
+  absl::Duration half_life = absl::Hours(24 * 7);
+  // Usage older than this is forgotten, in steps of window / kUsageBuckets.
+  absl::Duration window = absl::Hours(24 * 28);
+  // How strongly usage moves the weight: factor = 1 + strength × (1 -
+  // usage share / weight share), kept in [kMinUsageFactor, kMaxUsageFactor].
+  double strength = 0.5;
+  // Factors (and so fair shares) follow usage at most this often.
+  absl::Duration refresh = absl::Minutes(1);
+  friend bool operator==(const UsageOptions&, const UsageOptions&) = default;
+};
+
+inline constexpr int kUsageBuckets = 16;
+inline constexpr double kMinUsageFactor = 0.1;
+inline constexpr double kMaxUsageFactor = 2.0;
+inline constexpr double kMaxUsageStrength = 10.0;
+
+// Checks options from a config; the error names the field.
+absl::Status CheckUsageOptions(const UsageOptions& options);
+
+// One queue's usage in named form, as stored and replicated. Amounts are
+// the resource's core units (milli for cpu and GPUs, bytes) × seconds,
+// each bucket decayed to min(its end, clock).
+struct NamedUsage {
+  absl::Time clock = absl::InfinitePast();  // folded in up to here
+  std::vector<std::pair<int64_t, std::vector<std::pair<std::string, double>>>>
+      buckets;  // bucket id, amounts
+  friend bool operator==(const NamedUsage&, const NamedUsage&) = default;
+};
+
+// The factor on one queue's over-quota weight for one resource, and why.
+struct UsageFactor {
+  double factor = 1;
+  double usage_share = 0;   // of what its siblings used
+  double weight_share = 0;  // of its siblings' weights
+};
+
+class UsageLedger {
+ public:
+  const UsageOptions& options() const { return options_; }
+  // A new window length re-buckets nothing: buckets of the old length are
+  // dropped, which forgets usage (documented).
+  void SetOptions(const UsageOptions& options);
+
+  // Folds what every live queue held from its clock up to `now` into its
+  // usage. Cheap when `now` is its clock.
+  void Advance(absl::Time now, const QueueTree& queues);
+  // At `now` (after Advance): takes the usage that is reported and stored,
+  // and recomputes every factor from it; true when a factor changed.
+  bool Refresh(absl::Time now, const QueueTree& queues);
+  bool RefreshDue(absl::Time now) const {
+    return now - last_refresh_ >= options_.refresh;
+  }
+
+  // Usage of `queue`'s subtree at the last refresh (decayed to then), in
+  // core units × seconds by resource id; empty before the first. What
+  // ListQueues, the metrics and the status page show, on a replica too.
+  const std::vector<double>& Reported(QueueId queue) const;
+  // 1 when time-based fair share is off or the queue shares nothing.
+  UsageFactor FactorOf(QueueId queue, ResourceId resource) const;
+
+  void Remove(QueueId queue);
+  // The usage taken at the last refresh, as stored and replicated.
+  NamedUsage Named(QueueId queue, const ResourceTable& table) const;
+  // Takes stored usage as both the usage to go on from and the one
+  // reported; resource names are interned into `table`.
+  void Restore(QueueId queue, const NamedUsage& usage, ResourceTable& table);
+
+ private:
+  struct Bucket {
+    int64_t id = -1;
+    std::vector<double> amounts;  // by resource id
+  };
+  struct State {
+    absl::Time clock = absl::InfinitePast();  // folded in up to here
+    std::array<Bucket, kUsageBuckets> buckets;
+  };
+  struct Entry {
+    State live;
+    State saved;                       // at the last refresh
+    std::vector<double> reported;      // saved, decayed to its clock
+    std::vector<UsageFactor> factors;  // by resource id
+  };
+  int64_t BucketOf(absl::Time t) const;
+  absl::Time BucketEnd(int64_t id) const;
+  Entry& EntryOf(QueueId queue);
+  const Entry* Find(QueueId queue) const;
+  void Fold(State& s, const ResourceVector& held, absl::Time now) const;
+  std::vector<double> UsageAt(const State& s) const;
+
+  UsageOptions options_;
+  std::vector<Entry> entries_;  // by queue id
+  absl::Time last_refresh_ = absl::InfinitePast();
+};
+
+}  // namespace gangsched
