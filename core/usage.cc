@@ -229,6 +229,20 @@ NamedUsage UsageLedger::Named(QueueId queue, const ResourceTable& table) const {
     std::sort(amounts.begin(), amounts.end());
     out.buckets.emplace_back(b->id, std::move(amounts));
   }
+  for (size_t r = 0; r < e->reported.size(); ++r) {
+    if (e->reported[r] != 0) {
+      out.reported.emplace_back(
+          table.Name(ResourceId(static_cast<uint32_t>(r))), e->reported[r]);
+    }
+  }
+  std::sort(out.reported.begin(), out.reported.end());
+  for (size_t r = 0; r < e->factors.size(); ++r) {
+    if (e->factors[r].factor != 1) {
+      out.factors.emplace_back(table.Name(ResourceId(static_cast<uint32_t>(r))),
+                               e->factors[r].factor);
+    }
+  }
+  std::sort(out.factors.begin(), out.factors.end());
   return out;
 }
 
@@ -250,7 +264,16 @@ void UsageLedger::Restore(QueueId queue, const NamedUsage& usage,
     }
   }
   e.saved = e.live;
-  e.reported = UsageAt(e.saved);
+  for (const auto& [name, amount] : usage.reported) {
+    ResourceId r = table.Intern(name);
+    if (e.reported.size() <= r.value()) e.reported.resize(r.value() + 1, 0);
+    e.reported[r.value()] = amount;
+  }
+  for (const auto& [name, factor] : usage.factors) {
+    ResourceId r = table.Intern(name);
+    if (e.factors.size() <= r.value()) e.factors.resize(r.value() + 1);
+    e.factors[r.value()].factor = factor;
+  }
   last_refresh_ = absl::InfinitePast();
 }
 

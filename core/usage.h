@@ -40,6 +40,12 @@ inline constexpr double kMinUsageFactor = 0.1;
 inline constexpr double kMaxUsageFactor = 2.0;
 inline constexpr double kMaxUsageStrength = 10.0;
 
+// Core units × seconds as whole units × hours (GPU-hours, core-hours,
+// byte-hours): what users read.
+inline double ToResourceHours(double core_unit_seconds, QuantityScale scale) {
+  return core_unit_seconds / static_cast<double>(UnitOf(scale)) / 3600.0;
+}
+
 // Checks options from a config; the error names the field.
 absl::Status CheckUsageOptions(const UsageOptions& options);
 
@@ -50,6 +56,11 @@ struct NamedUsage {
   absl::Time clock = absl::InfinitePast();  // folded in up to here
   std::vector<std::pair<int64_t, std::vector<std::pair<std::string, double>>>>
       buckets;  // bucket id, amounts
+  // The buckets' sum decayed to `clock`: what is reported. Stored too, so
+  // a replica shows it without knowing the half-life.
+  std::vector<std::pair<std::string, double>> reported;
+  // The factors on its over-quota weights then (only those that are not 1).
+  std::vector<std::pair<std::string, double>> factors;
   friend bool operator==(const NamedUsage&, const NamedUsage&) = default;
 };
 

@@ -1,5 +1,6 @@
 #include "server/config.h"
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -40,6 +41,64 @@ absl::StatusOr<google::protobuf::Duration> ParseDurationField(
   out.set_seconds(nanos / 1000000000);
   out.set_nanos(static_cast<int32_t>(nanos % 1000000000));
   return out;
+}
+
+// A duration of the time_based_fair_share section: what ParseDuration
+// takes (30s, 5m, 168h), a whole number of days ("7d"), or bare seconds.
+absl::StatusOr<absl::Duration> UsageDuration(const YAML::Node& node,
+                                             absl::string_view field) {
+  std::string text = node.as<std::string>();
+  absl::Duration d;
+  int64_t days = 0;
+  double seconds = 0;
+  if (text.size() > 1 && text.back() == 'd' &&
+      absl::SimpleAtoi(absl::string_view(text).substr(0, text.size() - 1),
+                       &days) &&
+      days >= 0 && days <= 36500) {
+    return absl::Hours(24 * days);
+  }
+  if (absl::ParseDuration(text, &d) && d <= absl::Hours(24 * 36500)) return d;
+  if (absl::SimpleAtod(text, &seconds) && std::isfinite(seconds) &&
+      seconds >= 0 && seconds <= 36500.0 * 86400) {
+    return absl::Seconds(seconds);
+  }
+  return Bad(field, absl::StrCat("\"", text,
+                                 "\" is not a duration like 7d, 168h or 30m "
+                                 "(at most 100 years)"));
+}
+
+absl::StatusOr<UsageOptions> UsageFromYaml(const YAML::Node& node) {
+  constexpr absl::string_view kField = "time_based_fair_share";
+  if (!node.IsMap()) return Bad(kField, "must be a mapping");
+  UsageOptions o;
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    std::string field = absl::StrCat(kField, ".", key);
+    const YAML::Node& v = kv.second;
+    if (key == "enabled") {
+      std::string text = v.as<std::string>();
+      if (text != "true" && text != "false")
+        return Bad(field, absl::StrCat("\"", text, "\" is not true or false"));
+      o.enabled = text == "true";
+    } else if (key == "half_life" || key == "window" || key == "refresh") {
+      auto d = UsageDuration(v, field);
+      if (!d.ok()) return d.status();
+      (key == "half_life" ? o.half_life
+       : key == "window"  ? o.window
+                          : o.refresh) = *d;
+    } else if (key == "strength") {
+      std::string text = v.as<std::string>();
+      if (!absl::SimpleAtod(text, &o.strength))
+        return Bad(field, absl::StrCat("\"", text, "\" is not a number"));
+    } else {
+      return Bad(field, "unknown key");
+    }
+  }
+  if (o.refresh <= absl::ZeroDuration())
+    return Bad(absl::StrCat(kField, ".refresh"), "must be more than 0");
+  if (absl::Status s = CheckUsageOptions(o); !s.ok())
+    return absl::InvalidArgumentError(absl::StrCat("config: ", s.message()));
+  return o;
 }
 
 absl::StatusOr<v1::Queue> QueueFromYaml(const YAML::Node& node,
@@ -206,6 +265,10 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
           if (!spec.ok()) return Bad(field, spec.status().message());
           config.queues.push_back(*std::move(spec));
         }
+      } else if (key == "time_based_fair_share") {
+        auto usage = UsageFromYaml(value);
+        if (!usage.ok()) return usage.status();
+        config.usage = *usage;
       } else if (key == "nodes") {
         if (!value.IsSequence()) return Bad("nodes", "must be a list");
         for (size_t i = 0; i < value.size(); ++i) {

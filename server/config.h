@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/spec.h"
+#include "core/usage.h"
 
 namespace gangsched::server {
 
@@ -16,6 +17,8 @@ struct Config {
   std::string default_priority_class = std::string(kDefaultPriorityClass);
   std::vector<QueueSpec> queues;  // parents before children
   std::vector<NodeSpec> nodes;
+  // `time_based_fair_share:` (docs/SCHEDULING.md, "Time-based fair share").
+  UsageOptions usage;
 };
 
 // Built-in defaults when no file is given: the four priority classes and

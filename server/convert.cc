@@ -755,6 +755,16 @@ void QueueToProto(const Scheduler& scheduler, const Queue& in,
   ResourcesToProto(table, in.requested, out->mutable_requested());
   out->set_pending_workloads(in.pending_workloads);
   out->set_running_workloads(in.running_workloads);
+  const std::vector<double>& usage = scheduler.usage().Reported(in.id);
+  for (size_t r = 0; r < usage.size(); ++r) {
+    ResourceId rid(static_cast<uint32_t>(r));
+    if (usage[r] > 0) {
+      (*out->mutable_usage())[table.Name(rid)] =
+          ToResourceHours(usage[r], table.Scale(rid));
+    }
+    double factor = scheduler.usage().FactorOf(in.id, rid).factor;
+    if (factor != 1) (*out->mutable_usage_factor())[table.Name(rid)] = factor;
+  }
 }
 
 void NodeToProto(const Scheduler& scheduler, const Node& in,

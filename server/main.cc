@@ -77,6 +77,7 @@ absl::Status ApplyConfig(CoreLoop& core, const Config& config,
         absl::Status status = c.scheduler.Reconfigure(
             config.priority_classes, config.default_priority_class,
             from_file || empty ? config.queues : kNone, removal, from_file);
+        if (status.ok()) c.scheduler.SetUsageOptions(config.usage);
         if (status.ok() && !config.nodes.empty())
           c.scheduler.UpsertNodes(config.nodes, c.now);
         LogWarnings(c.scheduler);
@@ -577,6 +578,8 @@ int Run(int argc, char** argv) {
     }
     config = *std::move(loaded);
   }
+  // Before the store is read: the window numbers the stored buckets.
+  scheduler_options.usage = config.usage;
   if (absl::Status s = CheckConfig(config, scheduler_options); !s.ok()) {
     LogLine(spdlog::level::err, "config not loaded")
         .Add("file", flags->config)

@@ -285,6 +285,10 @@ std::string EncodeQueue(const QueueSpec& spec, uint64_t created_seq,
       for (const auto& [name, amount] : amounts)
         (*b.mutable_amounts())[name] = amount;
     }
+    for (const auto& [name, amount] : usage.reported)
+      (*u.mutable_reported())[name] = amount;
+    for (const auto& [name, factor] : usage.factors)
+      (*u.mutable_factors())[name] = factor;
   });
 }
 
@@ -305,20 +309,35 @@ absl::StatusOr<StoredQueueValue> DecodeQueue(const std::string& bytes) {
   const internal::StoredUsage& u = in.usage();
   out.usage.clock = absl::FromUnixNanos(u.clock_unix_nanos());
   int64_t last = -1;
+  auto take = [&](const google::protobuf::Map<std::string, double>& in,
+                  double lowest, double highest,
+                  std::vector<std::pair<std::string, double>>& kept) {
+    for (const auto& [name, amount] : in) {
+      if (!std::isfinite(amount) || amount < lowest || amount > highest)
+        return bad(absl::StrCat(name, ": ", amount, " is out of range"));
+      if (!IsResourceName(name))
+        return bad(absl::StrCat("\"", name, "\" is not a resource name"));
+      kept.emplace_back(name, amount);
+    }
+    std::sort(kept.begin(), kept.end());
+    return absl::OkStatus();
+  };
+  constexpr double kAny = std::numeric_limits<double>::max();
   for (const internal::StoredUsage::Bucket& b : u.buckets()) {
     if (b.id() <= last) return bad("bucket numbers are not increasing");
     last = b.id();
     std::vector<std::pair<std::string, double>> amounts;
-    for (const auto& [name, amount] : b.amounts()) {
-      if (!std::isfinite(amount) || amount < 0)
-        return bad(absl::StrCat(name, " is not a finite amount >= 0"));
-      if (!IsResourceName(name))
-        return bad(absl::StrCat("\"", name, "\" is not a resource name"));
-      amounts.emplace_back(name, amount);
-    }
-    std::sort(amounts.begin(), amounts.end());
+    if (absl::Status s = take(b.amounts(), 0, kAny, amounts); !s.ok())
+      return s;
     out.usage.buckets.emplace_back(b.id(), std::move(amounts));
   }
+  if (absl::Status s = take(u.reported(), 0, kAny, out.usage.reported);
+      !s.ok())
+    return s;
+  if (absl::Status s = take(u.factors(), kMinUsageFactor, kMaxUsageFactor,
+                            out.usage.factors);
+      !s.ok())
+    return s;
   return out;
 }
 

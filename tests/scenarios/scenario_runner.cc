@@ -4,6 +4,7 @@
 // format is documented in tests/scenarios/README.md.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <initializer_list>
 #include <map>
@@ -392,7 +393,17 @@ std::string Dump(const Scheduler& s, const std::vector<Event>& events) {
     out << "  " << q.spec.name << " fair_share=[" << Amounts(s, q.fair_share)
         << "] allocated=[" << Amounts(s, q.allocated) << "] requested=["
         << Amounts(s, q.requested) << "] non_preemptible=["
-        << Amounts(s, q.allocated_non_preemptible) << "]\n";
+        << Amounts(s, q.allocated_non_preemptible) << "]";
+    const std::vector<double>& usage = s.usage().Reported(q.id);
+    for (size_t r = 0; r < usage.size(); ++r) {
+      ResourceId id(static_cast<uint32_t>(r));
+      if (usage[r] > 0) {
+        out << " usage[" << s.resources().Name(id)
+            << "]=" << ToResourceHours(usage[r], s.resources().Scale(id))
+            << "h x" << s.usage().FactorOf(q.id, id).factor;
+      }
+    }
+    out << "\n";
   }
   out << "--- nodes\n";
   for (const Node& n : s.nodes()) {
@@ -431,7 +442,23 @@ class Runner {
     SchedulerOptions options;
     if (const YAML::Node& settings = root["settings"]) {
       CheckKeys(settings, "settings",
-                {"stale_gang_grace", "released_retention"});
+                {"stale_gang_grace", "released_retention",
+                 "time_based_fair_share"});
+      if (const YAML::Node& u = settings["time_based_fair_share"]) {
+        const std::string at = "settings.time_based_fair_share";
+        CheckKeys(u, at,
+                  {"enabled", "half_life", "window", "strength", "refresh"});
+        if (u["enabled"]) options.usage.enabled = Bool(u["enabled"], at);
+        if (u["half_life"])
+          options.usage.half_life = Dur(u["half_life"], at + ".half_life");
+        if (u["window"]) options.usage.window = Dur(u["window"], at + ".window");
+        if (u["strength"])
+          options.usage.strength = Double(u["strength"], at + ".strength");
+        if (u["refresh"])
+          options.usage.refresh = Dur(u["refresh"], at + ".refresh");
+        if (absl::Status st = CheckUsageOptions(options.usage); !st.ok())
+          Fail(at, st.ToString());
+      }
       if (settings["stale_gang_grace"]) {
         options.stale_gang_grace =
             Dur(settings["stale_gang_grace"], "settings.stale_gang_grace");
@@ -647,6 +674,42 @@ class Runner {
   }
 
   // queue -> resource -> quantity, against one of the queue's vectors.
+  // usage: {queue: {resource: resource-hours}}, or usage_factor: {queue:
+  // {resource: factor}}; equal to within 0.5 % (they are decayed doubles).
+  void CheckUsage(const YAML::Node& node, const std::string& at, bool factor,
+                  std::vector<std::string>* failures) const {
+    const Scheduler& s = *scheduler_;
+    if (!node.IsMap()) Fail(at, "expected queue: {resource: number}");
+    for (const auto& entry : node) {
+      std::string qname = entry.first.as<std::string>();
+      const Queue* q = s.FindQueue(qname);
+      if (q == nullptr) {
+        failures->push_back(absl::StrCat(at, ": queue ", qname, " not found"));
+        continue;
+      }
+      if (!entry.second.IsMap()) Fail(at + "." + qname, "expected a map");
+      for (const auto& r : entry.second) {
+        std::string rname = r.first.as<std::string>();
+        double want = Double(r.second, absl::StrCat(at, ".", qname, ".", rname));
+        ResourceId id = s.resources().Find(rname);
+        double got = factor ? 1.0 : 0.0;
+        if (id.valid() && factor) {
+          got = s.usage().FactorOf(q->id, id).factor;
+        } else if (id.valid()) {
+          const std::vector<double>& u = s.usage().Reported(q->id);
+          got = id.value() < u.size()
+                    ? ToResourceHours(u[id.value()], s.resources().Scale(id))
+                    : 0.0;
+        }
+        if (std::abs(got - want) > 0.005 * std::max(1.0, std::abs(want))) {
+          failures->push_back(absl::StrCat(factor ? "usage factor" : "usage",
+                                           " of queue ", qname, " for ", rname,
+                                           ": expected ", want, ", got ", got));
+        }
+      }
+    }
+  }
+
   void CheckQueueAmounts(const YAML::Node& node, const std::string& at,
                          const std::string& what,
                          const ResourceVector Queue::*field,
@@ -875,7 +938,15 @@ class Runner {
              std::vector<std::string>* failures) const {
     CheckKeys(expect, at,
               {"workloads", "evictions", "no_evictions", "fair_share",
-               "allocated", "requested", "allocated_non_preemptible", "error"});
+               "allocated", "requested", "allocated_non_preemptible", "error",
+               "usage", "usage_factor"});
+    if (expect["usage"]) {
+      CheckUsage(expect["usage"], at + ".usage", /*factor=*/false, failures);
+    }
+    if (expect["usage_factor"]) {
+      CheckUsage(expect["usage_factor"], at + ".usage_factor",
+                 /*factor=*/true, failures);
+    }
     if (const YAML::Node& ws = expect["workloads"]) {
       if (!ws.IsMap()) Fail(at + ".workloads", "expected id: {...}");
       for (const auto& entry : ws) {
