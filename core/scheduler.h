@@ -221,8 +221,8 @@ struct ReplicaBatch {
   std::vector<std::string> removed_workloads;
   // Every live queue's, when the leader recomputed them; else empty.
   std::vector<std::pair<std::string, NamedResources>> fair_shares;
-  // Usage of queues the batch names (docs/SCHEDULING.md, "Time-based fair
-  // share"), as the leader last stored it.
+  // Usage of every queue the batch names (docs/SCHEDULING.md, "Time-based
+  // fair share"), as the leader last stored it; none stored resets it.
   std::vector<std::pair<std::string, NamedUsage>> usage;
   int64_t revision = 0;
   uint64_t submit_seq = 0;

@@ -126,8 +126,8 @@ absl::StatusOr<ReplicaBatch> DecodeReplicaUpdate(
         } else if (auto q = DecodeQueue(row.value()); !q.ok()) {
           taken = q.status();
         } else {
-          if (q->usage.clock != absl::InfinitePast())
-            batch.usage.emplace_back(q->spec.name, std::move(q->usage));
+          // None stored resets it too (a restarted leader's new queue).
+          batch.usage.emplace_back(q->spec.name, std::move(q->usage));
           batch.queues.emplace_back(std::move(q->spec), q->created_seq);
         }
         break;

@@ -60,8 +60,9 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
   for (const std::string& bytes : state.queues) {
     auto decoded = DecodeQueue(bytes);
     if (!decoded.ok()) return decoded.status();
-    if (decoded->usage.clock != absl::InfinitePast())
-      usage.emplace_back(decoded->spec.name, std::move(decoded->usage));
+    // Every queue, stored usage or none: what the restore itself folded in
+    // (its node changes) must not stay.
+    usage.emplace_back(decoded->spec.name, std::move(decoded->usage));
     pending.emplace_back(std::move(decoded->spec), decoded->created_seq);
   }
   loaded.queues = pending.size();

@@ -111,6 +111,7 @@ std::string Describe(const NodeSpec& n) {
 struct Mirror {
   std::map<std::string, WorkloadRecord> workloads;
   std::map<std::string, std::pair<QueueSpec, uint64_t>> queues;
+  std::map<std::string, NamedUsage> usage;  // stored with the queue
   std::map<std::string, NodeSpec> nodes;
   int64_t revision = 0;
   uint64_t submit_seq = 0;
@@ -128,8 +129,10 @@ struct Mirror {
       const gangsched::Queue* q = s.FindQueue(name);
       if (q == nullptr) {
         queues.erase(name);
+        usage.erase(name);
       } else {
         queues[name] = {q->spec, q->created_seq};
+        usage[name] = s.usage().Named(q->id, s.resources());
       }
     }
     for (const std::string& name : changes.nodes) {
@@ -171,6 +174,12 @@ struct Mirror {
                                     Describe(q.spec, q.created_seq)) {
         return absl::StrCat("queue ", q.spec.name, " differs from its record");
       }
+      auto u = usage.find(q.spec.name);
+      if (u == usage.end() ||
+          !(u->second == s.usage().Named(q.id, s.resources()))) {
+        return absl::StrCat("queue ", q.spec.name,
+                            ": usage differs from its record");
+      }
     }
     if (queues_live != queues.size()) return "a deleted queue is still stored";
     size_t nodes_live = 0;
@@ -211,6 +220,10 @@ struct Mirror {
       absl::Status st = s->RestoreWorkload(*r);
       EXPECT_TRUE(st.ok()) << st;
     }
+    for (const auto& [name, u] : usage) {
+      absl::Status st = s->RestoreUsage(name, u);
+      EXPECT_TRUE(st.ok()) << st;
+    }
     s->RestoreCounters(revision, submit_seq, now);
     return s;
   }
@@ -220,9 +233,16 @@ class RandomRun {
  public:
   explicit RandomRun(uint32_t seed, bool walk_every_active = false)
       : rng_(seed),
-        s_(std::make_unique<Scheduler>(
-            SchedulerOptions{.stale_gang_grace = absl::Seconds(30),
-                             .walk_every_active = walk_every_active})) {
+        s_(std::make_unique<Scheduler>(SchedulerOptions{
+            .stale_gang_grace = absl::Seconds(30),
+            .walk_every_active = walk_every_active,
+            // Every other run: usage moves weights, on a scale the run's
+            // minutes of virtual time cover (refreshes, decay, the window).
+            .usage = {.enabled = seed % 2 == 0,
+                      .half_life = absl::Minutes(3),
+                      .window = absl::Minutes(8),
+                      .strength = 1,
+                      .refresh = absl::Seconds(30)}})) {
     // dept (limit 12 GPUs) > team-a, team-b; ops (high priority); misc.
     Add("dept", "", 100, 6000, 12000, 1);
     Add("team-a", "dept", 100, 2000, kUnlimited, 1);
@@ -285,6 +305,7 @@ class RandomRun {
     for (const std::string& name : changes.queues) {
       if (const gangsched::Queue* q = s.FindQueue(name)) {
         batch.queues.emplace_back(q->spec, q->created_seq);
+        batch.usage.emplace_back(name, s.usage().Named(q->id, s.resources()));
       } else {
         batch.removed_queues.push_back(name);
       }
@@ -344,6 +365,10 @@ class RandomRun {
       const gangsched::Queue* o = r.FindQueue(q.spec.name);
       if (o == nullptr)
         return absl::StrCat("replica lacks queue ", q.spec.name);
+      if (!(s_->usage().Named(q.id, lt) == r.usage().Named(o->id, rt))) {
+        return absl::StrCat("replica: usage of queue ", q.spec.name,
+                            " differs");
+      }
       if (!same(q.allocated, o->allocated) ||
           !same(q.allocated_non_preemptible, o->allocated_non_preemptible) ||
           !same(q.reserved, o->reserved) || !same(q.requested, o->requested) ||
