@@ -1,5 +1,9 @@
 #include "server/config.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
@@ -69,6 +73,45 @@ TEST(ConfigTest, ErrorsNameTheKey) {
       ParseConfig("queues:\n  - name: a\n    reclaim_min_runtime: 876000h\n");
   ASSERT_TRUE(century.ok()) << century.status();
   EXPECT_EQ(century->queues[0].reclaim_min_runtime, absl::Hours(876000));
+}
+
+TEST(ConfigTest, TimeBasedFairShare) {
+  auto config = ParseConfig(R"(
+time_based_fair_share:
+  enabled: true
+  half_life: 3d
+  window: 672h
+  strength: 0.25
+  refresh: 30s
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->usage.enabled);
+  EXPECT_EQ(config->usage.half_life, absl::Hours(72));
+  EXPECT_EQ(config->usage.window, absl::Hours(672));
+  EXPECT_EQ(config->usage.strength, 0.25);
+  EXPECT_EQ(config->usage.refresh, absl::Seconds(30));
+  // Absent: off, with the documented defaults.
+  auto none = ParseConfig("queues: []\n");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->usage.enabled);
+  EXPECT_EQ(none->usage.half_life, absl::Hours(24 * 7));
+  for (const auto& [bad, field] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"enabled: yes", "time_based_fair_share.enabled"},
+           {"half_life: 0s", "time_based_fair_share.half_life"},
+           {"half_life: soon", "time_based_fair_share.half_life"},
+           {"window: 5s", "time_based_fair_share.window"},
+           {"strength: -1", "time_based_fair_share.strength"},
+           {"strength: 11", "time_based_fair_share.strength"},
+           {"strength: .nan", "time_based_fair_share.strength"},
+           {"refresh: 0s", "time_based_fair_share.refresh"},
+           {"halflife: 7d", "time_based_fair_share.halflife"}}) {
+    auto refused =
+        ParseConfig(absl::StrCat("time_based_fair_share:\n  ", bad, "\n"));
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find(field), absl::string_view::npos)
+        << bad << ": " << refused.status().message();
+  }
 }
 
 TEST(ConfigTest, ClassEntriesAreAsStrictAsQueues) {

@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -362,6 +363,62 @@ TEST_F(SqliteStoreTest, CountersSurviveARestart) {
   }
   EXPECT_EQ(restarted.revision(), revision);
   EXPECT_EQ(restarted.submit_seq(), submit_seq);
+}
+
+// docs/SCHEDULING.md, "Time-based fair share": usage is stored with its
+// queue at every refresh and a restart goes on from there, counting what
+// the restored workloads hold from the stored clock on. A stored row with
+// usage that could not have been written is refused.
+TEST_F(SqliteStoreTest, UsageSurvivesARestartAndGoesOnFromItsClock) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const SchedulerOptions options{.usage = {.enabled = true,
+                                           .half_life = absl::Hours(1),
+                                           .window = absl::Hours(16),
+                                           .refresh = absl::Minutes(1)}};
+  Scheduler before(options);
+  ASSERT_TRUE(before.UpsertQueue(Queue("a")).ok());
+  ASSERT_TRUE(before.UpsertQueue(Queue("b")).ok());
+  before.UpsertNodes({GpuNode("n0", 8)}, now_);
+  ASSERT_TRUE(
+      before.Submit(Workload("x", {Group("w", 1, 4, 4)}, "a"), now_).ok());
+  before.RunCycle(now_);
+  Commit(before, *store);
+  // An hour (one half-life) of 4 GPUs: 4 × (1 h / ln 2) × 1/2 GPU-hours.
+  const absl::Time later = now_ + absl::Hours(1);
+  before.RunCycle(later);
+  Commit(before, *store);
+  const QueueId a = before.FindQueue("a")->id;
+  const double expected = 4 * (1 / std::log(2.0)) * 0.5 * 3600 * 1000;
+  ASSERT_EQ(before.usage().Reported(a).size(), 3u);
+  EXPECT_NEAR(before.usage().Reported(a)[2], expected, expected * 1e-9);
+  EXPECT_LT(before.usage().FactorOf(a, kGpu).factor, 1.0);
+  const NamedUsage stored = before.usage().Named(a, before.resources());
+  store.reset();
+
+  Scheduler restarted(options);
+  {
+    auto loaded = Reload(restarted);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+  }
+  const QueueId ra = restarted.FindQueue("a")->id;
+  EXPECT_EQ(restarted.usage().Named(ra, restarted.resources()), stored);
+  // The restart comes an hour after the last write: x held 4 GPUs then.
+  restarted.RunCycle(later + absl::Hours(1));
+  const double after = expected * 0.5 + expected;
+  EXPECT_NEAR(restarted.usage().Reported(ra)[2], after, after * 1e-9);
+
+  // A negative amount cannot have been written: the queue row is refused.
+  internal::StoredQueue bad;
+  ASSERT_TRUE(bad.ParseFromString(
+      EncodeQueue(Queue("c"), 9, stored)));
+  (*bad.mutable_usage()->mutable_buckets(0)->mutable_amounts())
+      ["nvidia.com/gpu"] = -1;
+  absl::StatusOr<StoredQueueValue> refused =
+      DecodeQueue(bad.SerializeAsString());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("usage"), absl::string_view::npos)
+      << refused.status();
 }
 
 // A trim that takes every answer row (a request-id table smaller than the
