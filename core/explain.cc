@@ -1,6 +1,8 @@
 // Scheduler::Explain: why a workload is pending, in words and in structure
 // (README, "Reading the answers"): the quota / limit / fair-share checks up its
 // queue path, the nodes rejected by reason, and what a preemption would evict.
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/scheduler.h"
@@ -88,6 +90,25 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
     lines.push_back(absl::StrCat("  ", check.message));
     if (!check.ok && answer.queue_verdict.code == PendingCode::kNone)
       answer.queue_verdict = {check.code, check.reason};
+  }
+
+  // docs/SCHEDULING.md, "Time-based fair share": where recent usage moved
+  // an over-quota weight on the path, and why.
+  for (QueueId qid : QueuePath(w.queue)) {
+    const Queue& q = queues_[qid.value()];
+    for (size_t r = 0; r < need.size(); ++r) {
+      ResourceId rid(static_cast<uint32_t>(r));
+      UsageFactor f = usage_.FactorOf(qid, rid);
+      if (need.Get(rid) == 0 || f.factor == 1) continue;
+      const long percent = std::lround(std::abs(1 - f.factor) * 100);
+      lines.push_back(absl::StrCat(
+          "  Over-quota share of ", q.spec.name, " for ", resources_.Name(rid),
+          f.factor < 1 ? " reduced" : " raised", " by ", percent,
+          " % for recent usage: it used ", std::lround(f.usage_share * 100),
+          " % of what its siblings used against a ",
+          std::lround(f.weight_share * 100), " % weight share (weight x",
+          std::round(f.factor * 100) / 100, ")."));
+    }
   }
 
   GangPlacement now_placement =
