@@ -129,6 +129,19 @@ Metrics::Metrics(const std::string& role)
                        .Name("gangsched_queue_limit")
                        .Help("A queue's limit, in base units; -1 is no limit.")
                        .Register(*registry_)),
+      queue_usage_(
+          prometheus::BuildGauge()
+              .Name("gangsched_queue_usage")
+              .Help("A queue subtree's recent usage (docs/SCHEDULING.md, "
+                    "Time-based fair share): base units x hours, decayed, "
+                    "as of the last refresh.")
+              .Register(*registry_)),
+      queue_usage_factor_(
+          prometheus::BuildGauge()
+              .Name("gangsched_queue_usage_factor")
+              .Help("The factor recent usage puts on a queue's over-quota "
+                    "weight (1 when time-based fair share is off).")
+              .Register(*registry_)),
       evictions_(
           prometheus::BuildCounter()
               .Name("gangsched_evictions_total")
@@ -426,7 +439,7 @@ void Metrics::RefreshGauges(const Scheduler& scheduler) {
   const ResourceTable& table = scheduler.resources();
   using LabelSet = std::map<std::string, std::string>;
   std::map<LabelSet, double> running, pending, allocated, requested, node,
-      fair_share, quota, limit;
+      fair_share, quota, limit, usage, usage_factor;
   for (const Queue& q : scheduler.queues()) {
     if (!q.live) continue;
     running[{{"queue", q.spec.name}}] = q.running_workloads;
@@ -441,6 +454,11 @@ void Metrics::RefreshGauges(const Scheduler& scheduler) {
         limit[labels] = ql == kUnlimited ? -1 : InBaseUnits(ql, table.Scale(r));
       }
       requested[labels] = InBaseUnits(q.requested.Get(r), table.Scale(r));
+      const std::vector<double>& used = scheduler.usage().Reported(q.id);
+      if (i < used.size() && used[i] > 0) {
+        usage[labels] = ToResourceHours(used[i], table.Scale(r));
+        usage_factor[labels] = scheduler.usage().FactorOf(q.id, r).factor;
+      }
     }
   }
   int64_t unconfirmed = 0;
@@ -474,6 +492,8 @@ void Metrics::RefreshGauges(const Scheduler& scheduler) {
   Refresh(queue_fair_share_, fair_share, &live_fair_share_);
   Refresh(queue_quota_, quota, &live_quota_);
   Refresh(queue_limit_, limit, &live_limit_);
+  Refresh(queue_usage_, usage, &live_usage_);
+  Refresh(queue_usage_factor_, usage_factor, &live_usage_factor_);
   evictions_unconfirmed_.Set(static_cast<double>(unconfirmed));
 }
 

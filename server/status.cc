@@ -1,6 +1,7 @@
 #include "server/status.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -137,6 +138,15 @@ std::string Bar(const StatusResource& r, bool show_fair_share = true) {
   return bar;
 }
 
+// "969.5 h x0.50": recent usage, and the weight factor where it is not 1.
+std::string RecentUse(const StatusResource& r) {
+  if (r.usage_hours <= 0) return "-";
+  std::string out = absl::StrCat(std::round(r.usage_hours * 10) / 10, " h");
+  if (r.usage_factor != 1)
+    absl::StrAppend(&out, " ×", std::round(r.usage_factor * 100) / 100);
+  return out;
+}
+
 std::string QueueTable(const StatusSnapshot& s) {
   std::string rows;
   for (const StatusQueue& q : s.queues) {
@@ -149,7 +159,8 @@ std::string QueueTable(const StatusSnapshot& s) {
                       q.priority, "</td><td>-</td>",
                       "<td></td><td class=\"num\">-</td><td "
                       "class=\"num\">-</td><td class=\"num\">-"
-                      "</td><td class=\"num\">-</td><td class=\"num\">",
+                      "</td><td class=\"num\">-</td><td "
+                      "class=\"num\">-</td><td class=\"num\">",
                       q.pending, "</td><td class=\"num\">", q.running,
                       "</td></tr>");
       continue;
@@ -167,7 +178,7 @@ std::string QueueTable(const StatusSnapshot& s) {
                       "</td><td class=\"num\">", Q(r->fair_share, r->scale),
                       "</td><td class=\"num\">", Q(r->quota, r->scale),
                       "</td><td class=\"num\">", Q(r->limit, r->scale),
-                      "</td>");
+                      "</td><td class=\"num\">", RecentUse(*r), "</td>");
       if (first) {
         absl::StrAppend(&rows, "<td rowspan=\"", shown.size(),
                         "\" class=\"num\">", q.pending, "</td><td rowspan=\"",
@@ -191,6 +202,8 @@ std::string QueueTable(const StatusSnapshot& s) {
       "<th>usage</th><th class=\"num\">allocated</th><th class=\"num\">fair "
       "share</th>"
       "<th class=\"num\">quota</th><th class=\"num\">limit</th><th "
+      "class=\"num\" title=\"resource-hours, decayed; x the factor on the "
+      "over-quota weight\">recent use</th><th "
       "class=\"num\">pending</th>"
       "<th class=\"num\">running</th></tr>",
       rows, "</table>");
@@ -311,12 +324,17 @@ StatusSnapshot BuildStatus(const Scheduler& scheduler, absl::Time now,
         q.pending_workloads, q.running_workloads, {}};
     for (size_t i = 0; i < table.size(); ++i) {
       ResourceId r(static_cast<uint32_t>(i));
+      const std::vector<double>& used = scheduler.usage().Reported(q.id);
+      const double hours =
+          i < used.size() ? ToResourceHours(used[i], table.Scale(r)) : 0;
       bool interesting = q.Lists(r) || q.allocated.Get(r) > 0 ||
-                         q.requested.Get(r) > 0 || q.fair_share.Get(r) > 0;
+                         q.requested.Get(r) > 0 || q.fair_share.Get(r) > 0 ||
+                         hours > 0;
       if (!interesting) continue;
       row.resources.push_back({table.Name(r), table.Scale(r), q.QuotaOf(r),
                                q.LimitOf(r), q.fair_share.Get(r),
-                               q.allocated.Get(r), q.requested.Get(r)});
+                               q.allocated.Get(r), q.requested.Get(r), hours,
+                               scheduler.usage().FactorOf(q.id, r).factor});
     }
     s.queues.push_back(std::move(row));
     push_sorted(q.children, depth + 1);
@@ -393,7 +411,9 @@ std::string StatusJson(const StatusSnapshot& s) {
                       ",\"limit\":", amount(r.limit, r.scale),
                       ",\"fair_share\":", amount(r.fair_share, r.scale),
                       ",\"allocated\":", amount(r.allocated, r.scale),
-                      ",\"requested\":", amount(r.requested, r.scale), "}");
+                      ",\"requested\":", amount(r.requested, r.scale),
+                      ",\"usage_hours\":", r.usage_hours,
+                      ",\"usage_factor\":", r.usage_factor, "}");
     }
     absl::StrAppend(&out, "}}");
   }

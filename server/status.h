@@ -23,6 +23,10 @@ struct StatusResource {
   int64_t fair_share = 0;
   int64_t allocated = 0;
   int64_t requested = 0;
+  // docs/SCHEDULING.md, "Time-based fair share": recent usage in whole
+  // units × hours, and the factor it puts on the over-quota weight.
+  double usage_hours = 0;
+  double usage_factor = 1;
 };
 
 struct StatusQueue {

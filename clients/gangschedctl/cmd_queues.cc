@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "clients/gangschedctl/command.h"
 #include "clients/gangschedctl/json_output.h"
@@ -25,6 +26,21 @@ constexpr int kDefaultQueuePriority = 100;
 
 using Pairs = std::vector<std::pair<std::string, std::string>>;
 
+// docs/SCHEDULING.md, "Time-based fair share": resource-hours of recent
+// usage, with the factor on the over-quota weight where it is not 1
+// ("nvidia.com/gpu=969.5h x0.50").
+std::string RecentUse(const v1::QueueStatus& queue) {
+  Pairs pairs;
+  for (const auto& [resource, hours] : queue.usage()) {
+    std::string text = absl::StrFormat("%.1fh", hours);
+    auto factor = queue.usage_factor().find(resource);
+    if (factor != queue.usage_factor().end())
+      absl::StrAppend(&text, absl::StrFormat(" x%.2f", factor->second));
+    pairs.emplace_back(resource, std::move(text));
+  }
+  return FormatKeyValues(std::move(pairs));
+}
+
 int RunQueuesList(CommandContext& context, const ParsedArgs&) {
   v1::ListQueuesResponse response;
   grpc::Status status = context.connection().admin().ListQueues(
@@ -37,7 +53,7 @@ int RunQueuesList(CommandContext& context, const ParsedArgs&) {
   }
 
   Table table({"NAME", "PARENT", "PRIORITY", "QUOTA", "LIMIT", "FAIR-SHARE",
-               "ALLOCATED", "REQUESTED", "PENDING", "RUNNING"});
+               "ALLOCATED", "REQUESTED", "RECENT-USE", "PENDING", "RUNNING"});
   for (const v1::QueueStatus& queue_status : response.queues()) {
     const v1::Queue& queue = queue_status.queue();
     Pairs quota;
@@ -56,6 +72,7 @@ int RunQueuesList(CommandContext& context, const ParsedArgs&) {
                   FormatKeyValues(queue_status.fair_share()),
                   FormatKeyValues(queue_status.allocated()),
                   FormatKeyValues(queue_status.requested()),
+                  RecentUse(queue_status),
                   absl::StrCat(queue_status.pending_workloads()),
                   absl::StrCat(queue_status.running_workloads())});
   }
