@@ -756,9 +756,9 @@ void QueueToProto(const Scheduler& scheduler, const Queue& in,
   out->set_pending_workloads(in.pending_workloads);
   out->set_running_workloads(in.running_workloads);
   const std::vector<double>& usage = scheduler.usage().Reported(in.id);
-  for (size_t r = 0; r < usage.size(); ++r) {
+  for (size_t r = 0; r < table.size(); ++r) {
     ResourceId rid(static_cast<uint32_t>(r));
-    if (usage[r] > 0) {
+    if (r < usage.size() && usage[r] > 0) {
       (*out->mutable_usage())[table.Name(rid)] =
           ToResourceHours(usage[r], table.Scale(rid));
     }

@@ -455,10 +455,10 @@ void Metrics::RefreshGauges(const Scheduler& scheduler) {
       }
       requested[labels] = InBaseUnits(q.requested.Get(r), table.Scale(r));
       const std::vector<double>& used = scheduler.usage().Reported(q.id);
-      if (i < used.size() && used[i] > 0) {
+      if (i < used.size() && used[i] > 0)
         usage[labels] = ToResourceHours(used[i], table.Scale(r));
-        usage_factor[labels] = scheduler.usage().FactorOf(q.id, r).factor;
-      }
+      const double factor = scheduler.usage().FactorOf(q.id, r).factor;
+      if (factor != 1 || usage.contains(labels)) usage_factor[labels] = factor;
     }
   }
   int64_t unconfirmed = 0;

@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""The KAI-parity features at the edge of the real binary (docs/SCHEDULING.md):
+time-based fair share through the config, ListQueues, the metrics, the
+status page's JSON, gangschedctl, a kill -9 and restart on the same data
+dir, and config reloads (a good one that turns it off, a bad one refused).
+
+    /usr/bin/python3 tests/integration/test_kai_parity.py \
+        --server-binary build/server/gangsched --proto-dir proto \
+        --ctl build/clients/gangschedctl/gangschedctl
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import test_e2e as e2e  # noqa: E402
+import test_hardening as hardening  # noqa: E402
+from server_process import metric_value  # noqa: E402
+
+GPU = e2e.GPU
+T = e2e.RPC_TIMEOUT_S
+CTL = None
+
+USAGE_ON = """
+time_based_fair_share: {enabled: true, half_life: 1h, window: 16h, strength: 0.5, refresh: 1s}
+queues:
+  - {name: a, resources: {nvidia.com/gpu: {quota: 2}}}
+  - {name: b, resources: {nvidia.com/gpu: {quota: 2}}}
+"""
+
+
+def setUpModule():
+    e2e.setUpModule()
+
+
+def tearDownModule():
+    e2e.tearDownModule()
+
+
+class TimeBasedFairShareTest(hardening.PersistentCase):
+    config = USAGE_ON
+
+    def queues(self):
+        response = self.admin.ListQueues(e2e.admin.ListQueuesRequest(), timeout=T)
+        return {q.queue.name: q for q in response.queues}
+
+    def wait_for(self, predicate, what, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            queues = self.queues()
+            if predicate(queues):
+                return queues
+            time.sleep(0.1)  # refreshes come every second
+        self.fail("%s within %d s; queues: %s" % (what, timeout, self.queues()))
+
+    def ctl(self, *args):
+        return subprocess.run([CTL, "--server", "127.0.0.1:%d" % self.server.port] + list(args),
+                              capture_output=True, text=True, timeout=30)
+
+    def test_usage_is_kept_shown_stored_and_reloaded(self):
+        self.nodes(e2e.node("n0", 8))
+        self.assertEqual(
+            self.allocate(hardening.gpu_workload("x", 4, queue_name="a")).state,
+            e2e.types.WORKLOAD_STATE_RUNNING)
+        # a holds 4 GPUs, b nothing: a's weight goes down, b's up.
+        queues = self.wait_for(
+            lambda q: q["a"].usage.get(GPU, 0) > 0 and q["a"].usage_factor.get(GPU, 1) < 1,
+            "a's usage and factor")
+        self.assertGreater(queues["b"].usage_factor[GPU], 1)
+        self.assertNotIn(GPU, queues["b"].usage)
+
+        scrape = self.server.scrape()
+        self.assertGreater(metric_value(scrape, "gangsched_queue_usage",
+                                        {"queue": "a", "resource": GPU}), 0)
+        self.assertLess(metric_value(scrape, "gangsched_queue_usage_factor",
+                                     {"queue": "a", "resource": GPU}), 1)
+        url = "http://127.0.0.1:%d/api/state" % self.server.metrics_port
+        deadline = time.monotonic() + 5
+        while True:  # the page is republished a few times a second
+            with urllib.request.urlopen(url, timeout=T) as resp:
+                state = json.load(resp)
+            shown = {q["name"]: q["resources"] for q in state["queues"]}
+            if shown["a"][GPU]["usage_hours"] > 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertGreater(shown["a"][GPU]["usage_hours"], 0)
+        self.assertLess(shown["a"][GPU]["usage_factor"], 1)
+        listed = self.ctl("queues", "list")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertIn("RECENT-USE", listed.stdout)
+        row = [line for line in listed.stdout.splitlines() if line.startswith("a ")]
+        self.assertRegex(row[0], r"nvidia\.com/gpu=[0-9.]+h x0\.[0-9]+")
+
+        # kill -9: usage comes back as stored and goes on growing from there
+        # (x held its GPUs all along).
+        before = self.queues()["a"].usage[GPU]
+        self.restart(kill=True)
+        self.assertGreater(self.queues()["a"].usage[GPU], 0)
+        self.wait_for(lambda q: q["a"].usage.get(GPU, 0) > before,
+                      "a's usage past what it was before the kill")
+
+        # A reload that turns it off: every factor back to 1, usage kept.
+        self.server.write_config(USAGE_ON.replace("enabled: true", "enabled: false"))
+        self.server.sighup()
+        queues = self.wait_for(lambda q: not q["a"].usage_factor and not q["b"].usage_factor,
+                               "factors gone after the reload")
+        self.assertGreater(queues["a"].usage[GPU], 0)
+
+        # A bad one is refused as a whole and names the field.
+        self.server.write_config(USAGE_ON.replace("strength: 0.5", "strength: 20"))
+        self.server.sighup()
+        self.wait_for_log("time_based_fair_share.strength")
+        self.assertTrue(self.server.alive())
+        self.assertFalse(self.queues()["a"].usage_factor)  # still off
+
+
+def main():
+    global CTL
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--server-binary", default=e2e.SERVER_BINARY)
+    parser.add_argument("--proto-dir", default=e2e.PROTO_DIR)
+    parser.add_argument("--ctl", default=os.path.join(e2e.REPO, "build", "clients",
+                                                      "gangschedctl", "gangschedctl"))
+    args, rest = parser.parse_known_args()
+    e2e.SERVER_BINARY = os.path.abspath(args.server_binary)
+    e2e.PROTO_DIR = os.path.abspath(args.proto_dir)
+    CTL = os.path.abspath(args.ctl)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
