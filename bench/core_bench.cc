@@ -325,8 +325,8 @@ WorkloadSpec CpuWorkload(const std::string& id, const std::string& queue,
 // workers) submitted but not yet placed; events already taken.
 std::unique_ptr<Scheduler> RunningClusterWithPendingGangs(
     int nodes, int64_t dept_gpus, int64_t team_gpus, int running_gangs,
-    int pending_gangs, absl::Time now) {
-  auto s = std::make_unique<Scheduler>();
+    int pending_gangs, absl::Time now, SchedulerOptions options = {}) {
+  auto s = std::make_unique<Scheduler>(options);
   AddTwoLevelQueues(*s, dept_gpus, team_gpus);
   AddNodes(*s, nodes, now);
   for (int i = 0; i < running_gangs; ++i) {
@@ -377,6 +377,39 @@ BENCHMARK(BM_FullCycle)
     ->Args({1000, 5000})
     ->Args({5000, 5000})
     ->Args({10000, 5000})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
+// BM_FullCycle with time-based fair share on (docs/SCHEDULING.md): the
+// timed cycle comes a refresh interval after the cluster was built, so it
+// folds a minute of usage into all 1,110 queues, turns usage into factors
+// and divides fair shares with them. 1,000 of the teams held cpu for that
+// minute, so factors are not all 1.
+void BM_FullCycleTimeBasedFairShare(benchmark::State& state) {
+  const int node_count = static_cast<int>(state.range(0));
+  const int pending_gangs = static_cast<int>(state.range(1));
+  SchedulerOptions options;
+  options.usage.enabled = true;
+  for (auto _ : state) {
+    state.PauseTiming();
+    const absl::Time now = absl::UnixEpoch();
+    auto s = RunningClusterWithPendingGangs(node_count, 4000 * 1000, 40 * 1000,
+                                            12500, pending_gangs, now, options);
+    state.ResumeTiming();
+    s->RunCycle(now + options.usage.refresh);
+    state.PauseTiming();
+    int64_t moved = 0;
+    for (const auto& q : s->queues())
+      moved += q.live && s->usage().FactorOf(q.id, kCpu).factor != 1;
+    state.counters["queues_with_factor"] = static_cast<double>(moved);
+    s.reset();
+    state.ResumeTiming();
+  }
+  RecordPeakRss(state);
+}
+BENCHMARK(BM_FullCycleTimeBasedFairShare)
+    ->ArgNames({"nodes", "pending"})
+    ->Args({5000, 1000})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 

@@ -30,8 +30,7 @@ absl::Status CheckUsageOptions(const UsageOptions& o) {
   }
   if (o.window < absl::Seconds(kUsageBuckets)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "time_based_fair_share.window: must be at least ", kUsageBuckets,
-        "s"));
+        "time_based_fair_share.window: must be at least ", kUsageBuckets, "s"));
   }
   if (!(o.strength >= 0 && o.strength <= kMaxUsageStrength)) {
     return absl::InvalidArgumentError(

@@ -328,12 +328,10 @@ absl::StatusOr<StoredQueueValue> DecodeQueue(const std::string& bytes) {
     if (b.id() <= last) return bad("bucket numbers are not increasing");
     last = b.id();
     std::vector<std::pair<std::string, double>> amounts;
-    if (absl::Status s = take(b.amounts(), 0, kAny, amounts); !s.ok())
-      return s;
+    if (absl::Status s = take(b.amounts(), 0, kAny, amounts); !s.ok()) return s;
     out.usage.buckets.emplace_back(b.id(), std::move(amounts));
   }
-  if (absl::Status s = take(u.reported(), 0, kAny, out.usage.reported);
-      !s.ok())
+  if (absl::Status s = take(u.reported(), 0, kAny, out.usage.reported); !s.ok())
     return s;
   if (absl::Status s = take(u.factors(), kMinUsageFactor, kMaxUsageFactor,
                             out.usage.factors);

@@ -64,17 +64,16 @@ int RunQueuesList(CommandContext& context, const ParsedArgs&) {
       if (!settings.limit().empty())
         limit.emplace_back(resource, settings.limit());
     }
-    table.AddRow({queue.name(), queue.parent(),
-                  absl::StrCat(queue.has_priority() ? queue.priority()
-                                                    : kDefaultQueuePriority),
-                  FormatKeyValues(std::move(quota)),
-                  FormatKeyValues(std::move(limit)),
-                  FormatKeyValues(queue_status.fair_share()),
-                  FormatKeyValues(queue_status.allocated()),
-                  FormatKeyValues(queue_status.requested()),
-                  RecentUse(queue_status),
-                  absl::StrCat(queue_status.pending_workloads()),
-                  absl::StrCat(queue_status.running_workloads())});
+    table.AddRow(
+        {queue.name(), queue.parent(),
+         absl::StrCat(queue.has_priority() ? queue.priority()
+                                           : kDefaultQueuePriority),
+         FormatKeyValues(std::move(quota)), FormatKeyValues(std::move(limit)),
+         FormatKeyValues(queue_status.fair_share()),
+         FormatKeyValues(queue_status.allocated()),
+         FormatKeyValues(queue_status.requested()), RecentUse(queue_status),
+         absl::StrCat(queue_status.pending_workloads()),
+         absl::StrCat(queue_status.running_workloads())});
   }
   table.Print(std::cout);
   return kExitOk;

@@ -20,9 +20,9 @@ constexpr double kHour = 3600;
 QueueSpec GpuQueue(const std::string& name, double weight = 1) {
   QueueSpec q;
   q.name = name;
-  q.resources = {{"nvidia.com/gpu",
-                  {.quota = 2000, .limit = kUnlimited,
-                   .over_quota_weight = weight}}};
+  q.resources = {
+      {"nvidia.com/gpu",
+       {.quota = 2000, .limit = kUnlimited, .over_quota_weight = weight}}};
   return q;
 }
 
@@ -56,8 +56,10 @@ class UsageTest : public ::testing::Test {
 };
 
 TEST_F(UsageTest, UsageDecaysWithTheHalfLife) {
-  Start({.enabled = true, .half_life = absl::Hours(10),
-         .window = absl::Hours(1000), .refresh = absl::Seconds(1)});
+  Start({.enabled = true,
+         .half_life = absl::Hours(10),
+         .window = absl::Hours(1000),
+         .refresh = absl::Seconds(1)});
   Hold("x", "a", 4);
   // Held for one half-life: 4 × (10 h / ln 2) × (1 - 1/2).
   now_ += absl::Hours(10);
@@ -76,8 +78,10 @@ TEST_F(UsageTest, UsageDecaysWithTheHalfLife) {
 
 TEST_F(UsageTest, UsagePastTheWindowIsForgotten) {
   // 16 buckets of 1 h; a long half-life, so only the window forgets.
-  Start({.enabled = true, .half_life = absl::Hours(100000),
-         .window = absl::Hours(16), .refresh = absl::Seconds(1)});
+  Start({.enabled = true,
+         .half_life = absl::Hours(100000),
+         .window = absl::Hours(16),
+         .refresh = absl::Seconds(1)});
   Hold("x", "a", 1);
   now_ += absl::Hours(2);
   ASSERT_TRUE(s_->Release("x", {}, false, now_).ok());
@@ -92,8 +96,10 @@ TEST_F(UsageTest, UsagePastTheWindowIsForgotten) {
 }
 
 TEST_F(UsageTest, FactorIsBoundedAndOneWhenOff) {
-  Start({.enabled = true, .half_life = absl::Hours(1),
-         .window = absl::Hours(16), .strength = 10,
+  Start({.enabled = true,
+         .half_life = absl::Hours(1),
+         .window = absl::Hours(16),
+         .strength = 10,
          .refresh = absl::Seconds(1)});
   Hold("x", "a", 8);
   now_ += absl::Hours(1);
@@ -113,13 +119,14 @@ TEST_F(UsageTest, FactorIsBoundedAndOneWhenOff) {
 }
 
 TEST_F(UsageTest, ExplainSaysHowMuchUsageMovedTheShare) {
-  Start({.enabled = true, .half_life = absl::Hours(1),
-         .window = absl::Hours(16), .strength = 0.7,
+  Start({.enabled = true,
+         .half_life = absl::Hours(1),
+         .window = absl::Hours(16),
+         .strength = 0.7,
          .refresh = absl::Seconds(1)});
   Hold("x", "a", 8);
   now_ += absl::Hours(1);
-  ASSERT_TRUE(
-      s_->Submit(Workload("y", {Group("w", 1, 1, 1)}, "a"), now_).ok());
+  ASSERT_TRUE(s_->Submit(Workload("y", {Group("w", 1, 1, 1)}, "a"), now_).ok());
   s_->RunCycle(now_);
   absl::StatusOr<ExplainAnswer> why = s_->Explain("y", now_);
   ASSERT_TRUE(why.ok()) << why.status();

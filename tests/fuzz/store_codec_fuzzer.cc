@@ -78,8 +78,8 @@ void CheckWorkload(const std::string& bytes) {
 void CheckQueue(const std::string& bytes) {
   auto queue = DecodeQueue(bytes);
   if (!queue.ok()) return;
-  auto again = DecodeQueue(
-      EncodeQueue(queue->spec, queue->created_seq, queue->usage));
+  auto again =
+      DecodeQueue(EncodeQueue(queue->spec, queue->created_seq, queue->usage));
   fuzz::Require(again.ok(), "a decoded queue decodes re-encoded");
   fuzz::Require(fuzz::SameQueue(queue->spec, again->spec) &&
                     queue->created_seq == again->created_seq &&

@@ -441,9 +441,9 @@ class Runner {
 
     SchedulerOptions options;
     if (const YAML::Node& settings = root["settings"]) {
-      CheckKeys(settings, "settings",
-                {"stale_gang_grace", "released_retention",
-                 "time_based_fair_share"});
+      CheckKeys(
+          settings, "settings",
+          {"stale_gang_grace", "released_retention", "time_based_fair_share"});
       if (const YAML::Node& u = settings["time_based_fair_share"]) {
         const std::string at = "settings.time_based_fair_share";
         CheckKeys(u, at,
@@ -451,7 +451,8 @@ class Runner {
         if (u["enabled"]) options.usage.enabled = Bool(u["enabled"], at);
         if (u["half_life"])
           options.usage.half_life = Dur(u["half_life"], at + ".half_life");
-        if (u["window"]) options.usage.window = Dur(u["window"], at + ".window");
+        if (u["window"])
+          options.usage.window = Dur(u["window"], at + ".window");
         if (u["strength"])
           options.usage.strength = Double(u["strength"], at + ".strength");
         if (u["refresh"])
@@ -690,7 +691,8 @@ class Runner {
       if (!entry.second.IsMap()) Fail(at + "." + qname, "expected a map");
       for (const auto& r : entry.second) {
         std::string rname = r.first.as<std::string>();
-        double want = Double(r.second, absl::StrCat(at, ".", qname, ".", rname));
+        double want =
+            Double(r.second, absl::StrCat(at, ".", qname, ".", rname));
         ResourceId id = s.resources().Find(rname);
         double got = factor ? 1.0 : 0.0;
         if (id.valid() && factor) {

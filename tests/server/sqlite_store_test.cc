@@ -410,10 +410,10 @@ TEST_F(SqliteStoreTest, UsageSurvivesARestartAndGoesOnFromItsClock) {
 
   // A negative amount cannot have been written: the queue row is refused.
   internal::StoredQueue bad;
-  ASSERT_TRUE(bad.ParseFromString(
-      EncodeQueue(Queue("c"), 9, stored)));
-  (*bad.mutable_usage()->mutable_buckets(0)->mutable_amounts())
-      ["nvidia.com/gpu"] = -1;
+  ASSERT_TRUE(bad.ParseFromString(EncodeQueue(Queue("c"), 9, stored)));
+  (*bad.mutable_usage()
+        ->mutable_buckets(0)
+        ->mutable_amounts())["nvidia.com/gpu"] = -1;
   absl::StatusOr<StoredQueueValue> refused =
       DecodeQueue(bad.SerializeAsString());
   ASSERT_FALSE(refused.ok());
