@@ -41,14 +41,7 @@ absl::Status CheckUsageOptions(const UsageOptions& o) {
 }
 
 void UsageLedger::SetOptions(const UsageOptions& options) {
-  if (options.window != options_.window) {
-    // Bucket numbers depend on the window: old ones mean nothing now.
-    for (Entry& e : entries_) {
-      for (State* st : {&e.live, &e.saved}) {
-        for (Bucket& b : st->buckets) b = Bucket();
-      }
-    }
-  }
+  // A new window is taken in by each queue's next Advance (Normalize).
   options_ = options;
   // Turned off, every factor is 1 at once, not at the next refresh.
   if (!options.enabled) {
@@ -57,14 +50,26 @@ void UsageLedger::SetOptions(const UsageOptions& options) {
   last_refresh_ = absl::InfinitePast();  // refresh on the next Advance
 }
 
-int64_t UsageLedger::BucketOf(absl::Time t) const {
+int64_t UsageLedger::BucketOf(absl::Time t, absl::Duration width) {
   absl::Duration rem;
-  return absl::IDivDuration(t - absl::UnixEpoch(),
-                            options_.window / kUsageBuckets, &rem);
+  return absl::IDivDuration(t - absl::UnixEpoch(), width, &rem);
 }
 
-absl::Time UsageLedger::BucketEnd(int64_t id) const {
-  return absl::UnixEpoch() + (id + 1) * (options_.window / kUsageBuckets);
+absl::Time UsageLedger::BucketEnd(int64_t id, absl::Duration width) {
+  return absl::UnixEpoch() + (id + 1) * width;
+}
+
+void UsageLedger::Collapse(State& s, std::vector<double> total) const {
+  for (Bucket& b : s.buckets) b = Bucket();
+  s.width = Width();
+  const int64_t id = BucketOf(s.clock, s.width);
+  s.buckets[static_cast<size_t>(id % kUsageBuckets)] =
+      Bucket{.id = id, .amounts = std::move(total)};
+}
+
+void UsageLedger::Normalize(State& s) const {
+  if (s.clock != absl::InfinitePast() && s.width != Width())
+    Collapse(s, UsageAt(s));
 }
 
 UsageLedger::Entry& UsageLedger::EntryOf(QueueId queue) {
@@ -82,21 +87,23 @@ void UsageLedger::Fold(State& s, const ResourceVector& held,
                        absl::Time now) const {
   if (s.clock == absl::InfinitePast()) {
     s.clock = now;  // a new queue: nothing used before
+    s.width = Width();
     return;
   }
   if (now <= s.clock) return;
+  const absl::Duration w = s.width;
   const double h = absl::ToDoubleSeconds(options_.half_life);
   // Past the window nothing of the old buckets counts: start at the
   // oldest bucket that still does (what was held then counts from there).
-  const int64_t oldest = BucketOf(now) - (kUsageBuckets - 1);
-  if (BucketOf(s.clock) < oldest) {
+  const int64_t oldest = BucketOf(now, w) - (kUsageBuckets - 1);
+  if (BucketOf(s.clock, w) < oldest) {
     for (Bucket& b : s.buckets) b = Bucket();
-    s.clock = BucketEnd(oldest - 1);
+    s.clock = BucketEnd(oldest - 1, w);
   }
   const ResourceVector::View v = held.view();
   while (s.clock < now) {
-    const int64_t id = BucketOf(s.clock);
-    const absl::Time end = std::min(now, BucketEnd(id));
+    const int64_t id = BucketOf(s.clock, w);
+    const absl::Time end = std::min(now, BucketEnd(id, w));
     const double dt = absl::ToDoubleSeconds(end - s.clock);
     Bucket& b = s.buckets[static_cast<size_t>(id % kUsageBuckets)];
     if (b.id != id) b = Bucket{.id = id, .amounts = {}};
@@ -117,6 +124,7 @@ void UsageLedger::Advance(absl::Time now, const QueueTree& queues) {
   for (const Queue& q : queues) {
     if (!q.live) continue;
     Entry& e = EntryOf(q.id);
+    Normalize(e.live);
     if (e.live.clock != now) Fold(e.live, q.allocated, now);
   }
 }
@@ -125,10 +133,11 @@ std::vector<double> UsageLedger::UsageAt(const State& s) const {
   std::vector<double> total;
   if (s.clock == absl::InfinitePast()) return total;
   const double h = absl::ToDoubleSeconds(options_.half_life);
-  const int64_t oldest = BucketOf(s.clock) - (kUsageBuckets - 1);
+  const int64_t oldest = BucketOf(s.clock, s.width) - (kUsageBuckets - 1);
   for (const Bucket& b : s.buckets) {
     if (b.id < oldest) continue;
-    const double age = absl::ToDoubleSeconds(s.clock - BucketEnd(b.id));
+    const double age =
+        absl::ToDoubleSeconds(s.clock - BucketEnd(b.id, s.width));
     const double decay = age > 0 ? std::exp2(-age / h) : 1.0;
     if (total.size() < b.amounts.size()) total.resize(b.amounts.size(), 0);
     for (size_t r = 0; r < b.amounts.size(); ++r)
@@ -211,6 +220,7 @@ NamedUsage UsageLedger::Named(QueueId queue, const ResourceTable& table) const {
   const Entry* e = Find(queue);
   if (e == nullptr || e->saved.clock == absl::InfinitePast()) return out;
   out.clock = e->saved.clock;
+  out.bucket_width = e->saved.width;
   std::vector<const Bucket*> kept;
   for (const Bucket& b : e->saved.buckets) {
     if (b.id >= 0) kept.push_back(&b);
@@ -251,15 +261,30 @@ void UsageLedger::Restore(QueueId queue, const NamedUsage& usage,
   e = Entry();
   if (usage.clock == absl::InfinitePast()) return;
   e.live.clock = usage.clock;
-  for (const auto& [id, amounts] : usage.buckets) {
-    if (id < 0) continue;
-    Bucket& b = e.live.buckets[static_cast<size_t>(id % kUsageBuckets)];
-    if (b.id > id) continue;  // a newer bucket holds this slot
-    b = Bucket{.id = id, .amounts = {}};
-    for (const auto& [name, amount] : amounts) {
+  if (usage.bucket_width <= absl::ZeroDuration()) {
+    // Stored before widths were: the usage reported then is kept as one
+    // bucket of today's width.
+    std::vector<double> total;
+    for (const auto& [name, amount] : usage.reported) {
       ResourceId r = table.Intern(name);
-      if (b.amounts.size() <= r.value()) b.amounts.resize(r.value() + 1, 0);
-      b.amounts[r.value()] = amount;
+      if (total.size() <= r.value()) total.resize(r.value() + 1, 0);
+      total[r.value()] = amount;
+    }
+    Collapse(e.live, std::move(total));
+  } else {
+    // Kept as stored, in the stored width (a replica shows it as it is);
+    // under another window the next Advance folds it into one bucket.
+    e.live.width = usage.bucket_width;
+    for (const auto& [id, amounts] : usage.buckets) {
+      if (id < 0) continue;
+      Bucket& b = e.live.buckets[static_cast<size_t>(id % kUsageBuckets)];
+      if (b.id > id) continue;  // a newer bucket holds this slot
+      b = Bucket{.id = id, .amounts = {}};
+      for (const auto& [name, amount] : amounts) {
+        ResourceId r = table.Intern(name);
+        if (b.amounts.size() <= r.value()) b.amounts.resize(r.value() + 1, 0);
+        b.amounts[r.value()] = amount;
+      }
     }
   }
   e.saved = e.live;

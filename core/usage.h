@@ -54,6 +54,8 @@ absl::Status CheckUsageOptions(const UsageOptions& options);
 // each bucket decayed to min(its end, clock).
 struct NamedUsage {
   absl::Time clock = absl::InfinitePast();  // folded in up to here
+  // window / kUsageBuckets when stored: bucket ids are numbered by it.
+  absl::Duration bucket_width = absl::ZeroDuration();
   std::vector<std::pair<int64_t, std::vector<std::pair<std::string, double>>>>
       buckets;  // bucket id, amounts
   // The buckets' sum decayed to `clock`: what is reported. Stored too, so
@@ -74,8 +76,9 @@ struct UsageFactor {
 class UsageLedger {
  public:
   const UsageOptions& options() const { return options_; }
-  // A new window length re-buckets nothing: buckets of the old length are
-  // dropped, which forgets usage (documented).
+  // A new window length keeps usage: at each queue's next Advance what it
+  // used so far becomes one bucket of the new length, forgotten when the
+  // new window has passed.
   void SetOptions(const UsageOptions& options);
 
   // Folds what every live queue held from its clock up to `now` into its
@@ -109,6 +112,7 @@ class UsageLedger {
   };
   struct State {
     absl::Time clock = absl::InfinitePast();  // folded in up to here
+    absl::Duration width;  // the buckets' length: their ids depend on it
     std::array<Bucket, kUsageBuckets> buckets;
   };
   struct Entry {
@@ -117,12 +121,17 @@ class UsageLedger {
     std::vector<double> reported;      // saved, decayed to its clock
     std::vector<UsageFactor> factors;  // by resource id
   };
-  int64_t BucketOf(absl::Time t) const;
-  absl::Time BucketEnd(int64_t id) const;
+  static int64_t BucketOf(absl::Time t, absl::Duration width);
+  static absl::Time BucketEnd(int64_t id, absl::Duration width);
+  absl::Duration Width() const { return options_.window / kUsageBuckets; }
+  // Buckets of another width become one of Width() at the clock.
+  void Normalize(State& s) const;
   Entry& EntryOf(QueueId queue);
   const Entry* Find(QueueId queue) const;
   void Fold(State& s, const ResourceVector& held, absl::Time now) const;
   std::vector<double> UsageAt(const State& s) const;
+  // Replaces `s`'s buckets by one at its clock holding `total`.
+  void Collapse(State& s, std::vector<double> total) const;
 
   UsageOptions options_;
   std::vector<Entry> entries_;  // by queue id

@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -51,6 +53,15 @@ absl::StatusOr<absl::Duration> UsageDuration(const YAML::Node& node,
   absl::Duration d;
   int64_t days = 0;
   double seconds = 0;
+  // Only plain digits lead: no sign, no hex, no exponent.
+  const bool plain = !text.empty() &&
+                     absl::ascii_isdigit(static_cast<unsigned char>(text[0])) &&
+                     text.find_first_of("xXeE+-") == std::string::npos;
+  if (!plain) {
+    return Bad(
+        field,
+        absl::StrCat("\"", text, "\" is not a duration like 7d, 168h or 30m"));
+  }
   if (text.size() > 1 && text.back() == 'd' &&
       absl::SimpleAtoi(absl::string_view(text).substr(0, text.size() - 1),
                        &days) &&
@@ -71,10 +82,13 @@ absl::StatusOr<UsageOptions> UsageFromYaml(const YAML::Node& node) {
   constexpr absl::string_view kField = "time_based_fair_share";
   if (!node.IsMap()) return Bad(kField, "must be a mapping");
   UsageOptions o;
+  std::set<std::string> seen;
   for (const auto& kv : node) {
     std::string key = kv.first.as<std::string>();
     std::string field = absl::StrCat(kField, ".", key);
     const YAML::Node& v = kv.second;
+    if (!seen.insert(key).second) return Bad(field, "given twice");
+    if (!v.IsScalar()) return Bad(field, "must be a single value");
     if (key == "enabled") {
       std::string text = v.as<std::string>();
       if (text != "true" && text != "false")

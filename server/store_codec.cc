@@ -280,6 +280,7 @@ std::string EncodeQueue(const QueueSpec& spec, uint64_t created_seq,
     if (usage.clock == absl::InfinitePast()) return;
     internal::StoredUsage& u = *out.mutable_usage();
     u.set_clock_unix_nanos(absl::ToUnixNanos(usage.clock));
+    u.set_bucket_nanos(absl::ToInt64Nanoseconds(usage.bucket_width));
     for (const auto& [id, amounts] : usage.buckets) {
       internal::StoredUsage::Bucket& b = *u.add_buckets();
       b.set_id(id);
@@ -309,6 +310,8 @@ absl::StatusOr<StoredQueueValue> DecodeQueue(const std::string& bytes) {
   };
   const internal::StoredUsage& u = in.usage();
   out.usage.clock = absl::FromUnixNanos(u.clock_unix_nanos());
+  if (u.bucket_nanos() < 0) return bad("bucket_nanos is negative");
+  out.usage.bucket_width = absl::Nanoseconds(u.bucket_nanos());
   int64_t last = -1;
   auto take = [&](const google::protobuf::Map<std::string, double>& in,
                   double lowest, double highest,

@@ -95,6 +95,44 @@ TEST_F(UsageTest, UsagePastTheWindowIsForgotten) {
   EXPECT_EQ(GpuHours("a"), 0);
 }
 
+TEST_F(UsageTest, ANewWindowKeepsUsageUntilItHasPassed) {
+  UsageOptions options{.enabled = true,
+                       .half_life = absl::Hours(100000),
+                       .window = absl::Hours(16),
+                       .refresh = absl::Seconds(1)};
+  Start(options);
+  Hold("x", "a", 1);
+  now_ += absl::Hours(2);
+  ASSERT_TRUE(s_->Release("x", {}, false, now_).ok());
+  s_->RunCycle(now_);
+  ASSERT_NEAR(GpuHours("a"), 2, 1e-3);
+  // A reload with another window: the 2 GPU-hours are kept (as one bucket
+  // at the change), not forgotten.
+  options.window = absl::Hours(32);
+  s_->SetUsageOptions(options);
+  s_->RunCycle(now_);
+  EXPECT_NEAR(GpuHours("a"), 2, 1e-3);
+  EXPECT_LT(Factor("a"), 1);
+  // A restart under yet another window reads the same usage from the store.
+  const NamedUsage stored =
+      s_->usage().Named(s_->FindQueue("a")->id, s_->resources());
+  options.window = absl::Hours(8);
+  Scheduler restarted(SchedulerOptions{.usage = options});
+  ASSERT_TRUE(restarted.UpsertQueue(GpuQueue("a")).ok());
+  ASSERT_TRUE(restarted.RestoreUsage("a", stored).ok());
+  restarted.RunCycle(now_);
+  auto restarted_hours = [&] {
+    const std::vector<double>& u =
+        restarted.usage().Reported(restarted.FindQueue("a")->id);
+    return kGpu.value() < u.size() ? u[kGpu.value()] / 1000 / kHour : 0;
+  };
+  EXPECT_NEAR(restarted_hours(), 2, 1e-3);
+  // And it goes when the new window has passed.
+  now_ += absl::Hours(9);
+  restarted.RunCycle(now_);
+  EXPECT_EQ(restarted_hours(), 0);
+}
+
 TEST_F(UsageTest, FactorIsBoundedAndOneWhenOff) {
   Start({.enabled = true,
          .half_life = absl::Hours(1),

@@ -95,6 +95,10 @@ time_based_fair_share:
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->usage.enabled);
   EXPECT_EQ(none->usage.half_life, absl::Hours(24 * 7));
+  // Bare seconds, with a fraction, are a duration too.
+  auto seconds = ParseConfig("time_based_fair_share:\n  refresh: 90.5\n");
+  ASSERT_TRUE(seconds.ok()) << seconds.status();
+  EXPECT_EQ(seconds->usage.refresh, absl::Milliseconds(90500));
   for (const auto& [bad, field] :
        std::vector<std::pair<std::string, std::string>>{
            {"enabled: yes", "time_based_fair_share.enabled"},
@@ -105,7 +109,17 @@ time_based_fair_share:
            {"strength: 11", "time_based_fair_share.strength"},
            {"strength: .nan", "time_based_fair_share.strength"},
            {"refresh: 0s", "time_based_fair_share.refresh"},
-           {"halflife: 7d", "time_based_fair_share.halflife"}}) {
+           {"halflife: 7d", "time_based_fair_share.halflife"},
+           // Lists and maps name their field (not "bad conversion").
+           {"window: [1, 2]", "time_based_fair_share.window"},
+           {"strength: {a: 1}", "time_based_fair_share.strength"},
+           {"enabled: [true]", "time_based_fair_share.enabled"},
+           // A key twice would keep only one of them.
+           {"window: 7d\n  window: 8d", "time_based_fair_share.window"},
+           // Durations are plain: no sign, hex or exponent.
+           {"half_life: 0x10", "time_based_fair_share.half_life"},
+           {"half_life: +1h", "time_based_fair_share.half_life"},
+           {"refresh: 1e3", "time_based_fair_share.refresh"}}) {
     auto refused =
         ParseConfig(absl::StrCat("time_based_fair_share:\n  ", bad, "\n"));
     ASSERT_FALSE(refused.ok()) << bad;
