@@ -78,9 +78,11 @@ void ClusterState::Remove(NodeId id) {
   free_ids_.push_back(id.value());
 }
 
-uint32_t ClusterState::Bind(NodeId id, const ResourceVector& pod, SlotKey key) {
+uint32_t ClusterState::Bind(NodeId id, const ResourceVector& pod, SlotKey key,
+                            DeviceMask devices) {
   Node& n = nodes_[id.value()];
   n.used += pod;
+  if (devices != 0) n.devices.Hold(devices, pod.Get(kGpu), 1);
   uint32_t pos = static_cast<uint32_t>(n.slots.size());
   n.slots.push_back(key);
   ++n.pods_used;
@@ -90,9 +92,10 @@ uint32_t ClusterState::Bind(NodeId id, const ResourceVector& pod, SlotKey key) {
 
 std::optional<SlotKey> ClusterState::Unbind(NodeId id,
                                             const ResourceVector& pod,
-                                            uint32_t pos) {
+                                            uint32_t pos, DeviceMask devices) {
   Node& n = nodes_[id.value()];
   n.used -= pod;
+  if (devices != 0) n.devices.Hold(devices, pod.Get(kGpu), -1);
   // The last key takes the slot's place: O(1) however full the node is.
   std::optional<SlotKey> moved;
   if (pos + 1 != n.slots.size()) {
@@ -109,6 +112,7 @@ void ClusterState::Reserve(NodeId id, const ResourceVector& pod) {
   Node& n = nodes_[id.value()];
   n.reserved += pod;
   ++n.reserved_pods;
+  n.devices.Reserve(pod.Get(kGpu), 1);
   Touch(id);
 }
 
@@ -116,6 +120,7 @@ void ClusterState::Unreserve(NodeId id, const ResourceVector& pod) {
   Node& n = nodes_[id.value()];
   n.reserved -= pod;
   --n.reserved_pods;
+  n.devices.Reserve(pod.Get(kGpu), -1);
   Touch(id);
 }
 
@@ -294,11 +299,14 @@ void Scheduler::Unreserve(NodeId node, const ResourceVector& pod) {
   cluster_.Unreserve(node, pod);
 }
 
-void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node) {
+void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node,
+                     DeviceMask devices) {
   Changed(w);
   GroupState& state = w.groups[group];
   state.slot_node[slot] = node;
-  state.slot_pos[slot] = cluster_.Bind(node, state.pod, {w.id, group, slot});
+  state.slot_devices[slot] = devices;
+  state.slot_pos[slot] =
+      cluster_.Bind(node, state.pod, {w.id, group, slot}, devices);
   AddToQueuePath(w.queue, state.pod, !w.preemptible);
 }
 
@@ -322,7 +330,10 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
     if (w.evictions.empty()) unsettled_.push_back(w.id);
   }
   uint32_t pos = state.slot_pos[slot];
-  if (std::optional<SlotKey> moved = cluster_.Unbind(node, state.pod, pos)) {
+  const DeviceMask devices = state.slot_devices[slot];
+  state.slot_devices[slot] = 0;
+  if (std::optional<SlotKey> moved =
+          cluster_.Unbind(node, state.pod, pos, devices)) {
     workloads_[moved->workload.value()]
         ->groups[moved->group]
         .slot_pos[moved->index] = pos;

@@ -45,12 +45,14 @@ class ClusterState {
   void Remove(NodeId id);
 
   // --- room: the only changes of used / reserved -----------------------------
-  // Books `pod` for `key`; returns the slot's position on the node.
-  uint32_t Bind(NodeId id, const ResourceVector& pod, SlotKey key);
+  // Books `pod` for `key` on `devices`; returns the slot's position on the
+  // node.
+  uint32_t Bind(NodeId id, const ResourceVector& pod, SlotKey key,
+                DeviceMask devices);
   // Frees the slot at `pos`; the node's last slot takes its place, and is
   // returned so its owner can note its new position (nullopt: none moved).
   std::optional<SlotKey> Unbind(NodeId id, const ResourceVector& pod,
-                                uint32_t pos);
+                                uint32_t pos, DeviceMask devices);
   void Reserve(NodeId id, const ResourceVector& pod);
   void Unreserve(NodeId id, const ResourceVector& pod);
   // A workload's groups were renumbered: the slot at `pos` belongs to

@@ -1,6 +1,7 @@
 #include "core/gang_placer.h"
 
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <optional>
 
@@ -50,6 +51,12 @@ struct Rejection {
   bool operator==(const Rejection&) const = default;
 };
 constexpr const char* kInsufficient = "insufficient ";
+constexpr const char* kNoDevice = "no GPU device with room";
+constexpr const char* kNotShared = "GPUs not shared (no whole-GPU devices)";
+
+// Per GPU device of one node: what an attempt booked there (victims' freed
+// room reads as negative).
+using DeviceDelta = absl::InlinedVector<int32_t, 8>;
 
 // Values of a topology key (views of the nodes' or the topology index's
 // strings), in the order to try them. Zones and racks are few enough per
@@ -145,6 +152,11 @@ class Attempt {
       for (const FreedRoom& f : *options.freed) {
         extra_[f.node.value()] -= f.resources;
         booked_pods_[f.node.value()] -= f.pods;
+        if (!f.devices.empty()) {
+          DeviceDelta& d = devices_[f.node.value()];
+          if (d.size() < f.devices.size()) d.resize(f.devices.size(), 0);
+          for (size_t i = 0; i < f.devices.size(); ++i) d[i] -= f.devices[i];
+        }
       }
     }
   }
@@ -158,6 +170,7 @@ class Attempt {
     for (int64_t n : left_) total_pods_ += n;
     placed_pods_ = 0;
     out->nodes.clear();
+    out->devices.clear();
     // Scale hints ask for up to max_count replicas, most of which may not
     // fit: reserve what a gang usually needs, not all of that.
     out->nodes.reserve(static_cast<size_t>(std::min<int64_t>(total_pods_, 64)));
@@ -183,6 +196,7 @@ class Attempt {
     if (placement.topology_key.empty()) return PlaceReplicas(begin, end, out);
     // Snapshot to roll back a failed domain.
     auto extra = extra_;
+    auto devices = devices_;
     auto booked_pods = booked_pods_;
     auto group_nodes = group_nodes_[g];
     auto left = left_;
@@ -191,11 +205,13 @@ class Attempt {
     int32_t replicas = out->replicas;
     auto restore = [&] {
       extra_ = extra;
+      devices_ = devices;
       booked_pods_ = booked_pods;
       group_nodes_[g] = group_nodes;
       left_ = left;
       placed_pods_ = placed;
       out->nodes.resize(pods);
+      out->devices.resize(pods);
       out->replicas = replicas;
     };
     std::string first_failure;
@@ -268,8 +284,10 @@ class Attempt {
                            group.name, " (", DescribeRejections(), ")");
           out->rejections = RejectionCounts();
           out->nodes.resize(replica_begin);  // all of a replica or none
+          out->devices.resize(replica_begin);
           return false;
         }
+        out->devices.push_back(BookDevices(nodes_[node->value()], group));
         extra_[node->value()] += group.pod;
         ++booked_pods_[node->value()];
         ++group_nodes_[replica.group][node->value()];
@@ -396,7 +414,53 @@ class Attempt {
       if (pod.Get(rid) * pods > free.Of(rid))
         return Rejection{kInsufficient, rid};
     }
+    const int64_t gpu = group.pod.Get(kGpu);
+    if (gpu > 0) {
+      if (node.DeviceCount() > 0) {
+        if (!Devices(node, group)) return why(kNoDevice);
+      } else if (IsGpuFraction(gpu)) {
+        return why(kNotShared);
+      }
+    }
     return std::nullopt;
+  }
+
+  // What device d of `node` holds as this attempt sees it: the node's
+  // devices (unless usage is ignored), less what victims free, plus what
+  // the attempt booked.
+  int64_t HeldOn(const Node& node, const DeviceDelta* delta, int d) const {
+    int64_t h = options_.ignore_usage ? 0 : node.devices.Held(d);
+    if (delta != nullptr && d < static_cast<int>(delta->size()))
+      h += (*delta)[static_cast<size_t>(d)];
+    return h;
+  }
+
+  // The devices a pod of `group` would get on `node` (tracked devices).
+  std::optional<DeviceMask> Devices(const Node& node,
+                                    const PlacementGroup& group) const {
+    const uint32_t id = static_cast<uint32_t>(&node - nodes_.data());
+    const DeviceDelta* delta = devices_.Find(id);
+    const int32_t keep = options_.ignore_usage || options_.ignore_reserved
+                             ? 0
+                             : node.devices.Reserved();
+    return ChooseDevices(
+        node.DeviceCount(), [&](int d) { return HeldOn(node, delta, d); }, keep,
+        group.pod.Get(kGpu), RulesOf(group.placement.strategy).spread);
+  }
+
+  // Books the devices of one pod of `group` on `node` (which Check let
+  // take it); 0 when the pod holds no devices there.
+  DeviceMask BookDevices(const Node& node, const PlacementGroup& group) {
+    const int64_t gpu = group.pod.Get(kGpu);
+    if (gpu <= 0 || node.DeviceCount() == 0) return 0;
+    const std::optional<DeviceMask> mask = Devices(node, group);
+    if (!mask) return 0;  // Check said it fits; cannot happen
+    DeviceDelta& delta = devices_[static_cast<uint32_t>(&node - nodes_.data())];
+    for (int d : DeviceIndexes(*mask)) {
+      if (static_cast<int>(delta.size()) <= d) delta.resize(d + 1, 0);
+      delta[static_cast<size_t>(d)] += static_cast<int32_t>(PerDevice(gpu));
+    }
+    return *mask;
   }
 
   // Lexicographic score, smaller is better.
@@ -424,8 +488,17 @@ class Attempt {
     };
     int64_t key_left = left_after(key);
     int64_t mem_left = left_after(kMemory);
-    // CPU-only pods keep off GPU nodes when they can.
+    // CPU-only pods keep off GPU nodes when they can. A fraction goes
+    // where it shares a device first when packing, where it gets a device
+    // of its own first when spreading (docs/SCHEDULING.md, "Fractional
+    // GPUs").
     int gpu_tier = (!gpu_pod && node.allocatable.Get(kGpu) > 0) ? 1 : 0;
+    if (IsGpuFraction(group.pod.Get(kGpu))) {
+      const std::optional<DeviceMask> mask = Devices(node, group);
+      const bool shares =
+          mask && HeldOn(node, devices_.Find(i), std::countr_zero(*mask)) > 0;
+      gpu_tier = shares == spread ? 1 : 0;
+    }
     bool on_group_node = group_nodes_[group_index].Contains(i);
     int group_tier = rules.GroupTier(on_group_node);
     // PACK uses as few nodes as possible: a new node is chosen by how many
@@ -478,9 +551,12 @@ class Attempt {
     // Selectors and topology domains are checked node by node (Check), so
     // the first node in index order that passes is still the best; they only
     // make the walk longer.
+    // Fractions look at every node: the index orders nodes by free GPUs,
+    // not by devices they could share.
     bool indexable = options_.index != nullptr && !options_.ignore_usage &&
                      !options_.ignore_reserved &&
-                     RulesOf(group.placement.strategy).fullest_first;
+                     RulesOf(group.placement.strategy).fullest_first &&
+                     !IsGpuFraction(group.pod.Get(kGpu));
     if (indexable) {
       if (std::optional<NodeId> node = PickIndexed(group_index, pods_left))
         return node;
@@ -503,6 +579,7 @@ class Attempt {
   // Per attempt scratch, sized for a gang of a few groups on a few nodes so
   // that the usual attempt allocates nothing (SmallIdMap).
   SmallIdMap<ResourceVector> extra_;  // node id -> booked by this attempt
+  SmallIdMap<DeviceDelta> devices_;   // node id -> booked per GPU device
   SmallIdMap<int64_t> booked_pods_;   // node id -> pods booked on it
   absl::InlinedVector<SmallIdMap<int>, 4> group_nodes_;  // per group
   // (reason, nodes) for the pod being placed: a handful of reasons.
@@ -616,10 +693,12 @@ GangPlacement PlaceGang(const std::vector<Node>& nodes,
   if (ever.result != PlaceResult::kPlaced) {
     ever.result = PlaceResult::kNeverFits;
     ever.nodes.clear();
+    ever.devices.clear();
     ever.replicas = 0;
     return ever;
   }
   now.nodes.clear();
+  now.devices.clear();
   now.replicas = 0;
   return now;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "core/gpu_devices.h"
 #include "core/ids.h"
 #include "core/node.h"
 #include "core/node_index.h"
@@ -54,6 +55,9 @@ struct GangPlacement {
   // replica's pods together. When not placed, the replicas placed before
   // the failure (their count is `replicas`).
   absl::InlinedVector<NodeId, 16> nodes;
+  // The GPU devices of each pod on its node, parallel to `nodes` (0: none;
+  // docs/SCHEDULING.md, "Fractional GPUs").
+  absl::InlinedVector<DeviceMask, 16> devices;
   int32_t replicas = 0;
   // Why not, for people ("... no node fits the next pod of group worker (3
   // insufficient nvidia.com/gpu, 1 cordoned)").
@@ -67,6 +71,8 @@ struct FreedRoom {
   NodeId node;
   ResourceVector resources;
   int64_t pods = 0;
+  // What each GPU device gets back (by device index).
+  absl::InlinedVector<int32_t, 8> devices;
 };
 
 struct PlacerOptions {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "core/gpu_devices.h"
 #include "core/ids.h"
 #include "core/resources.h"
 #include "core/spec.h"
@@ -52,6 +53,9 @@ struct Node {
   // Held for PIPELINED gangs until their victims are gone; nothing else may
   // be placed into it.
   ResourceVector reserved;
+  // Which GPU devices the bound slots hold, and how many devices
+  // reservations keep (docs/SCHEDULING.md, "Fractional GPUs").
+  DeviceUse devices;
   Labels labels;
   bool schedulable = true;
   bool live = false;  // false: the id is free for reuse
@@ -69,6 +73,10 @@ struct Node {
 
   ResourceVector Free() const { return allocatable - used - reserved; }
   int64_t FreePods() const { return max_pods - pods_used - reserved_pods; }
+  // GPU devices tracked on this node (0: none; see DeviceCount).
+  int DeviceCount() const {
+    return gangsched::DeviceCount(allocatable.Get(kGpu));
+  }
   // Empty view when the label is missing.
   absl::string_view Label(absl::string_view key) const;
   bool Matches(const Labels& selector) const;

@@ -2,6 +2,8 @@
 // a workload's state as a plain record, and rebuilding the state from
 // records after a restart (node usage, queue roll-ups and slot keys are
 // derived again, never stored).
+#include <bit>
+
 #include "absl/strings/str_cat.h"
 #include "core/scheduler.h"
 
@@ -43,7 +45,8 @@ WorkloadRecord Scheduler::RecordOf(const Workload& w) const {
       r.slots.push_back(
           {g, i, bound.valid() ? cluster_.node(bound).name : "",
            state.slot_evicting[i] != 0,
-           nominated.valid() ? cluster_.node(nominated).name : ""});
+           nominated.valid() ? cluster_.node(nominated).name : "",
+           bound.valid() ? state.slot_devices[i] : DeviceMask{0}});
     }
   }
   r.evictions = w.evictions;
@@ -199,7 +202,16 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
       NodeId node = FindNodeId(slot.node);
       if (!node.valid())
         return fail(absl::StrCat("node ", slot.node, " is gone"));
-      Bind(w, slot.group, slot.index, node);
+      std::optional<DeviceMask> devices =
+          RestoredDevices(node, w.groups[slot.group].pod, slot.devices);
+      if (!devices) {
+        // Kept (a store must load), counted on the node without devices.
+        warnings_.push_back(absl::StrCat("workload ", r.spec.id, " slot ",
+                                         slot.group, "/", slot.index,
+                                         ": no GPU devices of node ", slot.node,
+                                         " can hold it; kept without devices"));
+      }
+      Bind(w, slot.group, slot.index, node, devices.value_or(0));
       w.groups[slot.group].slot_evicting[slot.index] = slot.evicting ? 1 : 0;
     }
     if (!slot.nominated.empty()) {
@@ -213,6 +225,26 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   }
   fair_share_dirty_ = true;
   return absl::OkStatus();
+}
+
+std::optional<DeviceMask> Scheduler::RestoredDevices(NodeId node,
+                                                     const ResourceVector& pod,
+                                                     DeviceMask stored) const {
+  const Node& n = cluster_.node(node);
+  const int64_t gpu = pod.Get(kGpu);
+  const int count = n.DeviceCount();
+  if (gpu <= 0 || count == 0) return DeviceMask{0};
+  // As stored, when the record names as many devices as the pod holds.
+  // Not checked against what the devices hold now (a replica applies a
+  // batch record by record, and a record may take a device that a later
+  // one of the same batch gives up) nor against the node's GPU count (a
+  // node that shrank keeps the pods that still fit, on their devices).
+  const bool fits = std::popcount(stored) == DevicesOf(gpu);
+  if (fits) return stored;
+  // Else (a record from before devices were kept, or a node that changed)
+  // chosen as a placement would.
+  return ChooseDevices(
+      count, [&](int d) { return n.devices.Held(d); }, 0, gpu, false);
 }
 
 void Scheduler::RestoreCounters(int64_t revision, uint64_t submit_seq,
@@ -253,6 +285,7 @@ absl::Status Scheduler::CheckConsistency() const {
   const std::vector<Node>& nodes = cluster_.nodes();
   std::vector<ResourceVector> used(nodes.size()), reserved(nodes.size());
   std::vector<int64_t> pods(nodes.size()), reserved_pods(nodes.size());
+  std::vector<DeviceUse> devices(nodes.size());
   std::vector<ResourceVector> allocated(queues_.size());
   for (const auto& w : workloads_) {
     if (!w) continue;
@@ -275,6 +308,14 @@ absl::Status Scheduler::CheckConsistency() const {
         if (NodeId n = g.slot_node[i]; n.valid()) {
           used[n.value()] += g.pod;
           ++pods[n.value()];
+          if (DeviceMask mask = g.slot_devices[i]; mask != 0) {
+            devices[n.value()].Hold(mask, g.pod.Get(kGpu), 1);
+            if (std::popcount(mask) != DevicesOf(g.pod.Get(kGpu))) {
+              return absl::InternalError(
+                  absl::StrCat(w->spec.id, ": slot ", gi, "/", i,
+                               " holds the wrong number of GPU devices"));
+            }
+          }
           const std::vector<SlotKey>& keys = nodes[n.value()].slots;
           if (g.slot_pos[i] >= keys.size() ||
               !(keys[g.slot_pos[i]] ==
@@ -286,6 +327,11 @@ absl::Status Scheduler::CheckConsistency() const {
         if (g.slot_nominated[i].valid()) {
           reserved[g.slot_nominated[i].value()] += g.pod;
           ++reserved_pods[g.slot_nominated[i].value()];
+          devices[g.slot_nominated[i].value()].Reserve(g.pod.Get(kGpu), 1);
+        }
+        if (!g.slot_node[i].valid() && g.slot_devices[i] != 0) {
+          return absl::InternalError(absl::StrCat(
+              w->spec.id, ": unbound slot ", gi, "/", i, " holds GPU devices"));
         }
       }
     }
@@ -307,6 +353,18 @@ absl::Status Scheduler::CheckConsistency() const {
     }
     if (!n.used.FitsIn(n.allocatable)) {
       return absl::InternalError(absl::StrCat(n.name, ": over allocatable"));
+    }
+    if (n.devices.held != devices[i].held ||
+        n.devices.reserved_whole != devices[i].reserved_whole ||
+        n.devices.reserved_fractions != devices[i].reserved_fractions) {
+      return absl::InternalError(
+          absl::StrCat(n.name, ": GPU devices differ from their slots"));
+    }
+    for (int32_t held : n.devices.held) {
+      if (held > kWholeGpu) {
+        return absl::InternalError(
+            absl::StrCat(n.name, ": a GPU device holds more than one GPU"));
+      }
     }
     if (static_cast<int64_t>(n.slots.size()) != pods[i] ||
         n.pods_used != pods[i] || n.reserved_pods != reserved_pods[i]) {

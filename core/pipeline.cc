@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "core/placement_strategy.h"
 #include "core/scheduler.h"
 
 namespace gangsched {
@@ -40,14 +41,48 @@ void Scheduler::CompletePipelined(absl::Time now) {
           !amount.FitsIn(cluster_.nodes()[n].Free()))
         fits = false;
     }
+    // GPU devices, chosen now (docs/SCHEDULING.md, "Fractional GPUs"): the
+    // reservation kept enough of them untouched.
+    std::vector<DeviceMask> devices(planned.size(), 0);
+    absl::flat_hash_map<uint32_t, absl::InlinedVector<int32_t, 8>> booked;
+    for (size_t k = 0; fits && k < planned.size(); ++k) {
+      auto [g, i, n] = planned[k];
+      const Node& node = cluster_.node(n);
+      const int64_t gpu = w.groups[g].pod.Get(kGpu);
+      if (gpu <= 0 || node.DeviceCount() == 0) {
+        fits = !IsGpuFraction(gpu) || gpu <= 0;
+        continue;
+      }
+      auto& delta = booked[n.value()];
+      std::optional<DeviceMask> mask = ChooseDevices(
+          node.DeviceCount(),
+          [&](int d) {
+            return node.devices.Held(d) +
+                   (d < static_cast<int>(delta.size()) ? delta[d] : 0);
+          },
+          node.devices.Reserved(), gpu,
+          RulesOf(EffectivePlacement(w.spec, w.spec.groups[g]).strategy)
+              .spread);
+      if (!mask) {
+        fits = false;
+        break;
+      }
+      devices[k] = *mask;
+      for (int d : DeviceIndexes(*mask)) {
+        if (static_cast<int>(delta.size()) <= d) delta.resize(d + 1, 0);
+        delta[d] += static_cast<int32_t>(PerDevice(gpu));
+      }
+    }
     if (!fits) {
       SetState(w, WorkloadState::kPending, now);
       return;  // planned again below, like any pending gang
     }
     std::vector<Binding> bound;
-    for (auto [g, i, n] : planned) {
-      Bind(w, g, i, n);
-      bound.push_back({w.spec.groups[g].name, i, cluster_.node(n).name});
+    for (size_t k = 0; k < planned.size(); ++k) {
+      auto [g, i, n] = planned[k];
+      Bind(w, g, i, n, devices[k]);
+      bound.push_back({w.spec.groups[g].name, i, cluster_.node(n).name,
+                       DeviceIndexes(devices[k])});
     }
     SetState(w, WorkloadState::kRunning, now);
     w.pending = {};
@@ -93,13 +128,16 @@ void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
                      });
     EvictSlots(*victim, m.slots, m.reason, preemptor.spec.id, m.whole, now);
   }
-  ForEachPlacedPod(
-      plan, victims.placement, [&](uint32_t g, int32_t slot, NodeId node) {
-        preemptor.groups[g].slot_nominated[slot] = node;
-        Reserve(node, preemptor.groups[g].pod);
-        AddReservedToQueuePath(preemptor.queue, preemptor.groups[g].pod,
-                               !preemptor.preemptible);
-      });
+  ForEachPlacedPod(plan, victims.placement,
+                   [&](uint32_t g, int32_t slot, NodeId node, DeviceMask) {
+                     // Devices are chosen when it is bound; until then the node
+                     // keeps untouched devices for it (DeviceUse::Reserve).
+                     preemptor.groups[g].slot_nominated[slot] = node;
+                     Reserve(node, preemptor.groups[g].pod);
+                     AddReservedToQueuePath(preemptor.queue,
+                                            preemptor.groups[g].pod,
+                                            !preemptor.preemptible);
+                   });
   SetState(preemptor, WorkloadState::kPipelined, now);
   preemptor.had_victims = true;
   preemptor.pending = {

@@ -710,10 +710,13 @@ void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
                        const GangPlacement& placement, absl::Time now) {
   std::vector<Binding> bound;
   bound.reserve(plan.slots.size());
-  ForEachPlacedPod(plan, placement, [&](uint32_t g, int32_t slot, NodeId node) {
-    Bind(w, g, slot, node);
-    bound.push_back({w.spec.groups[g].name, slot, cluster_.node(node).name});
-  });
+  ForEachPlacedPod(
+      plan, placement,
+      [&](uint32_t g, int32_t slot, NodeId node, DeviceMask devices) {
+        Bind(w, g, slot, node, devices);
+        bound.push_back({w.spec.groups[g].name, slot, cluster_.node(node).name,
+                         DeviceIndexes(devices)});
+      });
   bool became_running = false;
   if ((w.state == WorkloadState::kPending ||
        w.state == WorkloadState::kPipelined) &&
@@ -737,11 +740,11 @@ void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
 std::vector<Binding> Scheduler::SlotsOn(const Workload& w,
                                         SlotNodes which) const {
   std::vector<Binding> out;
-  ForEachSlotOn(
-      w, which,
-      [&](const std::string& group, int32_t index, const std::string& node) {
-        out.push_back({group, index, node});
-      });
+  ForEachSlotOn(w, which,
+                [&](const std::string& group, int32_t index,
+                    const std::string& node, DeviceMask devices) {
+                  out.push_back({group, index, node, DeviceIndexes(devices)});
+                });
   return out;
 }
 

@@ -46,6 +46,9 @@ struct Binding {
   std::string group;
   int32_t index = 0;
   std::string node;
+  // The GPU devices the pod holds on the node (docs/SCHEDULING.md,
+  // "Fractional GPUs"); empty for nominations and pods without them.
+  std::vector<int32_t> gpu_devices;
 };
 
 enum class EventType { kBound, kEvicted, kStateChanged, kReleased };
@@ -155,6 +158,8 @@ struct WorkloadRecord {
     std::string node;  // bound to; empty: unbound
     bool evicting = false;
     std::string nominated;  // PIPELINED: reserved on
+    // Bound: its GPU devices (0: none, or not known: chosen at restore).
+    DeviceMask devices = 0;
   };
   std::vector<std::vector<uint8_t>> replica_live;  // per group
   std::vector<Slot> slots;  // only slots with a node or a nomination
@@ -355,9 +360,9 @@ class Scheduler {
   std::vector<Binding> NominationsOf(const Workload& workload) const {
     return SlotsOn(workload, &GroupState::slot_nominated);
   }
-  // The same without copies: fn(group name, slot index, node name) per
-  // bound slot (ForEachBinding) or per nominated slot (ForEachNomination),
-  // groups in placement order.
+  // The same without copies: fn(group name, slot index, node name, GPU
+  // devices) per bound slot (ForEachBinding) or per nominated slot
+  // (ForEachNomination; no devices yet), groups in placement order.
   template <typename Fn>
   void ForEachBinding(const Workload& workload, Fn&& fn) const {
     ForEachSlotOn(workload, &GroupState::slot_node, fn);
@@ -453,7 +458,8 @@ class Scheduler {
     size_t pod = 0;
     for (const PlacementReplica& replica : plan.request.replicas) {
       for (int32_t p = 0; p < replica.pods; ++p, ++pod) {
-        f(replica.group, plan.slots[pod], placement.nodes[pod]);
+        f(replica.group, plan.slots[pod], placement.nodes[pod],
+          pod < placement.devices.size() ? placement.devices[pod] : 0);
       }
     }
   }
@@ -513,7 +519,14 @@ class Scheduler {
   // million pods would touch each node's index entries a hundred times);
   // RestoreCounters touches every node once and starts the changes afresh.
   bool restoring_ = false;
-  void Bind(Workload& w, uint32_t group, int32_t slot, NodeId node);
+  void Bind(Workload& w, uint32_t group, int32_t slot, NodeId node,
+            DeviceMask devices);
+  // The devices a restored slot holds on `node`: the stored ones when they
+  // are devices of the node, else chosen afresh; nullopt when none can hold
+  // it.
+  std::optional<DeviceMask> RestoredDevices(NodeId node,
+                                            const ResourceVector& pod,
+                                            DeviceMask stored) const;
   void Unbind(Workload& w, uint32_t group, int32_t slot);
   // Room (and a pod) held on a node for a nominated slot.
   void Reserve(NodeId node, const ResourceVector& pod);
@@ -791,8 +804,11 @@ void Scheduler::ForEachSlotOn(const Workload& w, SlotNodes which,
   for (uint32_t g : w.group_order) {
     const SlotVector<NodeId>& on = w.groups[g].*which;
     for (int32_t i = 0; i < static_cast<int32_t>(on.size()); ++i) {
-      if (on[i].valid())
-        fn(w.spec.groups[g].name, i, cluster_.node(on[i]).name);
+      if (on[i].valid()) {
+        fn(w.spec.groups[g].name, i, cluster_.node(on[i]).name,
+           which == &GroupState::slot_node ? w.groups[g].slot_devices[i]
+                                           : DeviceMask{0});
+      }
     }
   }
 }

@@ -41,6 +41,10 @@ struct GroupSpec {
   // Group placement; unset means "inherit the workload's".
   std::optional<PlacementSpec> placement;
   Labels node_selector;
+  // Asked as a fraction of one GPU (docs/SCHEDULING.md, "Fractional
+  // GPUs"): `resources` then holds the fraction as nvidia.com/gpu; this
+  // keeps how it was asked, for the answers. 0: not asked so.
+  double gpu_fraction = 0;
   bool operator==(const GroupSpec&) const = default;
 };
 

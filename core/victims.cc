@@ -137,9 +137,19 @@ bool Scheduler::FitsWithout(const PlannedRequest& plan,
   for (const auto& [w, slot] : slots) {
     NodeId node = w->groups[slot.first].slot_node[slot.second];
     auto [it, added] = at.try_emplace(node.value(), freed.size());
-    if (added) freed.push_back({node, {}, 0});
-    freed[it->second].resources += w->groups[slot.first].pod;
-    ++freed[it->second].pods;
+    if (added) {
+      freed.emplace_back();
+      freed.back().node = node;
+    }
+    FreedRoom& f = freed[it->second];
+    const GroupState& g = w->groups[slot.first];
+    f.resources += g.pod;
+    ++f.pods;
+    // Its GPU devices too (docs/SCHEDULING.md, "Fractional GPUs").
+    for (int d : DeviceIndexes(g.slot_devices[slot.second])) {
+      if (static_cast<int>(f.devices.size()) <= d) f.devices.resize(d + 1, 0);
+      f.devices[d] += static_cast<int32_t>(PerDevice(g.pod.Get(kGpu)));
+    }
   }
   *placement = TryPlaceGang(cluster_.nodes(), resources_, plan.request,
                             {.freed = &freed});

@@ -11,6 +11,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/gpu_devices.h"
 #include "core/ids.h"
 #include "core/resources.h"
 #include "core/spec.h"
@@ -92,6 +93,8 @@ struct GroupState {
   SlotVector<NodeId> slot_nominated;
   // Bound slots: the slot's position in its node's `slots`.
   SlotVector<uint32_t> slot_pos;
+  // Bound slots: the GPU devices they hold on their node (0: none).
+  SlotVector<DeviceMask> slot_devices;
 
   // Keeps the per-slot vectors as long as slot_node.
   void ResizeSlots(size_t slots);

@@ -175,6 +175,38 @@ absl::StatusOr<NamedResources> ParseResources(
   return out;
 }
 
+namespace {
+
+// GPUs of one pod (docs/SCHEDULING.md, "Fractional GPUs"): whole GPUs, or
+// a fraction of one, given as gpu_fraction or as nvidia.com/gpu below 1.
+// The error's field is relative to the group.
+absl::Status ParseGpuFraction(const v1::GroupSpec& in, GroupSpec& group) {
+  auto gpu = std::find_if(group.resources.begin(), group.resources.end(),
+                          [](const auto& r) { return r.first == kGpuName; });
+  if (in.gpu_fraction() != 0) {
+    const double f = in.gpu_fraction();
+    if (!std::isfinite(f) || f < 0.001 || f >= 1) {
+      return Invalid(".gpu_fraction",
+                     absl::StrCat("must be at least 0.001 and below 1 (a "
+                                  "part of one GPU), not ",
+                                  f));
+    }
+    if (gpu != group.resources.end()) {
+      return Invalid(".gpu_fraction",
+                     "give either gpu_fraction or resources[\"nvidia.com/"
+                     "gpu\"], not both");
+    }
+    group.gpu_fraction = f;
+    group.resources.emplace_back(std::string(kGpuName),
+                                 std::llround(f * kWholeGpu));
+    std::sort(group.resources.begin(), group.resources.end());
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
   WorkloadSpec out;
   if (auto s = CheckName(in.id(), "workload.id"); !s.ok()) return s;
@@ -222,6 +254,7 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
     auto resources = ParseResources(g.resources(), "");
     if (!resources.ok()) return Within(at(".resources"), resources.status());
     group.resources = *std::move(resources);
+    if (auto s = ParseGpuFraction(g, group); !s.ok()) return Within(at(""), s);
     if (g.min_count() < 0) return Invalid(at(".min_count"), "must be >= 0");
     if (g.desired_count() < 0) {
       return Invalid(at(".desired_count"), "must be >= 0");
@@ -297,6 +330,13 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadRequest(const v1::WorkloadSpec& in) {
   }
   for (size_t i = 0; i < spec->groups.size(); ++i) {
     for (const auto& [name, amount] : spec->groups[i].resources) {
+      // More than one GPU is whole GPUs (docs/SCHEDULING.md, "Fractional
+      // GPUs"); a stored record is read as it was written.
+      if (name == kGpuName && amount > kWholeGpu && amount % kWholeGpu != 0) {
+        return Invalid(absl::StrCat("workload.groups[", i,
+                                    "].resources[\"nvidia.com/gpu\"]"),
+                       "whole GPUs, or less than one (a fraction of one GPU)");
+      }
       if (name == kPodsResource) {
         return Invalid(
             absl::StrCat("workload.groups[", i, "].resources[\"pods\"]"),
@@ -576,14 +616,19 @@ void ToProto(const PendingReason& in, v1::PendingReason* out) {
 }
 
 void BindingToProto(const std::string& group, int32_t index,
-                    const std::string& node, v1::Binding* out) {
+                    const std::string& node, DeviceMask devices,
+                    v1::Binding* out) {
   out->set_group(group);
   out->set_index(index);
   out->set_node(node);
+  for (int32_t d : DeviceIndexes(devices)) out->add_gpu_devices(d);
 }
 
 void ToProto(const Binding& in, v1::Binding* out) {
-  BindingToProto(in.group, in.index, in.node, out);
+  out->set_group(in.group);
+  out->set_index(in.index);
+  out->set_node(in.node);
+  for (int32_t d : in.gpu_devices) out->add_gpu_devices(d);
 }
 
 void ToProto(const SlotRef& in, v1::SlotRef* out) {
@@ -619,6 +664,11 @@ void ToProto(const WorkloadSpec& in, v1::WorkloadSpec* out) {
     auto* group = out->add_groups();
     group->set_name(g.name);
     NamedToProto(g.resources, group->mutable_resources());
+    if (g.gpu_fraction > 0) {
+      // Asked as a fraction: answered as it was asked.
+      group->mutable_resources()->erase(std::string(kGpuName));
+      group->set_gpu_fraction(g.gpu_fraction);
+    }
     group->set_min_count(g.min_count);
     group->set_desired_count(g.desired_count);
     group->set_max_count(g.max_count);
@@ -711,13 +761,14 @@ void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
                      SpecCache::Keep keep) {
   specs.SetSpec(in.spec, out, keep);
   out->set_state(ToProto(in.state));
-  scheduler.ForEachBinding(in, [out](const std::string& group, int32_t index,
-                                     const std::string& node) {
-    BindingToProto(group, index, node, out->add_bindings());
-  });
+  scheduler.ForEachBinding(
+      in, [out](const std::string& group, int32_t index,
+                const std::string& node, DeviceMask devices) {
+        BindingToProto(group, index, node, devices, out->add_bindings());
+      });
   scheduler.ForEachNomination(in, [out](const std::string& group, int32_t index,
-                                        const std::string& node) {
-    BindingToProto(group, index, node, out->add_nominated());
+                                        const std::string& node, DeviceMask) {
+    BindingToProto(group, index, node, 0, out->add_nominated());
   });
   if (in.state == WorkloadState::kReleasing) {
     out->set_after_eviction(in.requeue_after_eviction

@@ -84,7 +84,8 @@ v1::PendingCode ToProto(PendingCode code);
 void ToProto(const PendingReason& in, v1::PendingReason* out);
 void ToProto(const Binding& in, v1::Binding* out);
 void BindingToProto(const std::string& group, int32_t index,
-                    const std::string& node, v1::Binding* out);
+                    const std::string& node, DeviceMask devices,
+                    v1::Binding* out);
 void ToProto(const SlotRef& in, v1::SlotRef* out);
 void ToProto(const AllocateAnswer& in, v1::AllocateResponse* out);
 void ToProto(const WorkloadSpec& in, v1::WorkloadSpec* out);

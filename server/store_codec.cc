@@ -199,6 +199,7 @@ std::string EncodeWorkload(const WorkloadRecord& r) {
           s->set_node(slot.node);
           s->set_evicting(slot.evicting);
           s->set_nominated(slot.nominated);
+          for (int32_t d : DeviceIndexes(slot.devices)) s->add_gpu_devices(d);
         }
         for (const auto& e : r.evictions) ToProto(e, out.add_evictions());
         out.set_created_us(EncodeTime(r.created));
@@ -245,8 +246,16 @@ absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes) {
     r.replica_live.emplace_back(live.begin(), live.end());
   }
   for (const auto& s : in.slots()) {
+    DeviceMask devices = 0;
+    for (int32_t d : s.gpu_devices()) {
+      if (d < 0 || d >= kMaxDevices || (devices & (DeviceMask{1} << d)))
+        return absl::DataLossError(absl::StrCat(
+            "stored slot ", s.group(), "/", s.index(), ": GPU device ", d,
+            " is out of range or listed twice"));
+      devices |= DeviceMask{1} << d;
+    }
     r.slots.push_back(
-        {s.group(), s.index(), s.node(), s.evicting(), s.nominated()});
+        {s.group(), s.index(), s.node(), s.evicting(), s.nominated(), devices});
   }
   for (const auto& e : in.evictions()) {
     std::optional<EvictionReason> reason = ReasonFromString(e.reason());

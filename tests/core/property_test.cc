@@ -19,6 +19,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/scheduler.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"
@@ -278,6 +279,28 @@ class RandomRun {
   int Pick(int n) {
     return static_cast<int>(rng_() % static_cast<uint32_t>(n));
   }
+  static std::string DevicesDump(const Scheduler& s) {
+    std::string out;
+    for (const Node& n : s.nodes()) {
+      if (!n.live) continue;
+      absl::StrAppend(&out, n.name, "[", absl::StrJoin(n.devices.held, ","),
+                      " r", n.devices.reserved_whole, "/",
+                      n.devices.reserved_fractions, "] ");
+    }
+    return out;
+  }
+
+  // One group in four asks for a fraction of a GPU (a quarter, a half or
+  // three quarters) instead of whole ones: devices are shared, and every
+  // invariant (CheckConsistency checks each device) must still hold.
+  void MaybeFractional(GroupSpec& g) {
+    if (Pick(4) != 0) return;
+    const int64_t milli = 250 * (1 + Pick(3));
+    for (auto& [name, amount] : g.resources) {
+      if (name == "nvidia.com/gpu") amount = milli;
+    }
+    g.gpu_fraction = static_cast<double>(milli) / 1000;
+  }
 
   void Step(int step) {
     now_ += absl::Seconds(Pick(4) == 0 ? Pick(40) : 1);
@@ -401,7 +424,10 @@ class RandomRun {
         return out;
       };
       if (hints(s_->ScaleHintsOf(*w)) != hints(r.ScaleHintsOf(*o)))
-        return absl::StrCat("replica: scale hints of ", w->spec.id, " differ");
+        return absl::StrCat("replica: scale hints of ", w->spec.id,
+                            " differ: ", hints(s_->ScaleHintsOf(*w)), "vs ",
+                            hints(r.ScaleHintsOf(*o)), DevicesDump(*s_), " vs ",
+                            DevicesDump(r));
       if (s_->EvictionsFor(*w).size() != r.EvictionsFor(*o).size())
         return absl::StrCat("replica: evictions for ", w->spec.id, " differ");
     }
@@ -460,6 +486,7 @@ class RandomRun {
             {Group("head", 0, 1, 1),
              Group("w", 1 + Pick(3), min, desired, desired + h * Pick(2), h)},
             leaves_[Pick(leaves_.size())], kClasses[Pick(4)]);
+        MaybeFractional(spec.groups[1]);
         if (Pick(4) == 0) {
           spec.placement.topology_key = "zone";
           spec.placement.required = Pick(2) == 0;
@@ -610,6 +637,7 @@ class RandomRun {
           {Group("head", 0, 1, 1),
            Group("w", 1 + Pick(4), min, desired, desired + h * Pick(2), h)},
           leaves_[Pick(leaves_.size())], kClasses[Pick(4)]);
+      MaybeFractional(spec.groups[1]);
       if (Pick(4) == 0) spec.placement.topology_key = "zone";
     }
     WhatIf what_if;

@@ -196,11 +196,20 @@ PlacementSpec ParsePlacement(const YAML::Node& node, const std::string& where) {
 GroupSpec ParseGroup(const YAML::Node& node, const std::string& where) {
   CheckKeys(node, where,
             {"name", "resources", "min", "desired", "max", "pods_per_replica",
-             "placement", "node_selector"});
+             "placement", "node_selector", "gpu_fraction"});
   GroupSpec g;
   if (!node["name"]) Fail(where, "a group needs a name");
   g.name = Str(node["name"], where + ".name");
   g.resources = Resources(node["resources"], where + ".resources");
+  if (node["gpu_fraction"]) {
+    // As the server's edge takes it: the fraction in milli-GPUs.
+    g.gpu_fraction = Double(node["gpu_fraction"], where + ".gpu_fraction");
+    if (!(g.gpu_fraction >= 0.001 && g.gpu_fraction < 1))
+      Fail(where + ".gpu_fraction", "must be at least 0.001 and below 1");
+    g.resources.emplace_back(std::string(kGpuName),
+                             std::llround(g.gpu_fraction * kWholeGpu));
+    std::sort(g.resources.begin(), g.resources.end());
+  }
   if (node["min"]) g.min_count = Int(node["min"], where + ".min");
   g.desired_count =
       node["desired"] ? Int(node["desired"], where + ".desired") : g.min_count;
@@ -750,7 +759,7 @@ class Runner {
     const Scheduler& s = *scheduler_;
     CheckKeys(want, at,
               {"state", "bound", "pending", "nodes", "evicting", "node_count",
-               "node_labels"});
+               "node_labels", "devices"});
     const Workload* w = s.FindWorkload(id);
     if (w == nullptr) {
       failures->push_back(absl::StrCat("workload ", id, ": not found"));
@@ -802,6 +811,22 @@ class Runner {
           if (b.group == ref.group && b.index == ref.index) got = b.node;
         }
         diff(absl::StrCat("node of slot ", slot), expected, got);
+      }
+    }
+    if (want["devices"]) {
+      // slot: "node:device,device" (docs/SCHEDULING.md, "Fractional GPUs").
+      if (!want["devices"].IsMap())
+        Fail(at + ".devices", "expected slot: node:devices");
+      for (const auto& entry : want["devices"]) {
+        std::string slot = entry.first.as<std::string>();
+        SlotRef ref = ParseSlot(slot, at + ".devices");
+        std::string expected = Str(entry.second, at + ".devices." + slot);
+        std::string got = "none";
+        for (const Binding& b : bindings) {
+          if (b.group == ref.group && b.index == ref.index)
+            got = absl::StrCat(b.node, ":", absl::StrJoin(b.gpu_devices, ","));
+        }
+        diff(absl::StrCat("GPU devices of slot ", slot), expected, got);
       }
     }
     if (want["node_count"]) {
@@ -941,7 +966,37 @@ class Runner {
     CheckKeys(expect, at,
               {"workloads", "evictions", "no_evictions", "fair_share",
                "allocated", "requested", "allocated_non_preemptible", "error",
-               "usage", "usage_factor"});
+               "usage", "usage_factor", "gpu_devices"});
+    if (const YAML::Node& nodes = expect["gpu_devices"]) {
+      // node: [GPUs held on device 0, device 1, ...]
+      if (!nodes.IsMap()) Fail(at + ".gpu_devices", "expected node: [held]");
+      for (const auto& entry : nodes) {
+        std::string name = entry.first.as<std::string>();
+        const Node* n = nullptr;
+        for (const Node& node : scheduler_->nodes()) {
+          if (node.live && node.name == name) n = &node;
+        }
+        if (n == nullptr) Fail(at + ".gpu_devices." + name, "no such node");
+        std::vector<std::string> want, got;
+        for (size_t d = 0; d < entry.second.size(); ++d) {
+          want.push_back(
+              FormatQuantity(std::llround(Double(entry.second[d],
+                                                 at + ".gpu_devices." + name) *
+                                          kWholeGpu),
+                             QuantityScale::kMilli));
+        }
+        for (int d = 0; d < n->DeviceCount(); ++d) {
+          got.push_back(
+              FormatQuantity(n->devices.Held(d), QuantityScale::kMilli));
+        }
+        if (want != got) {
+          failures->push_back(
+              absl::StrCat("GPU devices of node ", name, ": expected [",
+                           absl::StrJoin(want, ", "), "], got [",
+                           absl::StrJoin(got, ", "), "]"));
+        }
+      }
+    }
     if (expect["usage"]) {
       CheckUsage(expect["usage"], at + ".usage", /*factor=*/false, failures);
     }
