@@ -413,6 +413,56 @@ BENCHMARK(BM_FullCycleTimeBasedFairShare)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 
+// BM_FullCycle with fractional GPUs (docs/SCHEDULING.md, "Fractional
+// GPUs"): the same 5,000 nodes (40,000 GPU devices) and running cpu pods,
+// then one timed cycle that takes in `pending` gangs whose 8 workers ask for
+// half a GPU each: every worker picks a device, packing onto shared ones.
+void BM_FullCycleGpuFractions(benchmark::State& state) {
+  const int node_count = static_cast<int>(state.range(0));
+  const int pending_gangs = static_cast<int>(state.range(1));
+  for (auto _ : state) {
+    state.PauseTiming();
+    const absl::Time now = absl::UnixEpoch();
+    auto s = RunningClusterWithPendingGangs(node_count, 4000 * 1000, 40 * 1000,
+                                            12500, 0, now);
+    for (int i = 0; i < pending_gangs; ++i) {
+      WorkloadSpec w = MakeGang("pending-" + std::to_string(i), 8, 1);
+      w.queue = Team(i * 7);
+      for (GroupSpec& g : w.groups) {
+        for (auto& [name, amount] : g.resources) {
+          if (name == kGpuName) {
+            amount = 500;
+            g.gpu_fraction = 0.5;
+          }
+        }
+      }
+      s->Submit(w, now).IgnoreError();
+    }
+    s->TakeEvents();
+    state.ResumeTiming();
+    s->RunCycle(now + absl::Seconds(1));
+    state.PauseTiming();
+    int64_t shared = 0;
+    for (const Node& n : s->nodes()) {
+      for (int d = 0; d < n.DeviceCount(); ++d)
+        shared += n.devices.Held(d) > 0 && n.devices.Held(d) < kWholeGpu;
+    }
+    int64_t running = 0;
+    for (const auto& w : s->workloads())
+      running += w && w->state == WorkloadState::kRunning;
+    state.counters["running_workloads"] = static_cast<double>(running);
+    state.counters["half_full_devices"] = static_cast<double>(shared);
+    s.reset();
+    state.ResumeTiming();
+  }
+  RecordPeakRss(state);
+}
+BENCHMARK(BM_FullCycleGpuFractions)
+    ->ArgNames({"nodes", "pending"})
+    ->Args({5000, 1000})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
 // The largest Kubernetes clusters that exist (GKE allows 65,000 nodes):
 // `nodes` nodes (64 cpu, 8 GPUs), 1,000 leaf queues in two levels,
 // `running` bound half-cpu pods (gangs of 8), then one timed cycle that

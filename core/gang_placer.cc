@@ -531,7 +531,22 @@ class Attempt {
     auto untouched = [&](uint32_t i) {
       return !extra_.Contains(i) && consider(i);
     };
-    if (group.pod.Get(kGpu) > 0) {
+    if (IsGpuFraction(group.pod.Get(kGpu))) {
+      // A fraction shares a device where one has room (docs/SCHEDULING.md,
+      // "Fractional GPUs"): the first such node in index order, else the
+      // first node that takes it at all.
+      auto shares = [&](uint32_t i) {
+        if (extra_.Contains(i)) return false;
+        std::optional<Score> score = ScoreNode(i, group_index, pods_left);
+        if (score && (!best || *score < *best)) best = score;
+        return score && std::get<2>(*score) == 0;
+      };
+      if (!best || std::get<2>(*best) != 0) options_.index->VisitShared(shares);
+      if (!best || std::get<2>(*best) != 0) {
+        options_.index->VisitByGpu(group.pod.Get(kGpu), group.pod.Get(kCpu),
+                                   untouched);
+      }
+    } else if (group.pod.Get(kGpu) > 0) {
       options_.index->VisitByGpu(group.pod.Get(kGpu), group.pod.Get(kCpu),
                                  untouched);
     } else {
@@ -551,12 +566,9 @@ class Attempt {
     // Selectors and topology domains are checked node by node (Check), so
     // the first node in index order that passes is still the best; they only
     // make the walk longer.
-    // Fractions look at every node: the index orders nodes by free GPUs,
-    // not by devices they could share.
     bool indexable = options_.index != nullptr && !options_.ignore_usage &&
                      !options_.ignore_reserved &&
-                     RulesOf(group.placement.strategy).fullest_first &&
-                     !IsGpuFraction(group.pod.Get(kGpu));
+                     RulesOf(group.placement.strategy).fullest_first;
     if (indexable) {
       if (std::optional<NodeId> node = PickIndexed(group_index, pods_left))
         return node;

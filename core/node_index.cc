@@ -2,9 +2,24 @@
 
 namespace gangsched {
 
+namespace {
+
+// A device holds fractions and has room left.
+bool HasSharedRoom(const Node& node) {
+  const int count = node.DeviceCount();
+  for (int d = 0; d < count; ++d) {
+    const int64_t held = node.devices.Held(d);
+    if (held > 0 && held < kWholeGpu) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void NodeIndex::Remove(uint32_t id) {
   if (id >= entries_.size() || !entries_[id]) return;
   const Entry& e = *entries_[id];
+  if (e.shared) shared_.erase(e.by_gpu);
   if (e.has_gpu) {
     gpu_by_gpu_.erase(e.by_gpu);
     gpu_by_cpu_.erase(e.by_cpu);
@@ -23,6 +38,8 @@ void NodeIndex::Update(const Node& node, uint32_t id) {
   e.has_gpu = node.allocatable.Get(kGpu) > 0;
   e.by_gpu = {free.Get(kGpu), free.Get(kCpu), free.Get(kMemory), id};
   e.by_cpu = {free.Get(kCpu), 0, free.Get(kMemory), id};
+  e.shared = HasSharedRoom(node);
+  if (e.shared) shared_.insert(e.by_gpu);
   if (e.has_gpu) {
     gpu_by_gpu_.insert(e.by_gpu);
     gpu_by_cpu_.insert(e.by_cpu);
@@ -39,6 +56,7 @@ bool NodeIndex::Matches(const Node& node, uint32_t id) const {
   ResourceVector free = node.Free();
   const Entry& e = *entries_[id];
   return e.has_gpu == (node.allocatable.Get(kGpu) > 0) &&
+         e.shared == HasSharedRoom(node) &&
          e.by_gpu ==
              Key{free.Get(kGpu), free.Get(kCpu), free.Get(kMemory), id} &&
          e.by_cpu == Key{free.Get(kCpu), 0, free.Get(kMemory), id};

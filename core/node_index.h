@@ -48,6 +48,15 @@ class NodeIndex {
       it = gpu_by_gpu_.upper_bound(Key{level, kMax, kMax, kMaxId});
     }
   }
+  // Visits, in the same order as VisitByGpu, the GPU nodes with a device
+  // that holds fractions and has room left (docs/SCHEDULING.md,
+  // "Fractional GPUs"), until `visit` returns true.
+  template <typename Visit>
+  void VisitShared(Visit&& visit) const {
+    for (const Key& key : shared_) {
+      if (visit(std::get<3>(key))) return;
+    }
+  }
   template <typename Visit>
   void VisitByCpu(bool gpu_nodes, int64_t need, Visit&& visit) const {
     const std::set<Key>& index = gpu_nodes ? gpu_by_cpu_ : cpu_by_cpu_;
@@ -64,12 +73,14 @@ class NodeIndex {
 
   struct Entry {
     bool has_gpu = false;
+    bool shared = false;  // in shared_
     Key by_gpu;
     Key by_cpu;
   };
   std::set<Key> gpu_by_gpu_;
   std::set<Key> gpu_by_cpu_;
   std::set<Key> cpu_by_cpu_;
+  std::set<Key> shared_;  // by_gpu keys of nodes with shared room
   std::vector<std::optional<Entry>> entries_;
 };
 

@@ -142,6 +142,14 @@ Metrics::Metrics(const std::string& role)
               .Help("The factor recent usage puts on a queue's over-quota "
                     "weight (1 when time-based fair share is off).")
               .Register(*registry_)),
+      gpu_devices_(
+          prometheus::BuildGauge()
+              .Name("gangsched_gpu_devices")
+              .Help("GPU devices of the nodes whose devices are tracked "
+                    "(docs/SCHEDULING.md, Fractional GPUs), by state: free "
+                    "(nothing on it), shared (fractions with room left) or "
+                    "full (a whole-GPU pod, or fractions adding up to one).")
+              .Register(*registry_)),
       evictions_(
           prometheus::BuildCounter()
               .Name("gangsched_evictions_total")
@@ -439,7 +447,7 @@ void Metrics::RefreshGauges(const Scheduler& scheduler) {
   const ResourceTable& table = scheduler.resources();
   using LabelSet = std::map<std::string, std::string>;
   std::map<LabelSet, double> running, pending, allocated, requested, node,
-      fair_share, quota, limit, usage, usage_factor;
+      fair_share, quota, limit, usage, usage_factor, devices;
   for (const Queue& q : scheduler.queues()) {
     if (!q.live) continue;
     running[{{"queue", q.spec.name}}] = q.running_workloads;
@@ -472,11 +480,22 @@ void Metrics::RefreshGauges(const Scheduler& scheduler) {
     pending[{{"queue", q.spec.name}, {"reason", reason}}] += 1;
   }
   ResourceVector allocatable, used;
+  double free_devices = 0, shared_devices = 0, whole_devices = 0;
   for (const Node& n : scheduler.nodes()) {
     if (!n.live) continue;
     allocatable += n.allocatable;
     used += n.used;
+    const int count = n.DeviceCount();
+    for (int d = 0; d < count; ++d) {
+      const int64_t held = n.devices.Held(d);
+      (held == 0          ? free_devices
+       : held < kWholeGpu ? shared_devices
+                          : whole_devices) += 1;
+    }
   }
+  devices[{{"state", "free"}}] = free_devices;
+  devices[{{"state", "shared"}}] = shared_devices;
+  devices[{{"state", "full"}}] = whole_devices;
   for (size_t i = 0; i < table.size(); ++i) {
     ResourceId r(static_cast<uint32_t>(i));
     node[{{"state", "allocatable"}, {"resource", table.Name(r)}}] =
@@ -494,6 +513,7 @@ void Metrics::RefreshGauges(const Scheduler& scheduler) {
   Refresh(queue_limit_, limit, &live_limit_);
   Refresh(queue_usage_, usage, &live_usage_);
   Refresh(queue_usage_factor_, usage_factor, &live_usage_factor_);
+  Refresh(gpu_devices_, devices, &live_gpu_devices_);
   evictions_unconfirmed_.Set(static_cast<double>(unconfirmed));
 }
 

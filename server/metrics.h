@@ -95,6 +95,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& queue_limit_;
   prometheus::Family<prometheus::Gauge>& queue_usage_;
   prometheus::Family<prometheus::Gauge>& queue_usage_factor_;
+  prometheus::Family<prometheus::Gauge>& gpu_devices_;
   prometheus::Family<prometheus::Counter>& evictions_;
   prometheus::Gauge& evictions_unconfirmed_;
   prometheus::Family<prometheus::Histogram>& allocate_to_bound_;
@@ -122,7 +123,7 @@ class Metrics {
       std::map<std::map<std::string, std::string>, prometheus::Gauge*>;
   LiveGauges live_running_, live_pending_, live_allocated_, live_requested_,
       live_node_, live_fair_share_, live_quota_, live_limit_, live_usage_,
-      live_usage_factor_;
+      live_usage_factor_, live_gpu_devices_;
 
   // Method name -> its metrics, read on every RPC without a lock: readers
   // load the current table, and a method's first call copies the table

@@ -108,6 +108,10 @@ void PrintWorkload(const v1::WorkloadStatus& workload, std::ostream& out) {
     int max_count =
         group.max_count() != 0 ? group.max_count() : group.desired_count();
     std::string resources = FormatKeyValues(group.resources());
+    if (group.gpu_fraction() > 0) {
+      absl::StrAppend(&resources, resources.empty() ? "" : ",",
+                      "gpu-fraction=", group.gpu_fraction());
+    }
     if (group.pods_per_replica() > 1) {
       absl::StrAppend(&resources, " x", group.pods_per_replica(), "/replica");
     }

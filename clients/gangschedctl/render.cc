@@ -1,7 +1,9 @@
 // Human-readable rendering of gangsched messages (see render.h).
 #include "clients/gangschedctl/render.h"
 
+#include <algorithm>
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +43,8 @@ std::string FormatBindings(const Repeated<v1::Binding>& bindings) {
   return absl::StrJoin(
       bindings, ",", [](std::string* out, const v1::Binding& b) {
         absl::StrAppend(out, SlotName(b.group(), b.index()), "->", b.node());
+        if (!b.gpu_devices().empty())
+          absl::StrAppend(out, ":", absl::StrJoin(b.gpu_devices(), "+"));
       });
 }
 
@@ -101,9 +105,22 @@ void PrintBindingsSection(const Repeated<v1::Binding>& bindings,
     return;
   }
   out << title << ":\n";
-  Table table({"SLOT", "NODE"});
+  // GPU devices (docs/SCHEDULING.md, "Fractional GPUs") where any pod has
+  // them.
+  const bool devices = std::any_of(
+      bindings.begin(), bindings.end(),
+      [](const v1::Binding& b) { return !b.gpu_devices().empty(); });
+  Table table(devices ? std::vector<std::string>{"SLOT", "NODE", "GPU-DEVICES"}
+                      : std::vector<std::string>{"SLOT", "NODE"});
   for (const v1::Binding& binding : bindings) {
-    table.AddRow({SlotName(binding.group(), binding.index()), binding.node()});
+    std::vector<std::string> row{SlotName(binding.group(), binding.index()),
+                                 binding.node()};
+    if (devices) {
+      row.push_back(binding.gpu_devices().empty()
+                        ? "-"
+                        : absl::StrJoin(binding.gpu_devices(), ","));
+    }
+    table.AddRow(row);
   }
   table.Print(out, "  ");
 }

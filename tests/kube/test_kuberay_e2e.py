@@ -198,6 +198,42 @@ def test_a_gang_that_cannot_fit_waits_whole_and_binds_whole(env: Env) -> None:
     assert {e["reason"] for e in env.events_for("big")} >= {"Scheduled"}
 
 
+def test_gpu_fractions_share_devices_and_pods_are_told_which(
+        env: Env) -> None:
+    """KAI's gpu-fraction annotation on a worker template: the workers ask
+    for half a GPU each, share devices, and each bound pod carries its
+    device in gangsched.io/gpu-devices (docs/SCHEDULING.md, "Fractional
+    GPUs")."""
+    gpu_nodes(env, 1)
+    env.shim("--leader-election=false")
+    frac = manifest("raycluster-autoscaler.yaml",
+                    **{"metadata.name": "frac",
+                       "spec.enableInTreeAutoscaling": False,
+                       "spec.workerGroupSpecs.0.replicas": 3,
+                       "spec.workerGroupSpecs.0.minReplicas": 3,
+                       "spec.workerGroupSpecs.0.maxReplicas": 3})
+    template = frac["spec"]["workerGroupSpecs"][0]["template"]
+    template.setdefault("metadata", {})["annotations"] = {
+        "gpu-fraction": "0.5"}
+    for c in template["spec"]["containers"]:
+        for amounts in c.get("resources", {}).values():
+            amounts.pop("nvidia.com/gpu", None)
+    env.apply(frac)
+    env.wait(lambda: len(env.bound("frac")) == 4, "head and 3 workers bound")
+    devices = sorted(
+        p["metadata"].get("annotations", {}).get("gangsched.io/gpu-devices")
+        for p in env.bound("frac", group="gpu-group"))
+    # BINPACK: two halves fill device 0, the third starts device 1.
+    assert devices == ["0", "0", "1"], devices
+    head = env.bound("frac", group="head")
+    assert "gangsched.io/gpu-devices" not in \
+        head[0]["metadata"].get("annotations", {})
+    status = env.gang("frac")
+    assert status.spec.groups[1].gpu_fraction == 0.5
+    assert sorted(list(b.gpu_devices) for b in status.bindings
+                  if b.group == "gpu-group") == [[0], [0], [1]]
+
+
 # -- 3. multi-host replicas ---------------------------------------------------
 
 def test_multi_host_replicas_bind_all_or_nothing(env: Env) -> None:

@@ -731,16 +731,22 @@ class ClusterReconciler:
                 if not self.acting():
                     return notes
                 t.inflight[slot] = P.name(pod)
-                self.pool.submit(self._bind_one, t, wid, pod, slot, node)
+                self.pool.submit(self._bind_one, t, wid, pod, slot, node,
+                                 gang.devices.get(slot, []))
         return notes
 
     def _bind_one(self, t: Tracked, wid: str, pod: dict, slot: str,
-                  node: str) -> None:
+                  node: str, devices: list[int]) -> None:
         ns = P.meta(pod).get("namespace", "")
+        annotations = {names.SLOT_ANNOTATION: slot,
+                       names.WORKLOAD_ANNOTATION: wid}
+        if devices:
+            # For a device plugin or env setter to honour
+            # (docs/SCHEDULING.md, "Fractional GPUs").
+            annotations[names.GPU_DEVICES_ANNOTATION] = ",".join(
+                str(d) for d in devices)
         try:
-            self.kube.bind(ns, P.name(pod), node,
-                           {names.SLOT_ANNOTATION: slot,
-                            names.WORKLOAD_ANNOTATION: wid})
+            self.kube.bind(ns, P.name(pod), node, annotations)
             metrics.PODS_BOUND.inc()
             seen = self.first_seen.get(P.uid(pod))
             if seen is not None:

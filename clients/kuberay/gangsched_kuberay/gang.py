@@ -31,6 +31,7 @@ class GroupView:
 class GangView:
     state: str  # PENDING, PIPELINED, RUNNING, RELEASING, RELEASED
     bindings: dict[str, str]  # slot -> node
+    devices: dict[str, list[int]]  # bound slot -> its GPU devices
     evicting: dict[str, str]  # own slot -> reason
     pending_code: str
     pending_message: str
@@ -72,6 +73,8 @@ class GangView:
                 "WORKLOAD_STATE_"),
             bindings={slot_name(b.group, b.index): b.node
                       for b in status.bindings},
+            devices={slot_name(b.group, b.index): list(b.gpu_devices)
+                     for b in status.bindings if b.gpu_devices},
             evicting=evicting, pending_code=pending_code,
             pending_message=status.pending.message,
             hints=[(h.group, h.grantable) for h in status.scale_hints],
@@ -104,6 +107,7 @@ def spec_key(spec: Any) -> tuple:
             g.min_count, g.desired_count, g.max_count or g.desired_count,
             g.pods_per_replica or 1,
             placement(g.placement) if g.HasField("placement") else None,
-            tuple(sorted(g.node_selector.items()))))
+            tuple(sorted(g.node_selector.items())),
+            round(g.gpu_fraction * 1000)))
     return (spec.id, spec.queue, spec.priority_class, tuple(groups),
             placement(spec.placement))

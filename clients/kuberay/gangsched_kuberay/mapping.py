@@ -27,6 +27,8 @@ from typing import Any, Mapping
 from gangsched.quantity import format_quantity, parse_quantity
 from gangsched_kuberay import names, taints
 
+GPU = "nvidia.com/gpu"
+
 # gangsched refuses more pods than this per workload (max_count summed).
 MAX_PODS_PER_WORKLOAD = 100_000
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -218,11 +220,12 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
                 **_selector(head_template, "headGroupSpec"),
                 **taints.selector(head_template.get("spec") or {},
                                   taint_specs)}}
-    head_placement = _placement(
-        (head_template.get("metadata") or {}).get("annotations") or {},
-        "headGroupSpec.template")
+    head_annotations = (head_template.get("metadata") or {}).get(
+        "annotations") or {}
+    head_placement = _placement(head_annotations, "headGroupSpec.template")
     if head_placement:
         head["placement"] = head_placement
+    _gpu_fraction(head, head_annotations, "headGroupSpec.template")
     groups = [head]
     for i, g in enumerate(spec.get("workerGroupSpecs") or []):
         where = f"workerGroupSpecs[{i}]"
@@ -251,11 +254,12 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
                      **_selector(template, where),
                      **taints.selector(template.get("spec") or {},
                                        taint_specs)}}
-        placement = _placement(
-            (template.get("metadata") or {}).get("annotations") or {},
-            f"{where}.template")
+        template_annotations = (template.get("metadata") or {}).get(
+            "annotations") or {}
+        placement = _placement(template_annotations, f"{where}.template")
         if placement:
             group["placement"] = placement
+        _gpu_fraction(group, template_annotations, f"{where}.template")
         groups.append(group)
     _cap_max(groups)
     out: dict[str, Any] = {
@@ -285,6 +289,30 @@ WAIT_GCS_READY = {"name": "wait-gcs-ready", "resources": {
 def autoscaler_resources(spec: Mapping[str, Any]) -> dict:
     options = spec.get("autoscalerOptions") or {}
     return options.get("resources") or DEFAULT_AUTOSCALER
+
+
+def _gpu_fraction(group: dict[str, Any], annotations: Mapping[str, str],
+                  where: str) -> None:
+    """A pod template's gpu-fraction annotation (KAI's name, or
+    gangsched.io/gpu-fraction) as the group's gpu_fraction: its pods then
+    ask for that part of one GPU instead of nvidia.com/gpu."""
+    for key in names.GPU_FRACTION_ANNOTATIONS:
+        text = annotations.get(key)
+        if text is None:
+            continue
+        field = f"{where}.metadata.annotations[{key!r}]"
+        try:
+            fraction = float(text)
+        except ValueError:
+            raise MappingError(f"{field}: {text!r} is not a number") from None
+        if not 0.001 <= fraction < 1:
+            raise MappingError(f"{field}: {text!r} must be at least 0.001 "
+                               "and below 1 (a part of one GPU)")
+        if GPU in group["resources"]:
+            raise MappingError(f"{field}: the pods also ask for {GPU}; a "
+                               "pod with a GPU fraction asks for none")
+        group["gpu_fraction"] = fraction
+        return
 
 
 def fits_group(pod_spec: Mapping[str, Any],

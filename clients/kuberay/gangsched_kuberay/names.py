@@ -9,11 +9,15 @@ PLACEMENT_ANNOTATION = "gangsched.io/placement"
 TOPOLOGY_ANNOTATION = "gangsched.io/topology-key"
 TOPOLOGY_REQUIRED_ANNOTATION = "gangsched.io/topology-required"
 EVICT_ANNOTATION = "gangsched.io/on-eviction"  # "suspend" on a RayJob
+# On a group's pod template: a fraction of one GPU per pod (KAI's name,
+# then gangsched's own).
+GPU_FRACTION_ANNOTATIONS = ("gpu-fraction", "gangsched.io/gpu-fraction")
 
 # What the shim writes.
 SLOT_ANNOTATION = "gangsched.io/slot"  # "group/index", set when bound
 WORKLOAD_ANNOTATION = "gangsched.io/workload"
 GRANTABLE_ANNOTATION = "gangsched.io/grantable"  # scale_hints as JSON
+GPU_DEVICES_ANNOTATION = "gangsched.io/gpu-devices"  # "0" or "2,3"
 COMPONENT = "gangsched-kuberay"
 
 # KubeRay's labels on the pods it creates.

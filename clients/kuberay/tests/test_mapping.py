@@ -238,3 +238,29 @@ def test_a_tolerated_taint_keeps_groups_that_do_not_tolerate_it_away():
 def test_a_group_name_kuberay_cannot_name_pods_after_is_refused():
     with pytest.raises(mapping.MappingError, match="DNS label"):
         mapping.workload_from_cluster(cluster([worker("a/b")]), "q", set())
+
+
+def test_gpu_fraction_annotation_as_kai_names_it():
+    half = {"containers": [container({"cpu": "2"})]}
+    spec = mapping.workload_from_cluster(cluster(
+        [worker(spec=half, annotations={"gpu-fraction": "0.5"}),
+         worker(name="small", spec=half,
+                annotations={"gangsched.io/gpu-fraction": "0.25"})]),
+        "q", set())
+    gpu, small = groups(spec)["gpu"], groups(spec)["small"]
+    assert gpu["gpu_fraction"] == 0.5 and "nvidia.com/gpu" not in \
+        gpu["resources"]
+    assert small["gpu_fraction"] == 0.25
+    assert "gpu_fraction" not in groups(spec)["head"]
+    for bad, why in (("1", "below 1"), ("0", "at least 0.001"),
+                     ("half", "not a number"), ("nan", "below 1")):
+        with pytest.raises(mapping.MappingError, match=why) as e:
+            mapping.workload_from_cluster(cluster(
+                [worker(spec=half, annotations={"gpu-fraction": bad})]),
+                "q", set())
+        assert "workerGroupSpecs[0].template.metadata.annotations" in \
+            str(e.value)
+    # A pod that also asks for whole GPUs is refused, not half-scheduled.
+    with pytest.raises(mapping.MappingError, match="asks for none"):
+        mapping.workload_from_cluster(cluster(
+            [worker(annotations={"gpu-fraction": "0.5"})]), "q", set())

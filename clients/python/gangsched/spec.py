@@ -19,6 +19,7 @@ MAX_NAME = 253
 MAX_GROUPS = 64
 MAX_PODS_PER_GROUP = 100_000
 
+GPU = "nvidia.com/gpu"
 STRATEGIES = ("BINPACK", "SPREAD", "PACK", "STRICT_PACK", "STRICT_SPREAD")
 
 
@@ -100,6 +101,25 @@ def _placement(value: Mapping[str, Any] | None, field: str) -> Any:
         topology_key=key, required=required)
 
 
+def _gpu_fraction(value: Any, resources: Mapping[str, str],
+                  field: str) -> float:
+    """A fraction of one GPU (docs/SCHEDULING.md, "Fractional GPUs"), or
+    0 when not given."""
+    if value in (0, None, ""):
+        return 0.0
+    try:
+        fraction = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(field, f"{value!r} is not a number") from None
+    if not 0.001 <= fraction < 1:
+        raise SpecError(field, "must be at least 0.001 and below 1 (a part "
+                        f"of one GPU), not {fraction:g}")
+    if GPU in resources:
+        raise SpecError(field, 'give either gpu_fraction or resources['
+                        '"nvidia.com/gpu"], not both')
+    return fraction
+
+
 def group_spec(value: Mapping[str, Any], field: str = "group") -> Any:
     """One GroupSpec from a dict with the proto's field names."""
     value = dict(value)
@@ -108,6 +128,10 @@ def group_spec(value: Mapping[str, Any], field: str = "group") -> Any:
     if "pods" in resources:
         raise SpecError(f'{field}.resources["pods"]', '"pods" is a node\'s '
                         "pod capacity, not a resource a pod asks for")
+    gpu = parse_quantity(resources[GPU], GPU) if GPU in resources else 0
+    if gpu > 1000 and gpu % 1000:
+        raise SpecError(f'{field}.resources["{GPU}"]', "whole GPUs, or less "
+                        "than one (a fraction of one GPU)")
     min_count = _count(value.pop("min_count", 0), f"{field}.min_count")
     desired = _count(value.pop("desired_count", min_count),
                      f"{field}.desired_count")
@@ -134,12 +158,15 @@ def group_spec(value: Mapping[str, Any], field: str = "group") -> Any:
     placement = value.pop("placement", None)
     selector = _labels(value.pop("node_selector", None),
                        f"{field}.node_selector")
+    fraction = _gpu_fraction(value.pop("gpu_fraction", 0), resources,
+                             f"{field}.gpu_fraction")
     if value:
         raise SpecError(field, f"unknown fields {sorted(value)}")
     group = _stubs.types_pb2.GroupSpec(
         name=name, resources=resources, min_count=min_count,
         desired_count=desired, max_count=max_count,
-        pods_per_replica=per_replica, node_selector=selector)
+        pods_per_replica=per_replica, node_selector=selector,
+        gpu_fraction=fraction)
     if placement is not None:
         group.placement.CopyFrom(_placement(placement, f"{field}.placement"))
     return group

@@ -1,0 +1,136 @@
+// Fractional GPUs (docs/SCHEDULING.md, "Fractional GPUs"): choosing
+// devices, what a pending gang is told, and devices across a restore.
+#include "core/gpu_devices.h"
+
+#include <string>
+#include <vector>
+
+#include "core/scheduler.h"
+#include "gtest/gtest.h"
+#include "tests/core/test_util.h"
+
+namespace gangsched {
+namespace {
+
+using testing::GpuNode;
+using testing::Group;
+using testing::Workload;
+
+// Devices held (core units) as ChooseDevices reads them.
+std::optional<DeviceMask> Choose(const std::vector<int64_t>& held, int32_t keep,
+                                 int64_t gpu, bool spread) {
+  return ChooseDevices(
+      static_cast<int>(held.size()),
+      [&](int d) { return held[static_cast<size_t>(d)]; }, keep, gpu, spread);
+}
+
+TEST(GpuDevicesTest, WholePodsTakeOnlyUntouchedDevices) {
+  EXPECT_EQ(Choose({0, 0, 0, 0}, 0, 2000, false), DeviceMask{0b0011});
+  // Device 0 holds a fraction: never given whole, however free.
+  EXPECT_EQ(Choose({100, 0, 0, 0}, 0, 2000, false), DeviceMask{0b0110});
+  EXPECT_EQ(Choose({100, 1000, 0, 0}, 0, 3000, false), std::nullopt);
+  // Two untouched devices kept for reservations leave none for this pod.
+  EXPECT_EQ(Choose({100, 1000, 0, 0}, 2, 1000, false), std::nullopt);
+}
+
+TEST(GpuDevicesTest, FractionsPackOrSpread) {
+  // Packing: the fullest shared device that still takes it.
+  EXPECT_EQ(Choose({300, 600, 0, 1000}, 0, 400, false), DeviceMask{0b0010});
+  EXPECT_EQ(Choose({300, 700, 0, 1000}, 0, 400, false), DeviceMask{0b0001});
+  // No shared device has room: the lowest untouched one.
+  EXPECT_EQ(Choose({900, 1000, 0, 0}, 0, 400, false), DeviceMask{0b0100});
+  // ... unless reservations keep it.
+  EXPECT_EQ(Choose({900, 1000, 0, 0}, 2, 400, false), std::nullopt);
+  // Spreading: an untouched device first, then the emptiest shared one.
+  EXPECT_EQ(Choose({300, 600, 0, 1000}, 0, 400, true), DeviceMask{0b0100});
+  EXPECT_EQ(Choose({300, 600, 1000, 1000}, 0, 400, true), DeviceMask{0b0001});
+  // Exactly full is allowed.
+  EXPECT_EQ(Choose({900}, 0, 100, false), DeviceMask{0b1});
+  EXPECT_EQ(Choose({901}, 0, 100, false), std::nullopt);
+}
+
+TEST(GpuDevicesTest, NodesThatDoNotTrackDevices) {
+  EXPECT_EQ(DeviceCount(8000), 8);
+  EXPECT_EQ(DeviceCount(0), 0);
+  EXPECT_EQ(DeviceCount(1500), 0);   // part of a GPU
+  EXPECT_EQ(DeviceCount(65000), 0);  // more than 64
+  EXPECT_EQ(DeviceIndexes(0b1010), (std::vector<int32_t>{1, 3}));
+}
+
+class FractionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(s_.UpsertQueue(testing::Queue("default")).ok());
+  }
+  GroupSpec Fraction(const std::string& name, int64_t milli, int pods) {
+    GroupSpec g = Group(name, 0, pods, pods);
+    g.resources.emplace_back("nvidia.com/gpu", milli);
+    g.gpu_fraction = static_cast<double>(milli) / 1000;
+    return g;
+  }
+  Scheduler s_;
+  absl::Time now_ = absl::FromUnixSeconds(1700000000);
+};
+
+TEST_F(FractionTest, APendingGangIsToldWhyNoDeviceTakesIt) {
+  s_.UpsertNodes({GpuNode("n1", 4)}, now_);
+  // Spread: devices 0, 1 and 2 hold half a GPU each.
+  GroupSpec halves = Fraction("w", 500, 3);
+  halves.placement = PlacementSpec{.strategy = PlacementStrategy::kSpread};
+  ASSERT_TRUE(s_.Submit(Workload("halves", {halves}), now_).ok());
+  ASSERT_TRUE(s_.Submit(Workload("two", {Group("w", 2, 1, 1)}), now_).ok());
+  s_.RunCycle(now_);
+  EXPECT_EQ(s_.FindWorkload("halves")->state, WorkloadState::kRunning);
+  const gangsched::Workload* two = s_.FindWorkload("two");
+  ASSERT_EQ(two->state, WorkloadState::kPending);
+  // 2.5 GPUs free on n1, but one untouched device: not "insufficient".
+  EXPECT_EQ(two->pending.code, PendingCode::kCapacity);
+  EXPECT_NE(two->pending.message.find("no GPU device with room"),
+            std::string::npos)
+      << two->pending.message;
+  // A fraction never goes where devices are not tracked.
+  s_.UpsertNodes({GpuNode("big", 100)}, now_);
+  ASSERT_TRUE(s_.Submit(Workload("tenth", {Fraction("w", 100, 1)}), now_).ok());
+  ASSERT_TRUE(s_.Release("halves", {}, false, now_).ok());
+  ASSERT_TRUE(s_.Release("two", {}, false, now_).ok());
+  s_.RunCycle(now_);
+  std::vector<Binding> b = s_.BindingsOf(*s_.FindWorkload("tenth"));
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].node, "n1");
+  EXPECT_EQ(b[0].gpu_devices, std::vector<int32_t>{0});
+  EXPECT_TRUE(s_.CheckConsistency().ok());
+}
+
+TEST_F(FractionTest, ARestoreKeepsStoredDevicesAndChoosesMissingOnes) {
+  s_.UpsertNodes({GpuNode("n1", 4)}, now_);
+  ASSERT_TRUE(s_.Submit(Workload("a", {Group("w", 1, 2, 2)}), now_).ok());
+  ASSERT_TRUE(s_.Submit(Workload("f", {Fraction("w", 300, 2)}), now_).ok());
+  s_.RunCycle(now_);
+  WorkloadRecord a = s_.RecordOf(*s_.FindWorkload("a"));
+  WorkloadRecord f = s_.RecordOf(*s_.FindWorkload("f"));
+  ASSERT_EQ(a.slots.size(), 2u);
+  EXPECT_EQ(a.slots[0].devices, DeviceMask{0b0001});
+  EXPECT_EQ(f.slots[0].devices, DeviceMask{0b0100});
+  // A record written before devices were kept: chosen at the restore.
+  f.slots[1].devices = 0;
+  Scheduler restored;
+  ASSERT_TRUE(restored.UpsertQueue(testing::Queue("default")).ok());
+  restored.UpsertNodes({GpuNode("n1", 4)}, now_);
+  ASSERT_TRUE(restored.RestoreWorkload(a).ok());
+  ASSERT_TRUE(restored.RestoreWorkload(f).ok());
+  restored.RestoreCounters(0, 10, now_);
+  const Node* n1 = nullptr;
+  for (const Node& n : restored.nodes()) {
+    if (n.live && n.name == "n1") n1 = &n;
+  }
+  ASSERT_NE(n1, nullptr);
+  // The stored devices as they were; the missing one packed onto device 2.
+  EXPECT_EQ(n1->devices.Held(0), 1000);
+  EXPECT_EQ(n1->devices.Held(1), 1000);
+  EXPECT_EQ(n1->devices.Held(2), 600);
+  EXPECT_EQ(n1->devices.Held(3), 0);
+  EXPECT_TRUE(restored.CheckConsistency().ok());
+}
+
+}  // namespace
+}  // namespace gangsched
