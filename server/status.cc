@@ -276,6 +276,16 @@ std::string NodeTable(const StatusSnapshot& s) {
                         " <span class=\"muted\">", r.resource, "</span></div>");
       }
     }
+    // Devices, where any holds a fraction (docs/SCHEDULING.md, "Fractional
+    // GPUs"): what each holds.
+    if (std::any_of(n.gpu_devices.begin(), n.gpu_devices.end(),
+                    [](int64_t h) { return h % kWholeGpu != 0; })) {
+      std::vector<std::string> devices;
+      for (int64_t h : n.gpu_devices)
+        devices.push_back(FormatQuantity(h, QuantityScale::kMilli));
+      used.push_back(
+          absl::StrCat("GPU devices [", absl::StrJoin(devices, " "), "]"));
+    }
     absl::StrAppend(
         &rows, "<tr><td>", Html(n.name), "</td><td>",
         n.schedulable ? "yes" : "<b>cordoned</b>", "</td><td>", bars,
@@ -371,7 +381,9 @@ StatusSnapshot BuildStatus(const Scheduler& scheduler, absl::Time now,
   for (const Node& n : scheduler.nodes()) {
     if (!n.live) continue;
     StatusNode row{
-        n.name, n.schedulable, static_cast<int32_t>(n.slots.size()), {}};
+        n.name, n.schedulable, static_cast<int32_t>(n.slots.size()), {}, {}};
+    for (int d = 0; d < n.DeviceCount(); ++d)
+      row.gpu_devices.push_back(n.devices.Held(d));
     for (size_t i = 0; i < table.size(); ++i) {
       ResourceId r(static_cast<uint32_t>(i));
       if (n.allocatable.Get(r) == 0 && n.used.Get(r) == 0) continue;
@@ -443,7 +455,16 @@ std::string StatusJson(const StatusSnapshot& s) {
                       ",\"allocated\":", amount(r.used, r.scale),
                       ",\"reserved\":", amount(r.reserved, r.scale), "}");
     }
-    absl::StrAppend(&out, "}}");
+    absl::StrAppend(&out, "}");
+    if (!n.gpu_devices.empty()) {
+      absl::StrAppend(&out, ",\"gpu_devices\":[");
+      for (size_t d = 0; d < n.gpu_devices.size(); ++d) {
+        absl::StrAppend(&out, d ? "," : "",
+                        amount(n.gpu_devices[d], QuantityScale::kMilli));
+      }
+      absl::StrAppend(&out, "]");
+    }
+    absl::StrAppend(&out, "}");
   }
   absl::StrAppend(&out, "]}");
   return out;

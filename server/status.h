@@ -65,6 +65,9 @@ struct StatusNode {
   bool schedulable = true;
   int32_t slots = 0;
   std::vector<StatusNodeResource> resources;
+  // What each GPU device holds, in milli-GPUs (docs/SCHEDULING.md,
+  // "Fractional GPUs"); empty for nodes that do not track devices.
+  std::vector<int64_t> gpu_devices;
 };
 
 struct StatusSnapshot {

@@ -2,7 +2,9 @@
 """The KAI-parity features at the edge of the real binary (docs/SCHEDULING.md):
 time-based fair share through the config, ListQueues, the metrics, the
 status page's JSON, gangschedctl, a kill -9 and restart on the same data
-dir, and config reloads (a good one that turns it off, a bad one refused).
+dir, and config reloads (a good one that turns it off, a bad one refused);
+fractional GPUs through Allocate, the bindings' devices, the metrics, the
+status page's JSON, gangschedctl and a kill -9 and restart.
 
     /usr/bin/python3 tests/integration/test_kai_parity.py \
         --server-binary build/server/gangsched --proto-dir proto \
@@ -17,6 +19,8 @@ import sys
 import time
 import unittest
 import urllib.request
+
+import grpc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -121,6 +125,91 @@ class TimeBasedFairShareTest(hardening.PersistentCase):
         self.wait_for_log("time_based_fair_share.strength")
         self.assertTrue(self.server.alive())
         self.assertFalse(self.queues()["a"].usage_factor)  # still off
+
+
+class FractionalGpuTest(hardening.PersistentCase):
+    config = "queues:\n  - {name: a, resources: {nvidia.com/gpu: {quota: 4}}}\n"
+
+    def fraction(self, wid, fraction, pods, spread=False):
+        group = e2e.group("worker", {"cpu": "1"}, pods, pods)
+        group.gpu_fraction = fraction
+        if spread:
+            group.placement.strategy = e2e.types.PLACEMENT_STRATEGY_SPREAD
+        return e2e.workload(wid, group, queue_name="a")
+
+    def devices(self, wid):
+        return sorted((b.index, b.node, tuple(b.gpu_devices))
+                      for b in self.get(wid).bindings)
+
+    def test_fractions_share_devices_and_survive_a_kill(self):
+        self.nodes(e2e.node("n0", 4))
+        packed = self.allocate(self.fraction("packed", 0.25, 2))
+        self.assertEqual(packed.state, e2e.types.WORKLOAD_STATE_RUNNING)
+        # Packing: both quarters on device 0.
+        self.assertEqual(self.devices("packed"), [(0, "n0", (0,)), (1, "n0", (0,))])
+        self.sched.Release(e2e.pb.ReleaseRequest(workload_id="packed"), timeout=T)
+        halves = self.allocate(self.fraction("halves", 0.5, 3, spread=True))
+        self.assertEqual(halves.state, e2e.types.WORKLOAD_STATE_RUNNING)
+        # Spreading: a device each.
+        self.assertEqual(self.devices("halves"),
+                         [(0, "n0", (0,)), (1, "n0", (1,)), (2, "n0", (2,))])
+        # Two whole GPUs find one untouched device, though 2.5 are free.
+        whole = self.allocate(e2e.workload("whole", e2e.group("w", {GPU: "2"}, 1, 1),
+                                           queue_name="a"))
+        self.assertEqual(whole.state, e2e.types.WORKLOAD_STATE_PENDING)
+        self.assertIn("no GPU device with room", whole.pending.message)
+        # Refused as the docs say, naming the field; nothing changes.
+        for bad in (1.0, 0.0001, float("nan"), -0.5):
+            err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.allocate,
+                                 self.fraction("bad", bad, 1))
+            self.assertIn("workload.groups[0].gpu_fraction", err.details())
+        both = self.fraction("bad", 0.5, 1)
+        both.groups[0].resources[GPU] = "1"
+        err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.allocate, both)
+        self.assertIn("not both", err.details())
+        err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.allocate, e2e.workload(
+            "bad", e2e.group("w", {GPU: "1500m"}, 1, 1), queue_name="a"))
+        self.assertIn('resources["nvidia.com/gpu"]', err.details())
+        # The queue holds 1.5 GPUs; the metric and the status page agree.
+        queues = self.admin.ListQueues(e2e.admin.ListQueuesRequest(), timeout=T).queues
+        self.assertEqual({q.queue.name: q.allocated.get(GPU) for q in queues}["a"], "1500m")
+        deadline = time.monotonic() + 5  # gauges are refreshed a few times a second
+        while True:
+            scrape = self.server.scrape()
+            if metric_value(scrape, "gangsched_gpu_devices", {"state": "shared"}) == 3 or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(metric_value(scrape, "gangsched_gpu_devices", {"state": "free"}), 1)
+        self.assertEqual(metric_value(scrape, "gangsched_gpu_devices", {"state": "shared"}), 3)
+        url = "http://127.0.0.1:%d/api/state" % self.server.metrics_port
+        deadline = time.monotonic() + 5
+        while True:
+            with urllib.request.urlopen(url, timeout=T) as resp:
+                nodes = {n["name"]: n for n in json.load(resp)["nodes"]}
+            if nodes.get("n0", {}).get("gpu_devices") == ["500m", "500m", "500m", "0"] or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(nodes["n0"]["gpu_devices"], ["500m", "500m", "500m", "0"])
+        shown = subprocess.run([CTL, "--server", "127.0.0.1:%d" % self.server.port,
+                                "workloads", "get", "halves"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertIn("GPU-DEVICES", shown.stdout)
+        self.assertIn("gpu-fraction=0.5", shown.stdout)
+
+        # kill -9: every pod keeps its devices; the whole GPUs still wait.
+        before = self.devices("halves")
+        self.restart(kill=True)
+        self.assertEqual(self.devices("halves"), before)
+        self.assertEqual(self.get("whole").state, e2e.types.WORKLOAD_STATE_PENDING)
+        # Released, the devices are untouched again: the lowest two.
+        self.sched.Release(e2e.pb.ReleaseRequest(workload_id="halves"), timeout=T)
+        deadline = time.monotonic() + 5
+        while self.get("whole").state != e2e.types.WORKLOAD_STATE_RUNNING:
+            self.assertLess(time.monotonic(), deadline, "whole never ran")
+            time.sleep(0.05)
+        self.assertEqual(self.devices("whole"), [(0, "n0", (0, 1))])
 
 
 def main():
