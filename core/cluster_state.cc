@@ -6,6 +6,7 @@
 #include "core/cluster_state.h"
 
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <optional>
 #include <set>
@@ -108,6 +109,14 @@ std::optional<SlotKey> ClusterState::Unbind(NodeId id,
   return moved;
 }
 
+void ClusterState::MoveDevices(NodeId id, int64_t gpu, DeviceMask from,
+                               DeviceMask to) {
+  Node& n = nodes_[id.value()];
+  if (from != 0) n.devices.Hold(from, gpu, -1);
+  if (to != 0) n.devices.Hold(to, gpu, 1);
+  Touch(id);
+}
+
 void ClusterState::Reserve(NodeId id, const ResourceVector& pod) {
   Node& n = nodes_[id.value()];
   n.reserved += pod;
@@ -177,7 +186,94 @@ void Scheduler::ShedOverCapacity(NodeId id, absl::Time now) {
     return !node.used.FitsIn(node.allocatable) ||
            static_cast<int64_t>(node.slots.size()) > node.max_pods;
   });
+  ReconcileDevices(id, now);
   DropNominationsOn(id, now);
+}
+
+void Scheduler::ReconcileDevices(NodeId id, absl::Time now) {
+  const Node& node = cluster_.node(id);
+  const int count = node.DeviceCount();
+  struct GpuSlot {
+    uint64_t seq;
+    SlotKey key;
+    int64_t gpu;
+    DeviceMask mask;
+  };
+  std::vector<GpuSlot> slots;
+  for (const SlotKey& key : node.slots) {
+    const Workload& w = *workloads_[key.workload.value()];
+    const GroupState& g = w.groups[key.group];
+    const int64_t gpu = g.pod.Get(kGpu);
+    if (gpu > 0)
+      slots.push_back({w.submit_seq, key, gpu, g.slot_devices[key.index]});
+  }
+  if (slots.empty()) return;
+  std::sort(slots.begin(), slots.end(), [](const GpuSlot& a, const GpuSlot& b) {
+    return std::tie(a.seq, a.key.group, a.key.index) <
+           std::tie(b.seq, b.key.group, b.key.index);
+  });
+  // What each device holds with the slots kept so far.
+  std::vector<int64_t> held(static_cast<size_t>(count), 0);
+  auto fits = [&](DeviceMask mask, int64_t gpu) {
+    if (mask == 0 || std::popcount(mask) != DevicesOf(gpu)) return false;
+    for (int d : DeviceIndexes(mask)) {
+      if (d >= count || held[d] + PerDevice(gpu) > kWholeGpu) return false;
+    }
+    return true;
+  };
+  auto hold = [&](DeviceMask mask, int64_t gpu) {
+    for (int d : DeviceIndexes(mask)) held[d] += PerDevice(gpu);
+  };
+  std::vector<size_t> again;  // slots[i] that need devices chosen
+  std::vector<DeviceMask> want(slots.size(), 0);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (count > 0 && fits(slots[i].mask, slots[i].gpu)) {
+      want[i] = slots[i].mask;
+      hold(want[i], slots[i].gpu);
+    } else {
+      again.push_back(i);
+    }
+  }
+  std::vector<SlotKey> shed;
+  for (size_t i : again) {
+    if (count == 0) {
+      // Not tracked: whole GPUs by amount alone; a fraction cannot stay.
+      if (IsGpuFraction(slots[i].gpu)) shed.push_back(slots[i].key);
+      continue;
+    }
+    std::optional<DeviceMask> mask = ChooseDevices(
+        count, [&](int d) { return held[static_cast<size_t>(d)]; }, 0,
+        slots[i].gpu, false);
+    if (!mask) {
+      shed.push_back(slots[i].key);
+      continue;
+    }
+    want[i] = *mask;
+    hold(*mask, slots[i].gpu);
+  }
+  UnbindSlots(shed, now, EventType::kEvicted);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (want[i] == slots[i].mask ||
+        std::find(shed.begin(), shed.end(), slots[i].key) != shed.end())
+      continue;
+    Workload& w = *workloads_[slots[i].key.workload.value()];
+    Changed(w);
+    w.groups[slots[i].key.group].slot_devices[slots[i].key.index] = want[i];
+    cluster_.MoveDevices(id, slots[i].gpu, slots[i].mask, want[i]);
+  }
+}
+
+void Scheduler::UnbindSlots(const std::vector<SlotKey>& keys, absl::Time now,
+                            EventType type) {
+  std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>> lost;
+  for (const SlotKey& key : keys) {
+    Workload& w = *workloads_[key.workload.value()];
+    Unbind(w, key.group, key.index);
+    auto& [wid, slots] = lost[w.submit_seq];
+    wid = w.id;
+    slots.push_back({w.spec.groups[key.group].name, key.index});
+  }
+  RecordLost(lost, type, now);
 }
 
 void Scheduler::UnbindNewest(NodeId id, absl::Time now, EventType type,
@@ -194,6 +290,12 @@ void Scheduler::UnbindNewest(NodeId id, absl::Time now, EventType type,
     wid = w.id;
     slots.push_back({w.spec.groups[key.group].name, key.index});
   }
+  RecordLost(lost, type, now);
+}
+
+void Scheduler::RecordLost(
+    std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>>& lost,
+    EventType type, absl::Time now) {
   for (auto& [seq, lost_slots] : lost) {
     auto& [wid, slots] = lost_slots;
     Workload& w = *workloads_[wid.value()];

@@ -53,6 +53,8 @@ class ClusterState {
   // returned so its owner can note its new position (nullopt: none moved).
   std::optional<SlotKey> Unbind(NodeId id, const ResourceVector& pod,
                                 uint32_t pos, DeviceMask devices);
+  // A bound pod of `gpu` moves from devices `from` to devices `to`.
+  void MoveDevices(NodeId id, int64_t gpu, DeviceMask from, DeviceMask to);
   void Reserve(NodeId id, const ResourceVector& pod);
   void Unreserve(NodeId id, const ResourceVector& pod);
   // A workload's groups were renumbered: the slot at `pos` belongs to

@@ -9,6 +9,7 @@
 // the node's `used` (the amounts are the same); devices only add where.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -22,6 +23,15 @@ inline constexpr int kMaxDevices = 64;
 // Bit d: the pod holds device d. 0: it holds none (no GPUs, or a node whose
 // devices are not tracked).
 using DeviceMask = uint64_t;
+
+// gpu_fraction's bounds, and the amount it books: thousandths of a GPU,
+// rounded up (three pods of 1/3 are 334m each: they never add up to more
+// than one device, even on paper).
+inline constexpr double kMinGpuFraction = 0.001;
+inline constexpr double kMaxGpuFraction = 0.999;
+inline int64_t GpuFractionMilli(double fraction) {
+  return static_cast<int64_t>(std::ceil(fraction * kWholeGpu - 1e-6));
+}
 
 // Less than one GPU: shares a device.
 inline bool IsGpuFraction(int64_t gpu) { return gpu > 0 && gpu < kWholeGpu; }

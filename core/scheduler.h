@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -506,6 +507,20 @@ class Scheduler {
   // workload (kEvicted: node_lost evictions; kReleased: released slots).
   void UnbindNewest(NodeId id, absl::Time now, EventType type,
                     absl::FunctionRef<bool()> more);
+  // One `type` event per workload of `lost` (by submission order).
+  void RecordLost(
+      std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>>& lost,
+      EventType type, absl::Time now);
+  // Unbinds `keys` (slots bound on one node); one `type` event per workload.
+  void UnbindSlots(const std::vector<SlotKey>& keys, absl::Time now,
+                   EventType type);
+  // Brings the GPU devices of a node's slots in line with its devices now
+  // (docs/SCHEDULING.md, "Fractional GPUs"): a slot keeps its devices
+  // while they are devices of the node and nothing else holds them; others
+  // get devices chosen afresh, or no devices on a node that does not track
+  // them; a slot that no device can take (a fraction on such a node, or one
+  // left without room) is evicted (node_lost). Slots in submission order.
+  void ReconcileDevices(NodeId id, absl::Time now);
   // PIPELINED gangs planned onto a node that was removed or lost room go
   // back to PENDING.
   void DropNominationsOn(NodeId id, absl::Time now, bool removed = false);

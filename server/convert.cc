@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/quantity.h"
 #include "server/spec_cache.h"
 
@@ -185,11 +186,11 @@ absl::Status ParseGpuFraction(const v1::GroupSpec& in, GroupSpec& group) {
                           [](const auto& r) { return r.first == kGpuName; });
   if (in.gpu_fraction() != 0) {
     const double f = in.gpu_fraction();
-    if (!std::isfinite(f) || f < 0.001 || f >= 1) {
+    if (!std::isfinite(f) || f < kMinGpuFraction || f > kMaxGpuFraction) {
       return Invalid(".gpu_fraction",
-                     absl::StrCat("must be at least 0.001 and below 1 (a "
-                                  "part of one GPU), not ",
-                                  f));
+                     absl::StrFormat("must be from 0.001 to 0.999 (a part of "
+                                     "one GPU, in thousandths), not %.17g",
+                                     f));
     }
     if (gpu != group.resources.end()) {
       return Invalid(".gpu_fraction",
@@ -197,8 +198,7 @@ absl::Status ParseGpuFraction(const v1::GroupSpec& in, GroupSpec& group) {
                      "gpu\"], not both");
     }
     group.gpu_fraction = f;
-    group.resources.emplace_back(std::string(kGpuName),
-                                 std::llround(f * kWholeGpu));
+    group.resources.emplace_back(std::string(kGpuName), GpuFractionMilli(f));
     std::sort(group.resources.begin(), group.resources.end());
     return absl::OkStatus();
   }

@@ -132,5 +132,60 @@ TEST_F(FractionTest, ARestoreKeepsStoredDevicesAndChoosesMissingOnes) {
   EXPECT_TRUE(restored.CheckConsistency().ok());
 }
 
+TEST_F(FractionTest, ANodeWhoseGpusChangeKeepsItsDevicesRight) {
+  s_.UpsertNodes({GpuNode("n1", 4)}, now_);
+  ASSERT_TRUE(s_.Submit(Workload("whole", {Group("w", 1, 2, 2)}), now_).ok());
+  s_.RunCycle(now_);
+  ASSERT_TRUE(s_.Submit(Workload("f", {Fraction("w", 500, 2)}), now_).ok());
+  s_.RunCycle(now_);
+  auto devices = [&](const std::string& id) {
+    std::vector<std::vector<int32_t>> out;
+    for (const Binding& b : s_.BindingsOf(*s_.FindWorkload(id)))
+      out.push_back(b.gpu_devices);
+    return out;
+  };
+  using Devices = std::vector<std::vector<int32_t>>;
+  ASSERT_EQ(devices("whole"), (Devices{{0}, {1}}));
+  ASSERT_EQ(devices("f"), (Devices{{2}, {2}}));
+  // 4 -> 3 GPUs: everything still has its devices.
+  s_.UpsertNodes({GpuNode("n1", 3)}, now_);
+  EXPECT_EQ(devices("f"), (Devices{{2}, {2}}));
+  // More than 64 GPUs: devices are not tracked; whole GPUs stay (no
+  // devices), the fractions cannot stay and are evicted (node_lost).
+  s_.TakeEvents();
+  s_.UpsertNodes({GpuNode("n1", 80)}, now_);
+  EXPECT_EQ(devices("whole"), (Devices{{}, {}}));
+  EXPECT_TRUE(devices("f").empty());
+  bool lost = false;
+  for (const Event& e : s_.TakeEvents()) {
+    for (const Eviction& ev : e.evictions)
+      lost |= ev.workload == "f" && ev.reason == EvictionReason::kNodeLost;
+  }
+  EXPECT_TRUE(lost);
+  EXPECT_TRUE(s_.CheckConsistency().ok());
+  // Back to 2 tracked GPUs: the whole pods get devices again (0 and 1), and
+  // the fractions, placed again, find no room.
+  s_.UpsertNodes({GpuNode("n1", 2)}, now_);
+  EXPECT_EQ(devices("whole"), (Devices{{0}, {1}}));
+  s_.RunCycle(now_);
+  EXPECT_TRUE(devices("f").empty());
+  EXPECT_TRUE(s_.CheckConsistency().ok());
+  // Stored devices that no longer fit (two pods on one device) are mended
+  // at a restore, not refused.
+  WorkloadRecord w = s_.RecordOf(*s_.FindWorkload("whole"));
+  ASSERT_EQ(w.slots.size(), 2u);
+  w.slots[1].devices = w.slots[0].devices;
+  Scheduler restored;
+  ASSERT_TRUE(restored.UpsertQueue(testing::Queue("default")).ok());
+  restored.UpsertNodes({GpuNode("n1", 2)}, now_);
+  ASSERT_TRUE(restored.RestoreWorkload(w).ok());
+  restored.RestoreCounters(0, 10, now_);
+  EXPECT_TRUE(restored.CheckConsistency().ok());
+  std::vector<std::vector<int32_t>> mended;
+  for (const Binding& b : restored.BindingsOf(*restored.FindWorkload("whole")))
+    mended.push_back(b.gpu_devices);
+  EXPECT_EQ(mended, (Devices{{0}, {1}}));
+}
+
 }  // namespace
 }  // namespace gangsched

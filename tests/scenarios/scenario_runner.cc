@@ -204,10 +204,11 @@ GroupSpec ParseGroup(const YAML::Node& node, const std::string& where) {
   if (node["gpu_fraction"]) {
     // As the server's edge takes it: the fraction in milli-GPUs.
     g.gpu_fraction = Double(node["gpu_fraction"], where + ".gpu_fraction");
-    if (!(g.gpu_fraction >= 0.001 && g.gpu_fraction < 1))
-      Fail(where + ".gpu_fraction", "must be at least 0.001 and below 1");
+    if (!(g.gpu_fraction >= kMinGpuFraction &&
+          g.gpu_fraction <= kMaxGpuFraction))
+      Fail(where + ".gpu_fraction", "must be from 0.001 to 0.999");
     g.resources.emplace_back(std::string(kGpuName),
-                             std::llround(g.gpu_fraction * kWholeGpu));
+                             GpuFractionMilli(g.gpu_fraction));
     std::sort(g.resources.begin(), g.resources.end());
   }
   if (node["min"]) g.min_count = Int(node["min"], where + ".min");

@@ -305,9 +305,9 @@ def _gpu_fraction(group: dict[str, Any], annotations: Mapping[str, str],
             fraction = float(text)
         except ValueError:
             raise MappingError(f"{field}: {text!r} is not a number") from None
-        if not 0.001 <= fraction < 1:
-            raise MappingError(f"{field}: {text!r} must be at least 0.001 "
-                               "and below 1 (a part of one GPU)")
+        if not 0.001 <= fraction <= 0.999:
+            raise MappingError(f"{field}: {text!r} must be from 0.001 to "
+                               "0.999 (a part of one GPU)")
         if GPU in group["resources"]:
             raise MappingError(f"{field}: the pods also ask for {GPU}; a "
                                "pod with a GPU fraction asks for none")

@@ -252,8 +252,8 @@ def test_gpu_fraction_annotation_as_kai_names_it():
         gpu["resources"]
     assert small["gpu_fraction"] == 0.25
     assert "gpu_fraction" not in groups(spec)["head"]
-    for bad, why in (("1", "below 1"), ("0", "at least 0.001"),
-                     ("half", "not a number"), ("nan", "below 1")):
+    for bad, why in (("1", "0.001 to 0.999"), ("0", "0.001 to 0.999"),
+                     ("half", "not a number"), ("nan", "0.001 to 0.999")):
         with pytest.raises(mapping.MappingError, match=why) as e:
             mapping.workload_from_cluster(cluster(
                 [worker(spec=half, annotations={"gpu-fraction": bad})]),

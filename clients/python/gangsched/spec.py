@@ -111,9 +111,9 @@ def _gpu_fraction(value: Any, resources: Mapping[str, str],
         fraction = float(value)
     except (TypeError, ValueError):
         raise SpecError(field, f"{value!r} is not a number") from None
-    if not 0.001 <= fraction < 1:
-        raise SpecError(field, "must be at least 0.001 and below 1 (a part "
-                        f"of one GPU), not {fraction:g}")
+    if not 0.001 <= fraction <= 0.999:
+        raise SpecError(field, "must be from 0.001 to 0.999 (a part of one "
+                        f"GPU, in thousandths), not {fraction!r}")
     if GPU in resources:
         raise SpecError(field, 'give either gpu_fraction or resources['
                         '"nvidia.com/gpu"], not both')
