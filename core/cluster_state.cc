@@ -205,7 +205,7 @@ void Scheduler::ReconcileDevices(NodeId id, absl::Time now) {
     const GroupState& g = w.groups[key.group];
     const int64_t gpu = g.pod.Get(kGpu);
     if (gpu > 0)
-      slots.push_back({w.submit_seq, key, gpu, g.slot_devices[key.index]});
+      slots.push_back({w.submit_seq, key, gpu, g.DevicesAt(key.index)});
   }
   if (slots.empty()) return;
   std::sort(slots.begin(), slots.end(), [](const GpuSlot& a, const GpuSlot& b) {
@@ -258,7 +258,7 @@ void Scheduler::ReconcileDevices(NodeId id, absl::Time now) {
       continue;
     Workload& w = *workloads_[slots[i].key.workload.value()];
     Changed(w);
-    w.groups[slots[i].key.group].slot_devices[slots[i].key.index] = want[i];
+    w.groups[slots[i].key.group].SetDevices(slots[i].key.index, want[i]);
     cluster_.MoveDevices(id, slots[i].gpu, slots[i].mask, want[i]);
   }
 }
@@ -406,7 +406,7 @@ void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node,
   Changed(w);
   GroupState& state = w.groups[group];
   state.slot_node[slot] = node;
-  state.slot_devices[slot] = devices;
+  state.SetDevices(slot, devices);
   state.slot_pos[slot] =
       cluster_.Bind(node, state.pod, {w.id, group, slot}, devices);
   AddToQueuePath(w.queue, state.pod, !w.preemptible);
@@ -432,8 +432,8 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
     if (w.evictions.empty()) unsettled_.push_back(w.id);
   }
   uint32_t pos = state.slot_pos[slot];
-  const DeviceMask devices = state.slot_devices[slot];
-  state.slot_devices[slot] = 0;
+  const DeviceMask devices = state.DevicesAt(slot);
+  state.SetDevices(slot, 0);
   if (std::optional<SlotKey> moved =
           cluster_.Unbind(node, state.pod, pos, devices)) {
     workloads_[moved->workload.value()]

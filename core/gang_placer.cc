@@ -436,13 +436,25 @@ class Attempt {
   }
 
   // The devices a pod of `group` would get on `node` (tracked devices).
+  // Unless `choose`, a whole-GPU pod on a node this attempt has not booked
+  // on is only counted: nullopt when it does not fit, else 0.
   std::optional<DeviceMask> Devices(const Node& node,
-                                    const PlacementGroup& group) const {
+                                    const PlacementGroup& group,
+                                    bool choose = false) const {
     const uint32_t id = static_cast<uint32_t>(&node - nodes_.data());
     const DeviceDelta* delta = devices_.Find(id);
     const int32_t keep = options_.ignore_usage || options_.ignore_reserved
                              ? 0
                              : node.devices.Reserved();
+    const int64_t gpu = group.pod.Get(kGpu);
+    if (!choose && delta == nullptr && !options_.ignore_usage &&
+        !IsGpuFraction(gpu)) {
+      // Whole GPUs on a node this attempt has not touched: whether enough
+      // devices are untouched is a count (which ones, only when booked).
+      const int untouched = node.DeviceCount() - node.devices.touched;
+      if (DevicesOf(gpu) > untouched - keep) return std::nullopt;
+      return DeviceMask{0};
+    }
     return ChooseDevices(
         node.DeviceCount(), [&](int d) { return HeldOn(node, delta, d); }, keep,
         group.pod.Get(kGpu), RulesOf(group.placement.strategy).spread);
@@ -453,13 +465,13 @@ class Attempt {
   DeviceMask BookDevices(const Node& node, const PlacementGroup& group) {
     const int64_t gpu = group.pod.Get(kGpu);
     if (gpu <= 0 || node.DeviceCount() == 0) return 0;
-    const std::optional<DeviceMask> mask = Devices(node, group);
+    const std::optional<DeviceMask> mask = Devices(node, group, true);
     if (!mask) return 0;  // Check said it fits; cannot happen
     DeviceDelta& delta = devices_[static_cast<uint32_t>(&node - nodes_.data())];
-    for (int d : DeviceIndexes(*mask)) {
+    ForEachDevice(*mask, [&](int d) {
       if (static_cast<int>(delta.size()) <= d) delta.resize(d + 1, 0);
       delta[static_cast<size_t>(d)] += static_cast<int32_t>(PerDevice(gpu));
-    }
+    });
     return *mask;
   }
 

@@ -11,22 +11,22 @@ int DeviceCount(int64_t gpu_allocatable) {
   return n <= kMaxDevices ? static_cast<int>(n) : 0;
 }
 
-std::vector<int32_t> DeviceIndexes(DeviceMask mask) {
-  std::vector<int32_t> out;
-  for (int d = 0; d < kMaxDevices; ++d) {
-    if (mask & (DeviceMask{1} << d)) out.push_back(d);
-  }
+DeviceList DeviceIndexes(DeviceMask mask) {
+  DeviceList out;
+  ForEachDevice(mask, [&](int d) { out.push_back(d); });
   return out;
 }
 
 void DeviceUse::Hold(DeviceMask mask, int64_t gpu, int sign) {
   const auto amount = static_cast<int32_t>(PerDevice(gpu) * sign);
-  for (int d = 0; d < kMaxDevices && mask != 0; ++d) {
-    if (!(mask & (DeviceMask{1} << d))) continue;
-    mask &= ~(DeviceMask{1} << d);
+  ForEachDevice(mask, [&](int d) {
     if (static_cast<int>(held.size()) <= d) held.resize(d + 1, 0);
+    const bool was = held[d] > 0;
+    const bool was_shared = was && held[d] < kWholeGpu;
     held[d] += amount;
-  }
+    touched += (held[d] > 0) - was;
+    shared += (held[d] > 0 && held[d] < kWholeGpu) - was_shared;
+  });
   // Trailing devices that hold nothing are not kept (a node that shrank).
   while (!held.empty() && held.back() == 0) held.pop_back();
 }

@@ -9,6 +9,7 @@
 // the node's `used` (the amounts are the same); devices only add where.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -47,8 +48,19 @@ inline int DevicesOf(int64_t gpu) {
 // Devices of a node with this GPU allocatable: 0 (not tracked: no GPUs,
 // a part of a GPU, or more than kMaxDevices).
 int DeviceCount(int64_t gpu_allocatable);
+// Device indexes, inline for the usual pod (up to 4 GPUs).
+using DeviceList = absl::InlinedVector<int32_t, 4>;
 // The indexes in `mask`, lowest first.
-std::vector<int32_t> DeviceIndexes(DeviceMask mask);
+DeviceList DeviceIndexes(DeviceMask mask);
+// fn(index) for each index in `mask`, lowest first, without a vector.
+template <typename Fn>
+void ForEachDevice(DeviceMask mask, Fn&& fn) {
+  while (mask != 0) {
+    const int d = std::countr_zero(mask);
+    fn(d);
+    mask &= mask - 1;
+  }
+}
 
 // What a node's devices hold, per device, in core units; and how many
 // devices PIPELINED gangs reserved on the node (their pods get devices when
@@ -58,6 +70,8 @@ struct DeviceUse {
   absl::InlinedVector<int32_t, 8> held;  // by device; may be shorter
   int32_t reserved_whole = 0;            // devices of reserved whole-GPU pods
   int32_t reserved_fractions = 0;  // reserved fractional pods: a device each
+  int32_t touched = 0;  // devices that hold anything (entries of `held` > 0)
+  int32_t shared = 0;   // devices that hold less than one GPU (but some)
 
   int64_t Held(int device) const {
     return device < static_cast<int>(held.size()) ? held[device] : 0;

@@ -6,6 +6,7 @@ namespace {
 
 // A device holds fractions and has room left.
 bool HasSharedRoom(const Node& node) {
+  if (node.devices.shared == 0) return false;
   const int count = node.DeviceCount();
   for (int d = 0; d < count; ++d) {
     const int64_t held = node.devices.Held(d);

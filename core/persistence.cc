@@ -42,11 +42,10 @@ WorkloadRecord Scheduler::RecordOf(const Workload& w) const {
       NodeId bound = state.slot_node[i];
       NodeId nominated = state.slot_nominated[i];
       if (!bound.valid() && !nominated.valid()) continue;
-      r.slots.push_back(
-          {g, i, bound.valid() ? cluster_.node(bound).name : "",
-           state.slot_evicting[i] != 0,
-           nominated.valid() ? cluster_.node(nominated).name : "",
-           bound.valid() ? state.slot_devices[i] : DeviceMask{0}});
+      r.slots.push_back({g, i, bound.valid() ? cluster_.node(bound).name : "",
+                         state.slot_evicting[i] != 0,
+                         nominated.valid() ? cluster_.node(nominated).name : "",
+                         bound.valid() ? state.DevicesAt(i) : DeviceMask{0}});
     }
   }
   r.evictions = w.evictions;
@@ -308,7 +307,8 @@ absl::Status Scheduler::CheckConsistency() const {
         if (NodeId n = g.slot_node[i]; n.valid()) {
           used[n.value()] += g.pod;
           ++pods[n.value()];
-          if (DeviceMask mask = g.slot_devices[i]; mask != 0) {
+          if (DeviceMask mask = g.DevicesAt(static_cast<int32_t>(i));
+              mask != 0) {
             devices[n.value()].Hold(mask, g.pod.Get(kGpu), 1);
             if (std::popcount(mask) != DevicesOf(g.pod.Get(kGpu))) {
               return absl::InternalError(
@@ -329,7 +329,8 @@ absl::Status Scheduler::CheckConsistency() const {
           ++reserved_pods[g.slot_nominated[i].value()];
           devices[g.slot_nominated[i].value()].Reserve(g.pod.Get(kGpu), 1);
         }
-        if (!g.slot_node[i].valid() && g.slot_devices[i] != 0) {
+        if (!g.slot_node[i].valid() &&
+            g.DevicesAt(static_cast<int32_t>(i)) != 0) {
           return absl::InternalError(absl::StrCat(
               w->spec.id, ": unbound slot ", gi, "/", i, " holds GPU devices"));
         }
@@ -356,7 +357,9 @@ absl::Status Scheduler::CheckConsistency() const {
     }
     if (n.devices.held != devices[i].held ||
         n.devices.reserved_whole != devices[i].reserved_whole ||
-        n.devices.reserved_fractions != devices[i].reserved_fractions) {
+        n.devices.reserved_fractions != devices[i].reserved_fractions ||
+        n.devices.touched != devices[i].touched ||
+        n.devices.shared != devices[i].shared) {
       return absl::InternalError(
           absl::StrCat(n.name, ": GPU devices differ from their slots"));
     }

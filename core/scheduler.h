@@ -49,7 +49,7 @@ struct Binding {
   std::string node;
   // The GPU devices the pod holds on the node (docs/SCHEDULING.md,
   // "Fractional GPUs"); empty for nominations and pods without them.
-  std::vector<int32_t> gpu_devices;
+  DeviceList gpu_devices;
 };
 
 enum class EventType { kBound, kEvicted, kStateChanged, kReleased };
@@ -821,7 +821,7 @@ void Scheduler::ForEachSlotOn(const Workload& w, SlotNodes which,
     for (int32_t i = 0; i < static_cast<int32_t>(on.size()); ++i) {
       if (on[i].valid()) {
         fn(w.spec.groups[g].name, i, cluster_.node(on[i]).name,
-           which == &GroupState::slot_node ? w.groups[g].slot_devices[i]
+           which == &GroupState::slot_node ? w.groups[g].DevicesAt(i)
                                            : DeviceMask{0});
       }
     }

@@ -43,6 +43,7 @@ absl::Status CheckUsageOptions(const UsageOptions& o) {
 void UsageLedger::SetOptions(const UsageOptions& options) {
   // A new window is taken in by each queue's next Advance (Normalize).
   options_ = options;
+  width_ = options.window / kUsageBuckets;
   // Turned off, every factor is 1 at once, not at the next refresh.
   if (!options.enabled) {
     for (Entry& e : entries_) e.factors.clear();

@@ -123,7 +123,7 @@ class UsageLedger {
   };
   static int64_t BucketOf(absl::Time t, absl::Duration width);
   static absl::Time BucketEnd(int64_t id, absl::Duration width);
-  absl::Duration Width() const { return options_.window / kUsageBuckets; }
+  absl::Duration Width() const { return width_; }
   // Buckets of another width become one of Width() at the clock.
   void Normalize(State& s) const;
   Entry& EntryOf(QueueId queue);
@@ -134,6 +134,8 @@ class UsageLedger {
   void Collapse(State& s, std::vector<double> total) const;
 
   UsageOptions options_;
+  // options_.window / kUsageBuckets (a Duration division is 128-bit).
+  absl::Duration width_ = options_.window / kUsageBuckets;
   std::vector<Entry> entries_;  // by queue id
   absl::Time last_refresh_ = absl::InfinitePast();
 };

@@ -146,7 +146,7 @@ bool Scheduler::FitsWithout(const PlannedRequest& plan,
     f.resources += g.pod;
     ++f.pods;
     // Its GPU devices too (docs/SCHEDULING.md, "Fractional GPUs").
-    for (int d : DeviceIndexes(g.slot_devices[slot.second])) {
+    for (int d : DeviceIndexes(g.DevicesAt(slot.second))) {
       if (static_cast<int>(f.devices.size()) <= d) f.devices.resize(d + 1, 0);
       f.devices[d] += static_cast<int32_t>(PerDevice(g.pod.Get(kGpu)));
     }

@@ -50,7 +50,7 @@ void GroupState::ResizeSlots(size_t slots) {
   slot_evicting.resize(slots, 0);
   slot_nominated.resize(slots);
   slot_pos.resize(slots, 0);
-  slot_devices.resize(slots, 0);
+  if (!slot_devices.empty()) slot_devices.resize(slots, 0);
 }
 
 int32_t GroupState::LiveReplicas() const {

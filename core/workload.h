@@ -93,8 +93,21 @@ struct GroupState {
   SlotVector<NodeId> slot_nominated;
   // Bound slots: the slot's position in its node's `slots`.
   SlotVector<uint32_t> slot_pos;
-  // Bound slots: the GPU devices they hold on their node (0: none).
-  SlotVector<DeviceMask> slot_devices;
+  // Bound slots: the GPU devices they hold on their node (0: none). Empty
+  // until a slot of the group holds devices (most groups never do).
+  std::vector<DeviceMask> slot_devices;
+  DeviceMask DevicesAt(int32_t slot) const {
+    return static_cast<size_t>(slot) < slot_devices.size()
+               ? slot_devices[static_cast<size_t>(slot)]
+               : 0;
+  }
+  void SetDevices(int32_t slot, DeviceMask devices) {
+    if (devices == 0 && static_cast<size_t>(slot) >= slot_devices.size())
+      return;
+    if (slot_devices.size() < slot_node.size())
+      slot_devices.resize(slot_node.size(), 0);
+    slot_devices[static_cast<size_t>(slot)] = devices;
+  }
 
   // Keeps the per-slot vectors as long as slot_node.
   void ResizeSlots(size_t slots);

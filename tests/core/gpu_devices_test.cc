@@ -54,7 +54,7 @@ TEST(GpuDevicesTest, NodesThatDoNotTrackDevices) {
   EXPECT_EQ(DeviceCount(0), 0);
   EXPECT_EQ(DeviceCount(1500), 0);   // part of a GPU
   EXPECT_EQ(DeviceCount(65000), 0);  // more than 64
-  EXPECT_EQ(DeviceIndexes(0b1010), (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(DeviceIndexes(0b1010), (DeviceList{1, 3}));
 }
 
 class FractionTest : public ::testing::Test {
@@ -97,7 +97,7 @@ TEST_F(FractionTest, APendingGangIsToldWhyNoDeviceTakesIt) {
   std::vector<Binding> b = s_.BindingsOf(*s_.FindWorkload("tenth"));
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0].node, "n1");
-  EXPECT_EQ(b[0].gpu_devices, std::vector<int32_t>{0});
+  EXPECT_EQ(b[0].gpu_devices, DeviceList{0});
   EXPECT_TRUE(s_.CheckConsistency().ok());
 }
 
@@ -139,12 +139,12 @@ TEST_F(FractionTest, ANodeWhoseGpusChangeKeepsItsDevicesRight) {
   ASSERT_TRUE(s_.Submit(Workload("f", {Fraction("w", 500, 2)}), now_).ok());
   s_.RunCycle(now_);
   auto devices = [&](const std::string& id) {
-    std::vector<std::vector<int32_t>> out;
+    std::vector<DeviceList> out;
     for (const Binding& b : s_.BindingsOf(*s_.FindWorkload(id)))
       out.push_back(b.gpu_devices);
     return out;
   };
-  using Devices = std::vector<std::vector<int32_t>>;
+  using Devices = std::vector<DeviceList>;
   ASSERT_EQ(devices("whole"), (Devices{{0}, {1}}));
   ASSERT_EQ(devices("f"), (Devices{{2}, {2}}));
   // 4 -> 3 GPUs: everything still has its devices.
@@ -181,7 +181,7 @@ TEST_F(FractionTest, ANodeWhoseGpusChangeKeepsItsDevicesRight) {
   ASSERT_TRUE(restored.RestoreWorkload(w).ok());
   restored.RestoreCounters(0, 10, now_);
   EXPECT_TRUE(restored.CheckConsistency().ok());
-  std::vector<std::vector<int32_t>> mended;
+  std::vector<DeviceList> mended;
   for (const Binding& b : restored.BindingsOf(*restored.FindWorkload("whole")))
     mended.push_back(b.gpu_devices);
   EXPECT_EQ(mended, (Devices{{0}, {1}}));
