@@ -265,14 +265,8 @@ void Scheduler::ReconcileDevices(NodeId id, absl::Time now) {
 
 void Scheduler::UnbindSlots(const std::vector<SlotKey>& keys, absl::Time now,
                             EventType type) {
-  std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>> lost;
-  for (const SlotKey& key : keys) {
-    Workload& w = *workloads_[key.workload.value()];
-    Unbind(w, key.group, key.index);
-    auto& [wid, slots] = lost[w.submit_seq];
-    wid = w.id;
-    slots.push_back({w.spec.groups[key.group].name, key.index});
-  }
+  LostSlots lost;
+  for (const SlotKey& key : keys) UnbindInto(key, lost);
   RecordLost(lost, type, now);
 }
 
@@ -281,21 +275,20 @@ void Scheduler::UnbindNewest(NodeId id, absl::Time now, EventType type,
   const Node& node = cluster_.node(id);
   // One event per workload, in submission order, so the events come out in
   // the same order everywhere.
-  std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>> lost;
-  while (!node.slots.empty() && more()) {
-    SlotKey key = node.slots.back();
-    Workload& w = *workloads_[key.workload.value()];
-    Unbind(w, key.group, key.index);
-    auto& [wid, slots] = lost[w.submit_seq];
-    wid = w.id;
-    slots.push_back({w.spec.groups[key.group].name, key.index});
-  }
+  LostSlots lost;
+  while (!node.slots.empty() && more()) UnbindInto(node.slots.back(), lost);
   RecordLost(lost, type, now);
 }
 
-void Scheduler::RecordLost(
-    std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>>& lost,
-    EventType type, absl::Time now) {
+void Scheduler::UnbindInto(SlotKey key, LostSlots& lost) {
+  Workload& w = *workloads_[key.workload.value()];
+  Unbind(w, key.group, key.index);
+  auto& [wid, slots] = lost[w.submit_seq];
+  wid = w.id;
+  slots.push_back({w.spec.groups[key.group].name, key.index});
+}
+
+void Scheduler::RecordLost(LostSlots& lost, EventType type, absl::Time now) {
   for (auto& [seq, lost_slots] : lost) {
     auto& [wid, slots] = lost_slots;
     Workload& w = *workloads_[wid.value()];

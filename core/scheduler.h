@@ -507,10 +507,14 @@ class Scheduler {
   // workload (kEvicted: node_lost evictions; kReleased: released slots).
   void UnbindNewest(NodeId id, absl::Time now, EventType type,
                     absl::FunctionRef<bool()> more);
+  // Unbound slots by workload, in submission order.
+  using LostSlots =
+      std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>>;
+  // Unbinds `key` (taken by value: it may be the node's own last entry)
+  // and adds it to `lost`.
+  void UnbindInto(SlotKey key, LostSlots& lost);
   // One `type` event per workload of `lost` (by submission order).
-  void RecordLost(
-      std::map<uint64_t, std::pair<WorkloadId, std::vector<SlotRef>>>& lost,
-      EventType type, absl::Time now);
+  void RecordLost(LostSlots& lost, EventType type, absl::Time now);
   // Unbinds `keys` (slots bound on one node); one `type` event per workload.
   void UnbindSlots(const std::vector<SlotKey>& keys, absl::Time now,
                    EventType type);
