@@ -330,6 +330,18 @@ void Scheduler::DropNominationsOn(NodeId id, absl::Time now, bool removed) {
     return;  // an update that keeps the room (the shim re-sends its nodes)
   }
   for (const auto& w : workloads_) {
+    if (w && w->state == WorkloadState::kRunning) {
+      // Moves onto the node (docs/SCHEDULING.md, "Consolidation") lose
+      // their room; the moved pods are placed again once they are gone.
+      for (GroupState& group : w->groups) {
+        for (size_t i = 0; i < group.slot_nominated.size(); ++i) {
+          if (group.slot_nominated[i] != id) continue;
+          Unreserve(id, group.pod);
+          group.slot_nominated[i] = NodeId();
+          Changed(*w);
+        }
+      }
+    }
     if (!w || w->state != WorkloadState::kPipelined) continue;
     bool uses = false;
     for (const auto& group : w->groups) {
@@ -423,6 +435,10 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
       it = it->slots.empty() ? w.evictions.erase(it) : it + 1;
     }
     if (w.evictions.empty()) unsettled_.push_back(w.id);
+    // A moved pod gone from its old node lands on its new one
+    // (docs/SCHEDULING.md, "Consolidation").
+    if (state.slot_nominated[slot].valid())
+      landing_.push_back({w.id, group, slot});
   }
   uint32_t pos = state.slot_pos[slot];
   const DeviceMask devices = state.DevicesAt(slot);

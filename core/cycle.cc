@@ -22,6 +22,8 @@ void Scheduler::RunCycle(absl::Time now) {
   AdvanceUsage(now);
   // Resources only shrink during a cycle: a shape that failed stays failed.
   shape_failures_.clear();
+  moves_left_ = options_.consolidation.max_pods_per_cycle;
+  move_searches_left_ = kMoveSearchesPerCycle;
   // Commands and the restore settle what they unsettle; what is left
   // (workloads released since, for which there is nothing to do) is dropped
   // here so the list never grows.
@@ -189,6 +191,20 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
     }
     SetPending(w, *failure.unsatisfiable, now);
     return;
+  }
+  // Room free in total but spread too thin is gathered by moving running
+  // pods, before anything is evicted for good (docs/SCHEDULING.md,
+  // "Consolidation"); a shape no moves help waits until the next cycle.
+  if (options_.consolidation.enabled && !failure.no_moves && moves_left_ > 0 &&
+      move_searches_left_ > 0) {
+    --move_searches_left_;
+    if (std::optional<MovePlan> moves = FindMoves(
+            w, plan(),
+            std::min(options_.consolidation.max_pods_per_gang, moves_left_))) {
+      Consolidate(w, plan(), *moves, now);
+      return;
+    }
+    failure.no_moves = true;
   }
   // The same shape from the same queue and priority finds no victims
   // either, until the next cycle.

@@ -120,7 +120,37 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
   } else {
     answer.node_rejections = now_placement.rejections;
     lines.push_back(absl::StrCat("Nodes: ", now_placement.message, "."));
-    if (w.state == WorkloadState::kPending && gang_step) {
+    std::optional<MovePlan> moves;
+    if (w.state == WorkloadState::kPending && gang_step &&
+        options_.consolidation.enabled) {
+      moves = FindMoves(w, plan, options_.consolidation.max_pods_per_gang);
+    }
+    if (moves) {
+      // docs/SCHEDULING.md, "Consolidation": tried before any eviction.
+      std::map<std::string, Eviction> merged;
+      std::vector<std::string> where;
+      for (size_t k = 0; k < moves->units.size(); ++k) {
+        const VictimUnit& u = moves->units[k];
+        Eviction& e = merged[u.workload->spec.id];
+        e.workload = u.workload->spec.id;
+        e.reason = EvictionReason::kConsolidate;
+        e.preemptor = w.spec.id;
+        for (size_t j = 0; j < u.slots.size(); ++j) {
+          auto [g, i] = u.slots[j];
+          const std::string& group = u.workload->spec.groups[g].name;
+          e.slots.push_back({group, i});
+          where.push_back(absl::StrCat(
+              u.workload->spec.id, " ", group, "/", i, " from ",
+              cluster_.node(u.workload->groups[g].slot_node[i]).name, " to ",
+              cluster_.node(moves->targets[k][j]).name));
+        }
+      }
+      for (auto& [id, e] : merged) answer.would_evict.push_back(std::move(e));
+      lines.push_back(absl::StrCat(
+          "The free room is spread too thin; moving ", moves->pods,
+          moves->pods == 1 ? " pod" : " pods",
+          " (consolidation) makes room: ", absl::StrJoin(where, ", "), "."));
+    } else if (w.state == WorkloadState::kPending && gang_step) {
       VictimSearchNotes notes;
       if (std::optional<VictimPlan> victims =
               FindVictims(w, plan, now, &notes)) {

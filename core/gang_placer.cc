@@ -390,6 +390,11 @@ class Attempt {
     uint32_t id = static_cast<uint32_t>(&node - nodes_.data());
     auto why = [](const char* reason) { return Rejection{reason, {}}; };
     if (!node.schedulable && !options_.ignore_usage) return why("cordoned");
+    if (options_.avoid != nullptr &&
+        std::find(options_.avoid->begin(), options_.avoid->end(), NodeId(id)) !=
+            options_.avoid->end()) {
+      return why("left by moved pods");
+    }
     if (group.node_selector && !node.Matches(*group.node_selector)) {
       return why("node selector mismatch");
     }

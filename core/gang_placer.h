@@ -92,6 +92,9 @@ struct PlacerOptions {
   // leave behind. A victim search places the preemptor as if they were
   // gone, on this overlay, without touching the nodes.
   const std::vector<FreedRoom>* freed = nullptr;
+  // Nodes not to place on at all (a consolidation's moved pods leave
+  // their nodes).
+  const std::vector<NodeId>* avoid = nullptr;
 };
 
 // Resources and pods of everything the request asks for.

@@ -217,9 +217,23 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
       NodeId node = FindNodeId(slot.nominated);
       if (!node.valid())
         return fail(absl::StrCat("node ", slot.nominated, " is gone"));
+      const bool move = !slot.node.empty();
+      if (move && (!slot.evicting || w.state != WorkloadState::kRunning)) {
+        // Only a RUNNING workload's pod being evicted is moved
+        // (docs/SCHEDULING.md, "Consolidation"): the nomination goes, the
+        // rest loads.
+        warnings_.push_back(absl::StrCat(
+            "workload ", r.spec.id, " slot ", slot.group, "/", slot.index,
+            ": a bound slot nominated onto ", slot.nominated,
+            " is not a move under way; the nomination is dropped"));
+        continue;
+      }
       w.groups[slot.group].slot_nominated[slot.index] = node;
       Reserve(node, w.groups[slot.group].pod);
-      AddReservedToQueuePath(w.queue, w.groups[slot.group].pod, !w.preemptible);
+      if (!move) {
+        AddReservedToQueuePath(w.queue, w.groups[slot.group].pod,
+                               !w.preemptible);
+      }
     }
   }
   fair_share_dirty_ = true;
@@ -328,6 +342,12 @@ absl::Status Scheduler::CheckConsistency() const {
           reserved[g.slot_nominated[i].value()] += g.pod;
           ++reserved_pods[g.slot_nominated[i].value()];
           devices[g.slot_nominated[i].value()].Reserve(g.pod.Get(kGpu), 1);
+        }
+        if (g.slot_node[i].valid() && g.slot_nominated[i].valid() &&
+            (!g.slot_evicting[i] || w->state != WorkloadState::kRunning)) {
+          return absl::InternalError(absl::StrCat(
+              w->spec.id, ": bound slot ", gi, "/", i,
+              " is nominated elsewhere but is not a move under way"));
         }
         if (!g.slot_node[i].valid() &&
             g.DevicesAt(static_cast<int32_t>(i)) != 0) {

@@ -29,7 +29,8 @@ void Scheduler::CompletePipelined(absl::Time now) {
       for (int32_t i = 0;
            i < static_cast<int32_t>(w.groups[g].slot_nominated.size()); ++i) {
         NodeId n = w.groups[g].slot_nominated[i];
-        if (n.valid()) planned.emplace_back(g, i, n);
+        if (n.valid() && !w.groups[g].slot_node[i].valid())
+          planned.emplace_back(g, i, n);
       }
     }
     ClearNominations(w);
@@ -94,7 +95,8 @@ void Scheduler::CompletePipelined(absl::Time now) {
 }
 
 void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
-                         const VictimPlan& victims, absl::Time now) {
+                         const VictimPlan& victims, absl::Time now,
+                         std::string waiting) {
   // One eviction per victim workload, its units merged; in submission
   // order, so the events come out the same in every process.
   struct Merged {
@@ -140,12 +142,13 @@ void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
                    });
   SetState(preemptor, WorkloadState::kPipelined, now);
   preemptor.had_victims = true;
-  preemptor.pending = {
-      PendingCode::kWaitingForEvictions,
-      absl::StrCat("placed onto room that ", waited_on.size(),
-                   waited_on.size() == 1 ? " workload still holds"
-                                         : " workloads still hold",
-                   "; bound once their evictions are confirmed")};
+  if (waiting.empty()) {
+    waiting = absl::StrCat("placed onto room that ", waited_on.size(),
+                           waited_on.size() == 1 ? " workload still holds"
+                                                 : " workloads still hold",
+                           "; bound once their evictions are confirmed");
+  }
+  preemptor.pending = {PendingCode::kWaitingForEvictions, std::move(waiting)};
   Record(EventType::kStateChanged, preemptor, now);
 }
 
@@ -170,6 +173,7 @@ void Scheduler::SettleEvictions(Workload& w, absl::Time now) {
 }
 
 void Scheduler::SettleUnsettled(absl::Time now) {
+  LandMoves(now);
   std::vector<WorkloadId> ids;
   ids.swap(unsettled_);
   for (WorkloadId id : ids) {
@@ -180,10 +184,14 @@ void Scheduler::SettleUnsettled(absl::Time now) {
 void Scheduler::ClearNominations(Workload& w) {
   Changed(w);
   for (auto& group : w.groups) {
-    for (NodeId& n : group.slot_nominated) {
+    for (size_t i = 0; i < group.slot_nominated.size(); ++i) {
+      NodeId& n = group.slot_nominated[i];
       if (!n.valid()) continue;
       Unreserve(n, group.pod);
-      AddReservedToQueuePath(w.queue, group.pod * -1, !w.preemptible);
+      // A move's pod is its queue's already (docs/SCHEDULING.md,
+      // "Consolidation"): only a gang's own nominations are held room.
+      if (!group.slot_node[i].valid())
+        AddReservedToQueuePath(w.queue, group.pod * -1, !w.preemptible);
       n = NodeId();
     }
   }

@@ -22,6 +22,9 @@ std::vector<std::pair<std::string, NamedResources>> Scheduler::FairShares()
 }
 
 void Scheduler::DropReplicated(Workload& w) {
+  // Nominations first: a move's nomination sits on a bound slot
+  // (docs/SCHEDULING.md, "Consolidation").
+  ClearNominations(w);
   for (uint32_t g = 0; g < w.groups.size(); ++g) {
     GroupState& group = w.groups[g];
     for (int32_t i = 0; i < static_cast<int32_t>(group.slot_node.size()); ++i) {
@@ -31,7 +34,6 @@ void Scheduler::DropReplicated(Workload& w) {
       if (group.slot_node[i].valid()) Unbind(w, g, i);
     }
   }
-  ClearNominations(w);
   if (w.state != WorkloadState::kReleased) queues_.CountWorkload(w.queue, -1);
   Forget(w);
 }

@@ -590,6 +590,10 @@ void Scheduler::SetState(Workload& w, WorkloadState state, absl::Time now) {
   if (state == WorkloadState::kRunning && w.state != WorkloadState::kRunning) {
     w.running_since = now;
   }
+  // Only a RUNNING workload has pods moved (docs/SCHEDULING.md,
+  // "Consolidation"): one that stops running keeps no room elsewhere.
+  if (w.state == WorkloadState::kRunning && state != WorkloadState::kRunning)
+    CancelMoves(w);
   if (state == WorkloadState::kRunning || state == WorkloadState::kReleased)
     w.had_victims = false;  // bound, or gone: nothing to inherit
   SetActive(w, state != WorkloadState::kReleased);

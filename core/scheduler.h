@@ -187,6 +187,18 @@ struct VictimSearchNotes {
   absl::Duration preempt_min_runtime, reclaim_min_runtime;
 };
 
+// Consolidation (docs/SCHEDULING.md, "Consolidation"): moving running
+// pods so that a gang fits room that is free in total but spread thin.
+struct ConsolidationOptions {
+  bool enabled = true;
+  // Pods one gang may have moved for it.
+  int32_t max_pods_per_gang = 8;
+  // Pods moved in one cycle, for every gang together.
+  int32_t max_pods_per_cycle = 32;
+  friend bool operator==(const ConsolidationOptions&,
+                         const ConsolidationOptions&) = default;
+};
+
 struct SchedulerOptions {
   // Released workloads kept for GetWorkload before they are forgotten.
   size_t released_retention = 10000;
@@ -202,6 +214,8 @@ struct SchedulerOptions {
   bool walk_every_active = false;
   // docs/SCHEDULING.md, "Time-based fair share"; SetUsageOptions changes it.
   UsageOptions usage;
+  // SetConsolidationOptions changes it.
+  ConsolidationOptions consolidation;
 };
 
 // What a dry run assumes besides its workload, applied in this order to a
@@ -275,6 +289,12 @@ class Scheduler {
   // RestoreUsage after the queue exists (and, on a restore, after its
   // workloads: time from the stored clock on counts what they hold).
   absl::Status RestoreUsage(absl::string_view queue, const NamedUsage& usage);
+
+  // Consolidation (docs/SCHEDULING.md): takes effect at the next cycle;
+  // moves under way go on.
+  void SetConsolidationOptions(const ConsolidationOptions& options) {
+    options_.consolidation = options;
+  }
 
   absl::StatusOr<QueueId> UpsertQueue(const QueueSpec& spec);
   // Refused while the queue has children or workloads that are not
@@ -709,8 +729,50 @@ class Scheduler {
                   const std::vector<std::pair<uint32_t, int32_t>>& slots,
                   EvictionReason reason, const std::string& preemptor,
                   bool whole, absl::Time now);
+  // `waiting`: the preemptor's pending text (empty: victims still hold
+  // its room).
   void Pipeline(Workload& preemptor, const PlannedRequest& plan,
-                const VictimPlan& victims, absl::Time now);
+                const VictimPlan& victims, absl::Time now,
+                std::string waiting = "");
+
+  // consolidate.cc (docs/SCHEDULING.md, "Consolidation"): pods moved so a
+  // gang fits. A move is a bound slot that is being evicted (reason
+  // consolidate) and nominated onto its new node, where the room is held
+  // for it; its confirmation binds it there at once (LandMoves).
+  struct MovePlan {
+    std::vector<VictimUnit> units;  // each an elastic or minimum replica
+    // Per unit, per slot (in the unit's order): the slot's new node.
+    std::vector<std::vector<NodeId>> targets;
+    GangPlacement placement;  // the gang's nodes once the moved pods left
+    int32_t pods = 0;
+  };
+  // The fewest pods (at most `max_pods`) whose moves make room for `plan`
+  // of `gang`, each move placed in the same decision; nullopt when none.
+  std::optional<MovePlan> FindMoves(const Workload& gang,
+                                    const PlannedRequest& plan,
+                                    int32_t max_pods) const;
+  // Whether `units` moved away let `plan` fit, with every moved replica
+  // placed elsewhere: the plan, or nullopt.
+  std::optional<MovePlan> TryMoves(const PlannedRequest& plan,
+                                   const std::vector<VictimUnit>& units) const;
+  // Announces the moves and pipelines the gang onto the room they leave.
+  void Consolidate(Workload& gang, const PlannedRequest& plan,
+                   const MovePlan& moves, absl::Time now);
+  // Binds the moved slots whose evictions were confirmed since the last
+  // call on their nominated nodes (SettleUnsettled calls it); a move whose
+  // node no longer takes it is dropped, and the slot is placed again like
+  // any lost pod.
+  void LandMoves(absl::Time now);
+  // Drops the nominations of `w`'s moves (its room is no longer held); the
+  // evictions go on.
+  void CancelMoves(Workload& w);
+  // Moved slots whose eviction was confirmed (Unbind), to land.
+  std::vector<SlotKey> landing_;
+  // What this cycle may still move, and how many more searches it may make
+  // for moves (RunCycle resets them).
+  static constexpr int32_t kMoveSearchesPerCycle = 8;
+  int32_t moves_left_ = 0;
+  int32_t move_searches_left_ = 0;
   absl::Duration MinRuntime(QueueId leaf, bool reclaim) const;
 
   SchedulerOptions options_;
@@ -801,6 +863,7 @@ class Scheduler {
     // preemptible.
     using Preemptor = std::tuple<uint32_t, int32_t, bool>;
     absl::flat_hash_set<Preemptor> no_victims;
+    bool no_moves = false;  // no consolidation makes room for it
   };
   absl::flat_hash_map<std::string, ShapeFailure> shape_failures_;
   // Workloads whose eviction went away since SettleUnsettled last ran.

@@ -25,6 +25,8 @@ absl::string_view ToString(EvictionReason reason) {
       return "node_lost";
     case EvictionReason::kManual:
       return "manual";
+    case EvictionReason::kConsolidate:
+      return "consolidate";
   }
   return "unknown";
 }

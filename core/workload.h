@@ -56,7 +56,20 @@ absl::string_view ToString(PendingCode code);  // "QUEUE_QUOTA", ...
 // The code named `name` (ToString's inverse); nullopt for no such code.
 std::optional<PendingCode> PendingCodeNamed(absl::string_view name);
 
-enum class EvictionReason { kPreempt, kReclaim, kStale, kNodeLost, kManual };
+enum class EvictionReason {
+  kPreempt,
+  kReclaim,
+  kStale,
+  kNodeLost,
+  kManual,
+  kConsolidate,  // moved: evicted and nominated onto another node at once
+};
+// Every reason, for the mappings to names (ToString) and back to be
+// complete by construction.
+inline constexpr EvictionReason kEvictionReasons[] = {
+    EvictionReason::kPreempt, EvictionReason::kReclaim,
+    EvictionReason::kStale,   EvictionReason::kNodeLost,
+    EvictionReason::kManual,  EvictionReason::kConsolidate};
 absl::string_view ToString(EvictionReason reason);  // "preempt", "reclaim", ...
 
 // Slots of `workload` that must be deleted and then confirmed with a

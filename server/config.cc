@@ -115,6 +115,39 @@ absl::StatusOr<UsageOptions> UsageFromYaml(const YAML::Node& node) {
   return o;
 }
 
+absl::StatusOr<ConsolidationOptions> ConsolidationFromYaml(
+    const YAML::Node& node) {
+  constexpr absl::string_view kField = "consolidation";
+  if (!node.IsMap()) return Bad(kField, "must be a mapping");
+  ConsolidationOptions o;
+  std::set<std::string> seen;
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    std::string field = absl::StrCat(kField, ".", key);
+    const YAML::Node& v = kv.second;
+    if (!seen.insert(key).second) return Bad(field, "given twice");
+    if (!v.IsScalar()) return Bad(field, "must be a single value");
+    std::string text = v.as<std::string>();
+    if (key == "enabled") {
+      if (text != "true" && text != "false")
+        return Bad(field, absl::StrCat("\"", text, "\" is not true or false"));
+      o.enabled = text == "true";
+    } else if (key == "max_pods_per_gang" || key == "max_pods_per_cycle") {
+      int32_t n = 0;
+      if (!absl::SimpleAtoi(text, &n) || n < 1 || n > 10000) {
+        return Bad(field, absl::StrCat("\"", text,
+                                       "\" is not a whole number from 1 to "
+                                       "10000"));
+      }
+      (key == "max_pods_per_gang" ? o.max_pods_per_gang
+                                  : o.max_pods_per_cycle) = n;
+    } else {
+      return Bad(field, "unknown key");
+    }
+  }
+  return o;
+}
+
 absl::StatusOr<v1::Queue> QueueFromYaml(const YAML::Node& node,
                                         absl::string_view field) {
   v1::Queue q;
@@ -283,6 +316,10 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
         auto usage = UsageFromYaml(value);
         if (!usage.ok()) return usage.status();
         config.usage = *usage;
+      } else if (key == "consolidation") {
+        auto consolidation = ConsolidationFromYaml(value);
+        if (!consolidation.ok()) return consolidation.status();
+        config.consolidation = *consolidation;
       } else if (key == "nodes") {
         if (!value.IsSequence()) return Bad("nodes", "must be a list");
         for (size_t i = 0; i < value.size(); ++i) {

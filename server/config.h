@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/scheduler.h"
 #include "core/spec.h"
 #include "core/usage.h"
 
@@ -19,6 +20,8 @@ struct Config {
   std::vector<NodeSpec> nodes;
   // `time_based_fair_share:` (docs/SCHEDULING.md, "Time-based fair share").
   UsageOptions usage;
+  // `consolidation:` (docs/SCHEDULING.md, "Consolidation").
+  ConsolidationOptions consolidation;
 };
 
 // Built-in defaults when no file is given: the four priority classes and

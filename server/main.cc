@@ -77,7 +77,10 @@ absl::Status ApplyConfig(CoreLoop& core, const Config& config,
         absl::Status status = c.scheduler.Reconfigure(
             config.priority_classes, config.default_priority_class,
             from_file || empty ? config.queues : kNone, removal, from_file);
-        if (status.ok()) c.scheduler.SetUsageOptions(config.usage);
+        if (status.ok()) {
+          c.scheduler.SetUsageOptions(config.usage);
+          c.scheduler.SetConsolidationOptions(config.consolidation);
+        }
         if (status.ok() && !config.nodes.empty())
           c.scheduler.UpsertNodes(config.nodes, c.now);
         LogWarnings(c.scheduler);
@@ -580,6 +583,7 @@ int Run(int argc, char** argv) {
   }
   // Before the store is read: the window numbers the stored buckets.
   scheduler_options.usage = config.usage;
+  scheduler_options.consolidation = config.consolidation;
   if (absl::Status s = CheckConfig(config, scheduler_options); !s.ok()) {
     LogLine(spdlog::level::err, "config not loaded")
         .Add("file", flags->config)

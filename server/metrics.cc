@@ -261,9 +261,8 @@ Metrics::Metrics(const std::string& role)
       .Register(*registry_)
       .Add({{"role", role}})
       .Set(role == "frontend" ? 0 : 1);
-  for (absl::string_view reason :
-       {"preempt", "reclaim", "stale", "node_lost", "manual"}) {
-    evictions_.Add({{"reason", std::string(reason)}});
+  for (EvictionReason reason : kEvictionReasons) {
+    evictions_.Add({{"reason", std::string(ToString(reason))}});
   }
   prometheus::BuildGauge()
       .Name("gangsched_build_info")

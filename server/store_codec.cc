@@ -40,9 +40,7 @@ absl::Time DecodeTime(int64_t us) {
 }
 
 std::optional<EvictionReason> ReasonFromString(absl::string_view s) {
-  for (EvictionReason r : {EvictionReason::kPreempt, EvictionReason::kReclaim,
-                           EvictionReason::kStale, EvictionReason::kNodeLost,
-                           EvictionReason::kManual}) {
+  for (EvictionReason r : kEvictionReasons) {
     if (ToString(r) == s) return r;
   }
   return std::nullopt;

@@ -311,9 +311,15 @@ class RandomRun {
         fprintf(stderr, "  after op: %s\n", Check().c_str());
     }
     s_->RunCycle(now_);
-    s_->TakeEvents();
+    for (const Event& e : s_->TakeEvents()) {
+      for (const Eviction& ev : e.evictions)
+        moved_ += ev.reason == EvictionReason::kConsolidate;
+    }
     Commit(*s_);
   }
+  // Consolidations announced so far (docs/SCHEDULING.md, "Consolidation"),
+  // so the test can tell that its sequences reach them at all.
+  int moved() const { return moved_; }
 
   // What a batch changed, as a leader streams it to its read replicas.
   ReplicaBatch BatchOf(const Scheduler& s, const ChangeSet& changes) {
@@ -835,6 +841,7 @@ class RandomRun {
   // Fed every batch, as a frontend's read cache is; never restarted.
   std::unique_ptr<Scheduler> replica_ = std::make_unique<Scheduler>();
   uint64_t fair_share_epoch_ = 0;
+  int moved_ = 0;
   const Scheduler* last_leader_ = nullptr;
   std::vector<std::string> leaves_;
   std::vector<std::string> ids_;
@@ -903,6 +910,7 @@ TEST(PropertyTest, RandomSequencesKeepEveryInvariant) {
   const int kSequences =
       getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 3000;
   constexpr int kSteps = 40;
+  int moved = 0;
   for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
     if (getenv("PROP_TRACE")) fprintf(stderr, "seed %u\n", seed);
     RandomRun run(seed);
@@ -922,7 +930,9 @@ TEST(PropertyTest, RandomSequencesKeepEveryInvariant) {
         ASSERT_EQ(run.Check(), "") << "seed " << seed << " step " << step;
       }
     }
+    moved += run.moved();
   }
+  EXPECT_GT(moved, kSequences / 100) << "consolidations seen";
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.request
 from typing import Any, Iterator
 
 import pytest
@@ -232,6 +233,70 @@ def test_gpu_fractions_share_devices_and_pods_are_told_which(
     assert status.spec.groups[1].gpu_fraction == 0.5
     assert sorted(list(b.gpu_devices) for b in status.bindings
                   if b.group == "gpu-group") == [[0], [0], [1]]
+
+
+def test_consolidation_moves_workers_so_a_whole_node_frees_up(
+        env: Env) -> None:
+    """Two 4-GPU nodes each run 2 one-GPU workers of "spread" (SPREAD), so
+    4 GPUs are free but no node has 4. "wide" asks for one 4-GPU worker at
+    the same priority: nothing may be preempted, so gangsched moves the 2
+    workers of one node to the other (evicted with reason consolidate). The
+    shim deletes them, KubeRay makes them again, they are bound on the other
+    node, and wide is bound on the emptied one (docs/SCHEDULING.md,
+    "Consolidation")."""
+    gpu_nodes(env, 2)
+    env.shim("--leader-election=false")
+    spread = manifest("raycluster-autoscaler.yaml",
+                      **{"metadata.name": "spread",
+                         "spec.enableInTreeAutoscaling": False,
+                         "spec.workerGroupSpecs.0.replicas": 4,
+                         "spec.workerGroupSpecs.0.minReplicas": 4,
+                         "spec.workerGroupSpecs.0.maxReplicas": 4})
+    spread["metadata"]["labels"]["gangsched.io/queue"] = "default"
+    spread["metadata"].setdefault("annotations", {})[
+        "gangsched.io/placement"] = "SPREAD"
+    env.apply(spread)
+    env.wait(lambda: len(env.bound("spread")) == 5, "spread bound")
+
+    def worker_nodes() -> list[str]:
+        return sorted(p["spec"]["nodeName"]
+                      for p in env.bound("spread", group="gpu-group"))
+    assert worker_nodes() == ["gpu-0", "gpu-0", "gpu-1", "gpu-1"]
+    first = {p["metadata"]["name"] for p in env.bound("spread")}
+
+    wide = manifest("raycluster-autoscaler.yaml",
+                    **{"metadata.name": "wide",
+                       "spec.enableInTreeAutoscaling": False,
+                       "spec.workerGroupSpecs.0.replicas": 1,
+                       "spec.workerGroupSpecs.0.minReplicas": 1,
+                       "spec.workerGroupSpecs.0.maxReplicas": 1})
+    wide["metadata"]["labels"]["gangsched.io/queue"] = "default"
+    for c in wide["spec"]["workerGroupSpecs"][0]["template"]["spec"][
+            "containers"]:
+        for amounts in c.get("resources", {}).values():
+            if "nvidia.com/gpu" in amounts:
+                amounts["nvidia.com/gpu"] = "4"
+    env.apply(wide)
+    env.wait(lambda: len(env.bound("wide")) == 2, "wide bound")
+    env.wait(lambda: len(env.bound("spread", group="gpu-group")) == 4,
+             "spread's moved workers bound again")
+    wide_node = env.bound("wide", group="gpu-group")[0]["spec"]["nodeName"]
+    other = "gpu-1" if wide_node == "gpu-0" else "gpu-0"
+    assert worker_nodes() == [other] * 4
+    moved = [p for p in env.bound("spread", group="gpu-group")
+             if p["metadata"]["name"] not in first]
+    assert len(moved) == 2, [p["metadata"]["name"] for p in moved]
+    evicted = [e["message"] for e in env.events_for("spread")
+               if e["reason"] == "Evicted"]
+    assert evicted and "consolidate" in evicted[0], evicted
+    status = env.gang("spread")
+    assert status.state == 3 and len(status.bindings) == 5  # RUNNING
+    assert not list(status.evictions)
+    url = f"http://127.0.0.1:{env.gs.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        text = resp.read().decode()
+    assert 'gangsched_evictions_total{reason="consolidate"} 2' in text, \
+        [line for line in text.splitlines() if "evictions_total" in line]
 
 
 # -- 3. multi-host replicas ---------------------------------------------------

@@ -451,9 +451,24 @@ class Runner {
 
     SchedulerOptions options;
     if (const YAML::Node& settings = root["settings"]) {
-      CheckKeys(
-          settings, "settings",
-          {"stale_gang_grace", "released_retention", "time_based_fair_share"});
+      CheckKeys(settings, "settings",
+                {"stale_gang_grace", "released_retention",
+                 "time_based_fair_share", "consolidation"});
+      if (const YAML::Node& c = settings["consolidation"]) {
+        const std::string at = "settings.consolidation";
+        CheckKeys(c, at,
+                  {"enabled", "max_pods_per_gang", "max_pods_per_cycle"});
+        if (c["enabled"])
+          options.consolidation.enabled = Bool(c["enabled"], at + ".enabled");
+        if (c["max_pods_per_gang"]) {
+          options.consolidation.max_pods_per_gang = static_cast<int32_t>(
+              Int(c["max_pods_per_gang"], at + ".max_pods_per_gang"));
+        }
+        if (c["max_pods_per_cycle"]) {
+          options.consolidation.max_pods_per_cycle = static_cast<int32_t>(
+              Int(c["max_pods_per_cycle"], at + ".max_pods_per_cycle"));
+        }
+      }
       if (const YAML::Node& u = settings["time_based_fair_share"]) {
         const std::string at = "settings.time_based_fair_share";
         CheckKeys(u, at,
@@ -760,7 +775,7 @@ class Runner {
     const Scheduler& s = *scheduler_;
     CheckKeys(want, at,
               {"state", "bound", "pending", "nodes", "evicting", "node_count",
-               "node_labels", "devices"});
+               "node_labels", "devices", "nominated"});
     const Workload* w = s.FindWorkload(id);
     if (w == nullptr) {
       failures->push_back(absl::StrCat("workload ", id, ": not found"));
@@ -813,6 +828,24 @@ class Runner {
         }
         diff(absl::StrCat("node of slot ", slot), expected, got);
       }
+    }
+    if (want["nominated"]) {
+      // slot: node; every nominated slot listed (a PIPELINED gang's, or a
+      // moved pod's new node: docs/SCHEDULING.md, "Consolidation").
+      if (!want["nominated"].IsMap())
+        Fail(at + ".nominated", "expected slot: node");
+      std::map<std::string, std::string> expected, got;
+      for (const auto& entry : want["nominated"]) {
+        std::string slot = entry.first.as<std::string>();
+        ParseSlot(slot, at + ".nominated");
+        expected[slot] = Str(entry.second, at + ".nominated." + slot);
+      }
+      for (const Binding& b : s.NominationsOf(*w))
+        got[absl::StrCat(b.group, "/", b.index)] = b.node;
+      auto text = [](const std::map<std::string, std::string>& m) {
+        return absl::StrJoin(m, ", ", absl::PairFormatter(": "));
+      };
+      diff("nominated slots", text(expected), text(got));
     }
     if (want["devices"]) {
       // slot: "node:device,device" (docs/SCHEDULING.md, "Fractional GPUs").
@@ -919,7 +952,8 @@ class Runner {
       std::string workload = Str(want[i]["workload"], eat + ".workload");
       std::string reason = Str(want[i]["reason"], eat + ".reason");
       CheckOneOf(reason, eat + ".reason",
-                 {"preempt", "reclaim", "stale", "node_lost", "manual"});
+                 {"preempt", "reclaim", "stale", "node_lost", "manual",
+                  "consolidate"});
       bool has_preemptor = static_cast<bool>(want[i]["preemptor"]);
       std::string preemptor =
           has_preemptor ? Str(want[i]["preemptor"], eat + ".preemptor") : "";

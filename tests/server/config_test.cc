@@ -128,6 +128,38 @@ time_based_fair_share:
   }
 }
 
+TEST(ConfigTest, Consolidation) {
+  auto config = ParseConfig(R"(
+consolidation:
+  enabled: false
+  max_pods_per_gang: 3
+  max_pods_per_cycle: 12
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->consolidation.enabled);
+  EXPECT_EQ(config->consolidation.max_pods_per_gang, 3);
+  EXPECT_EQ(config->consolidation.max_pods_per_cycle, 12);
+  // Absent: on, with the documented bounds.
+  auto none = ParseConfig("queues: []\n");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->consolidation.enabled);
+  EXPECT_EQ(none->consolidation.max_pods_per_gang, 8);
+  EXPECT_EQ(none->consolidation.max_pods_per_cycle, 32);
+  for (const std::string bad :
+       {"enabled: yes", "max_pods_per_gang: 0", "max_pods_per_gang: -2",
+        "max_pods_per_gang: 1.5", "max_pods_per_cycle: 10001",
+        "max_pods_per_cycle: [1]", "max_pods: 4",
+        "max_pods_per_gang: 2\n  max_pods_per_gang: 3"}) {
+    auto refused = ParseConfig(absl::StrCat("consolidation:\n  ", bad, "\n"));
+    ASSERT_FALSE(refused.ok()) << bad;
+    std::string field =
+        absl::StrCat("consolidation.", bad.substr(0, bad.find(':')));
+    EXPECT_NE(refused.status().message().find(field), absl::string_view::npos)
+        << bad << ": " << refused.status().message();
+  }
+  EXPECT_FALSE(ParseConfig("consolidation: true\n").ok());
+}
+
 TEST(ConfigTest, ClassEntriesAreAsStrictAsQueues) {
   // Each of these used to load: the typo as preemptible, the others as 0.
   for (const char* bad :

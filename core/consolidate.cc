@@ -1,0 +1,308 @@
+// Consolidation (docs/SCHEDULING.md, "Consolidation"): a pending gang whose
+// minimum fits the cluster's free room in total, but not on any set of
+// nodes because that room is spread thin, is placed by moving running pods.
+// Every moved replica is evicted (reason consolidate) and nominated onto a
+// node of its own in the same decision; the room is held there until the
+// eviction is confirmed, and the pod is bound there at once (LandMoves). A
+// move changes no queue's resources, and a moved workload never drops below
+// its minimum.
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "core/placement_strategy.h"
+#include "core/scheduler.h"
+
+namespace gangsched {
+
+namespace {
+
+// Nodes a search tries to move pods away from (most free room first).
+constexpr size_t kMoveSourceNodes = 16;
+
+// Room per node as an overlay for the placer (FreedRoom: positive is room
+// given back, negative room taken).
+struct Overlay {
+  std::vector<FreedRoom> rooms;
+  absl::flat_hash_map<uint32_t, size_t> at;  // node id -> rooms[i]
+  FreedRoom& On(NodeId node) {
+    auto [it, added] = at.try_emplace(node.value(), rooms.size());
+    if (added) {
+      rooms.emplace_back();
+      rooms.back().node = node;
+    }
+    return rooms[it->second];
+  }
+  // One pod of `pod` on the devices `mask`, given back (sign 1) or taken
+  // (sign -1).
+  void Add(NodeId node, const ResourceVector& pod, DeviceMask mask,
+           int32_t sign) {
+    FreedRoom& room = On(node);
+    room.resources.AddScaled(pod, sign);
+    room.pods += sign;
+    for (int d : DeviceIndexes(mask)) {
+      if (static_cast<int>(room.devices.size()) <= d)
+        room.devices.resize(static_cast<size_t>(d) + 1, 0);
+      room.devices[static_cast<size_t>(d)] +=
+          sign * static_cast<int32_t>(PerDevice(pod.Get(kGpu)));
+    }
+  }
+};
+
+}  // namespace
+
+std::optional<Scheduler::MovePlan> Scheduler::TryMoves(
+    const PlannedRequest& plan, const std::vector<VictimUnit>& units) const {
+  // The gang, placed as if the moved pods had left.
+  Overlay freed;
+  std::vector<NodeId> sources;
+  for (const VictimUnit& u : units) {
+    for (auto [g, i] : u.slots) {
+      const GroupState& state = u.workload->groups[g];
+      NodeId node = state.slot_node[i];
+      freed.Add(node, state.pod, state.DevicesAt(i), 1);
+      if (std::find(sources.begin(), sources.end(), node) == sources.end())
+        sources.push_back(node);
+    }
+  }
+  MovePlan out;
+  out.placement = TryPlaceGang(cluster_.nodes(), resources_, plan.request,
+                               {.freed = &freed.rooms});
+  if (out.placement.result != PlaceResult::kPlaced) return std::nullopt;
+  // The moved pods go to room free now, less what the gang takes of it, and
+  // never back to a node pods are moved away from.
+  Overlay taken;
+  ForEachPlacedPod(plan, out.placement,
+                   [&](uint32_t g, int32_t, NodeId node, DeviceMask mask) {
+                     taken.Add(node, plan.request.groups[g].pod, mask, -1);
+                   });
+  for (const VictimUnit& u : units) {
+    const Workload& v = *u.workload;
+    GangRequest request = BaseRequest(v);
+    // Where the moved pods are now is not where the workload stays.
+    auto forget = [](std::vector<NodeId>& nodes, NodeId node) {
+      auto it = std::find(nodes.begin(), nodes.end(), node);
+      if (it != nodes.end()) nodes.erase(it);
+    };
+    for (auto [g, i] : u.slots) {
+      forget(request.groups[g].bound_nodes, v.groups[g].slot_node[i]);
+      forget(request.gang_bound_nodes, v.groups[g].slot_node[i]);
+    }
+    const uint32_t group = u.slots.front().first;
+    request.replicas.push_back({group, static_cast<int32_t>(u.slots.size())});
+    GangPlacement moved =
+        TryPlaceGang(cluster_.nodes(), resources_, request,
+                     {.freed = &taken.rooms, .avoid = &sources});
+    if (moved.result != PlaceResult::kPlaced) return std::nullopt;
+    const ResourceVector& pod = v.groups[group].pod;
+    for (size_t k = 0; k < moved.nodes.size(); ++k)
+      taken.Add(moved.nodes[k], pod, moved.devices[k], -1);
+    out.targets.emplace_back(moved.nodes.begin(), moved.nodes.end());
+  }
+  out.units = units;
+  for (const VictimUnit& u : units)
+    out.pods += static_cast<int32_t>(u.slots.size());
+  return out;
+}
+
+std::optional<Scheduler::MovePlan> Scheduler::FindMoves(
+    const Workload& gang, const PlannedRequest& plan, int32_t max_pods) const {
+  if (max_pods <= 0 || plan.request.replicas.empty()) return std::nullopt;
+  const ResourceVector need = TotalOf(plan.request);
+  const ResourceId key = need.Get(kGpu) > 0 ? kGpu : kCpu;
+  // Only room that is free in total but spread thin is gathered; the nodes
+  // pods move away from are tried most free room first.
+  ResourceVector free;
+  std::vector<std::pair<int64_t, uint32_t>> sources;  // (-free key, id)
+  const std::vector<Node>& nodes = cluster_.nodes();
+  for (uint32_t id = 0; id < nodes.size(); ++id) {
+    const Node& n = nodes[id];
+    if (!n.live || !n.schedulable) continue;
+    ResourceVector room = n.Free();
+    for (size_t r = 0; r < room.size(); ++r) {
+      ResourceId rid(static_cast<uint32_t>(r));
+      if (room.Get(rid) < 0) room.Set(rid, 0);
+    }
+    free += room;
+    if (!n.slots.empty()) sources.emplace_back(-room.Get(key), id);
+  }
+  if (!need.FitsIn(free)) return std::nullopt;
+  const size_t tried = std::min(sources.size(), kMoveSourceNodes);
+  std::partial_sort(sources.begin(), sources.begin() + tried, sources.end());
+  sources.resize(tried);
+
+  // A workload whose pods may move: running at its minimum, preemptible,
+  // nothing of it being evicted or moved already.
+  auto movable = [&](const Workload& v) {
+    if (&v == &gang || !MayBeVictim(v) || !v.evictions.empty() ||
+        !v.AtMinimum()) {
+      return false;
+    }
+    for (const GroupState& g : v.groups) {
+      for (NodeId n : g.slot_nominated) {
+        if (n.valid()) return false;
+      }
+    }
+    return true;
+  };
+  // The whole replicas with a pod on `node`, most of the key resource
+  // first (fewest moves), then newest.
+  auto units_on = [&](uint32_t node) {
+    std::vector<VictimUnit> out;
+    std::set<std::tuple<uint32_t, uint32_t, int32_t>> seen;
+    for (const SlotKey& k : nodes[node].slots) {
+      const Workload& v = *workloads_[k.workload.value()];
+      // A Ray head never moves: deleting it restarts the whole Ray cluster,
+      // and the shim deletes it only after every worker.
+      if (!movable(v) || v.IsHead(k.group)) continue;
+      const GroupState& state = v.groups[k.group];
+      const int32_t h = state.pods_per_replica;
+      const int32_t replica = k.index / h;
+      if (!seen.insert({k.workload.value(), k.group, replica}).second) continue;
+      if (!state.replica_live[replica] || !state.ReplicaBound(replica))
+        continue;
+      VictimUnit unit{&v, {}, false, EvictionReason::kConsolidate};
+      bool evicting = false;
+      for (int32_t p = 0; p < h; ++p) {
+        unit.slots.emplace_back(k.group, replica * h + p);
+        evicting |= state.slot_evicting[replica * h + p] != 0;
+      }
+      if (!evicting) out.push_back(std::move(unit));
+    }
+    auto amount = [&](const VictimUnit& u) {
+      return u.workload->groups[u.slots.front().first].pod.Get(key) *
+             static_cast<int64_t>(u.slots.size());
+    };
+    std::stable_sort(out.begin(), out.end(),
+                     [&](const VictimUnit& a, const VictimUnit& b) {
+                       if (amount(a) != amount(b)) return amount(a) > amount(b);
+                       return a.workload->submit_seq > b.workload->submit_seq;
+                     });
+    return out;
+  };
+
+  // Each node on its own first: the fewest pods that empty enough of one
+  // node.
+  std::optional<MovePlan> best;
+  for (const auto& [minus_free, node] : sources) {
+    std::vector<VictimUnit> chosen;
+    int32_t pods = 0;
+    for (VictimUnit& unit : units_on(node)) {
+      pods += static_cast<int32_t>(unit.slots.size());
+      if (pods > max_pods || (best && pods >= best->pods)) break;
+      chosen.push_back(std::move(unit));
+      if (std::optional<MovePlan> found = TryMoves(plan, chosen)) {
+        best = std::move(found);
+        break;
+      }
+    }
+  }
+  // Else room from several nodes together, in the same order.
+  if (!best) {
+    std::vector<VictimUnit> chosen;
+    std::set<std::pair<const Workload*, std::pair<uint32_t, int32_t>>> seen;
+    int32_t pods = 0;
+    for (const auto& [minus_free, node] : sources) {
+      for (VictimUnit& unit : units_on(node)) {
+        if (!seen.insert({unit.workload, unit.slots.front()}).second) continue;
+        pods += static_cast<int32_t>(unit.slots.size());
+        if (pods > max_pods) break;
+        chosen.push_back(std::move(unit));
+        best = TryMoves(plan, chosen);
+        if (best) break;
+      }
+      if (best || pods > max_pods) break;
+    }
+  }
+  if (!best) return std::nullopt;
+  // The minimal set: no single move can be left out and the gang still fit.
+  for (size_t i = best->units.size(); i-- > 0 && best->units.size() > 1;) {
+    std::vector<VictimUnit> without = best->units;
+    without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
+    if (std::optional<MovePlan> smaller = TryMoves(plan, without))
+      best = std::move(smaller);
+  }
+  return best;
+}
+
+void Scheduler::Consolidate(Workload& gang, const PlannedRequest& plan,
+                            const MovePlan& moves, absl::Time now) {
+  Pipeline(gang, plan, {moves.units, moves.placement}, now,
+           absl::StrCat("placed onto room that ", moves.pods,
+                        moves.pods == 1 ? " pod" : " pods",
+                        " being moved to other nodes (consolidation) still ",
+                        moves.pods == 1 ? "holds" : "hold",
+                        "; bound once their evictions are confirmed"));
+  for (size_t k = 0; k < moves.units.size(); ++k) {
+    Workload& v = *workloads_[moves.units[k].workload->id.value()];
+    for (size_t j = 0; j < moves.units[k].slots.size(); ++j) {
+      auto [g, i] = moves.units[k].slots[j];
+      v.groups[g].slot_nominated[i] = moves.targets[k][j];
+      Reserve(moves.targets[k][j], v.groups[g].pod);
+    }
+    Changed(v);
+  }
+  moves_left_ -= moves.pods;
+}
+
+void Scheduler::LandMoves(absl::Time now) {
+  std::vector<SlotKey> keys;
+  keys.swap(landing_);
+  for (const SlotKey& k : keys) {
+    Workload* w = k.workload.value() < workloads_.size()
+                      ? workloads_[k.workload.value()].get()
+                      : nullptr;
+    if (w == nullptr || k.group >= w->groups.size()) continue;
+    GroupState& state = w->groups[k.group];
+    if (k.index >= static_cast<int32_t>(state.slot_nominated.size())) continue;
+    const NodeId to = state.slot_nominated[k.index];
+    if (!to.valid() || state.slot_node[k.index].valid()) continue;
+    Unreserve(to, state.pod);
+    state.slot_nominated[k.index] = NodeId();
+    Changed(*w);
+    // Dropped when the workload stopped running or shrank, or the node
+    // changed since: the slot is then placed again like any lost pod.
+    const Node& node = cluster_.node(to);
+    bool lands = w->state == WorkloadState::kRunning &&
+                 state.replica_live[k.index / state.pods_per_replica] &&
+                 node.live && node.schedulable &&
+                 state.pod.FitsIn(node.Free()) && node.FreePods() >= 1;
+    DeviceMask devices = 0;
+    const int64_t gpu = state.pod.Get(kGpu);
+    if (lands && gpu > 0 && node.DeviceCount() > 0) {
+      std::optional<DeviceMask> mask = ChooseDevices(
+          node.DeviceCount(), [&](int d) { return node.devices.Held(d); },
+          node.devices.Reserved(), gpu,
+          RulesOf(EffectivePlacement(w->spec, w->spec.groups[k.group]).strategy)
+              .spread);
+      lands = mask.has_value();
+      devices = mask.value_or(0);
+    } else if (lands && IsGpuFraction(gpu)) {
+      lands = false;
+    }
+    if (!lands) continue;
+    Bind(*w, k.group, k.index, to, devices);
+    Event& e = Record(EventType::kBound, *w, now);
+    e.bindings.push_back({w->spec.groups[k.group].name, k.index, node.name,
+                          DeviceIndexes(devices)});
+  }
+}
+
+void Scheduler::CancelMoves(Workload& w) {
+  for (GroupState& group : w.groups) {
+    for (size_t i = 0; i < group.slot_nominated.size(); ++i) {
+      if (!group.slot_nominated[i].valid() || !group.slot_node[i].valid())
+        continue;
+      Unreserve(group.slot_nominated[i], group.pod);
+      group.slot_nominated[i] = NodeId();
+      Changed(w);
+    }
+  }
+}
+
+}  // namespace gangsched
