@@ -123,8 +123,14 @@ void PrintWorkload(const v1::WorkloadStatus& workload, std::ostream& out) {
   }
   groups.Print(out, "  ");
   PrintBindingsSection(workload.bindings(), out);
-  PrintBindingsSection(workload.nominated(), out,
-                       "Nominated (bound once the evictions are confirmed)");
+  // A RUNNING workload's nominations are its pods being moved
+  // (docs/SCHEDULING.md, "Consolidation").
+  PrintBindingsSection(
+      workload.nominated(), out,
+      workload.state() == gangsched::v1::WORKLOAD_STATE_RUNNING
+          ? "Moving to (consolidation; bound there once the evictions are "
+            "confirmed)"
+          : "Nominated (bound once the evictions are confirmed)");
   if (workload.after_eviction() != gangsched::v1::WORKLOAD_STATE_UNSPECIFIED) {
     PrintField("After eviction", StateName(workload.after_eviction()), out);
   }

@@ -4,7 +4,10 @@ time-based fair share through the config, ListQueues, the metrics, the
 status page's JSON, gangschedctl, a kill -9 and restart on the same data
 dir, and config reloads (a good one that turns it off, a bad one refused);
 fractional GPUs through Allocate, the bindings' devices, the metrics, the
-status page's JSON, gangschedctl and a kill -9 and restart.
+status page's JSON, gangschedctl and a kill -9 and restart; consolidation
+through Allocate, GetWorkload's nominations, Explain, gangschedctl, the
+metrics, a kill -9 while pods are being moved, and a reload that turns it
+off.
 
     /usr/bin/python3 tests/integration/test_kai_parity.py \
         --server-binary build/server/gangsched --proto-dir proto \
@@ -210,6 +213,96 @@ class FractionalGpuTest(hardening.PersistentCase):
             self.assertLess(time.monotonic(), deadline, "whole never ran")
             time.sleep(0.05)
         self.assertEqual(self.devices("whole"), [(0, "n0", (0, 1))])
+
+
+class ConsolidationTest(hardening.PersistentCase):
+    config = "consolidation: {max_pods_per_gang: 4}\nqueues:\n  - {name: a}\n"
+
+    def spread(self, wid, pods):
+        group = e2e.group("worker", {GPU: "1"}, pods, pods)
+        group.placement.strategy = e2e.types.PLACEMENT_STRATEGY_SPREAD
+        return e2e.workload(wid, group, queue_name="a")
+
+    def wide(self, wid, gpus):
+        return e2e.workload(wid, e2e.group("worker", {GPU: str(gpus)}, 1, 1),
+                            queue_name="a")
+
+    def where(self, wid, field="bindings"):
+        return sorted((b.index, b.node) for b in getattr(self.get(wid), field))
+
+    def wait_state(self, wid, state):
+        deadline = time.monotonic() + 5
+        while self.get(wid).state != state:
+            self.assertLess(time.monotonic(), deadline, "%s never reached %s" % (wid, state))
+            time.sleep(0.05)
+
+    def test_moves_survive_a_kill_and_land_on_confirmation(self):
+        self.nodes(e2e.node("n0", 4), e2e.node("n1", 4))
+        self.assertEqual(self.allocate(self.spread("spread", 4)).state,
+                         e2e.types.WORKLOAD_STATE_RUNNING)
+        self.assertEqual([n for _, n in self.where("spread")], ["n0", "n1", "n0", "n1"])
+        ctl = [CTL, "--server", "127.0.0.1:%d" % self.server.port]
+        wide = self.allocate(self.wide("wide", 4))
+        self.assertEqual(wide.state, e2e.types.WORKLOAD_STATE_PIPELINED)
+        self.assertIn("consolidation", wide.pending.message)
+        moved = [(e.workload_id, e.reason, sorted(s.index for s in e.slots))
+                 for e in wide.evictions]
+        self.assertEqual(moved, [("spread", "consolidate", [0, 2])])
+        self.assertEqual([n.node for n in wide.nominated], ["n0"])
+        spread = self.get("spread")
+        self.assertEqual(spread.state, e2e.types.WORKLOAD_STATE_RUNNING)
+        self.assertEqual(self.where("spread", "nominated"), [(0, "n1"), (2, "n1")])
+        # The CLI shows what is being moved where.
+        shown = subprocess.run(ctl + ["workloads", "get", "spread"], capture_output=True,
+                               text=True, timeout=30)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertIn("consolidate", shown.stdout)
+        self.assertIn("Moving to", shown.stdout)
+        shown = subprocess.run(ctl + ["explain", "wide"], capture_output=True,
+                               text=True, timeout=30)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertIn("consolidation", shown.stdout)
+        scrape = self.server.scrape()
+        self.assertEqual(metric_value(scrape, "gangsched_evictions_total",
+                                      {"reason": "consolidate"}), 2)
+        # kill -9 mid-move: the moves, their room and the gang's come back.
+        self.restart(kill=True)
+        self.assertEqual(self.where("spread", "nominated"), [(0, "n1"), (2, "n1")])
+        self.assertEqual(self.get("wide").state, e2e.types.WORKLOAD_STATE_PIPELINED)
+        # Nothing else may take the held room meanwhile.
+        other = self.allocate(e2e.workload("other", e2e.group("w", {GPU: "1"}, 1, 1),
+                                           queue_name="a"))
+        self.assertEqual(other.state, e2e.types.WORKLOAD_STATE_PENDING)
+        self.sched.Release(e2e.pb.ReleaseRequest(workload_id="other"), timeout=T)
+        # The shim confirms: the moved pods are bound on n1 in that call.
+        released = self.sched.Release(e2e.pb.ReleaseRequest(
+            workload_id="spread", slots=[e2e.types.SlotRef(group="worker", index=i)
+                                         for i in (0, 2)]), timeout=T)
+        self.assertEqual(released.state, e2e.types.WORKLOAD_STATE_RUNNING)
+        self.assertEqual([n for _, n in self.where("spread")], ["n1"] * 4)
+        self.assertEqual(self.where("spread", "nominated"), [])
+        self.wait_state("wide", e2e.types.WORKLOAD_STATE_RUNNING)
+        self.assertEqual(self.where("wide"), [(0, "n0")])
+
+        # Turned off by a reload: the same fragmentation now waits.
+        self.sched.Release(e2e.pb.ReleaseRequest(workload_id="wide"), timeout=T)
+        self.sched.Release(e2e.pb.ReleaseRequest(workload_id="spread"), timeout=T)
+        self.assertEqual(self.allocate(self.spread("spread2", 4)).state,
+                         e2e.types.WORKLOAD_STATE_RUNNING)
+        self.server.write_config(
+            "consolidation: {enabled: false}\nqueues:\n  - {name: a}\n")
+        self.server.sighup()
+        time.sleep(0.5)
+        waits = self.allocate(self.wide("wide2", 4))
+        self.assertEqual(waits.state, e2e.types.WORKLOAD_STATE_PENDING)
+        self.assertEqual(list(waits.evictions), [])
+        # A bad reload is refused, naming the field; the old config stays.
+        self.server.write_config("consolidation: {max_pods_per_gang: 0}\n")
+        self.server.sighup()
+        time.sleep(0.5)
+        self.assertTrue(self.server.alive())
+        self.assertEqual(self.allocate(self.wide("wide2", 4)).state,
+                         e2e.types.WORKLOAD_STATE_PENDING)
 
 
 def main():

@@ -1,0 +1,227 @@
+// Consolidation's edges (docs/SCHEDULING.md, "Consolidation"): what Explain
+// says, the bounds, heads, and what becomes of a move when its node, its
+// workload or the process goes away before the move is confirmed.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/scheduler.h"
+#include "gtest/gtest.h"
+#include "tests/core/test_util.h"
+
+namespace gangsched {
+namespace {
+
+using testing::GpuNode;
+using testing::Group;
+using testing::Queue;
+using testing::Workload;
+
+class ConsolidateTest : public ::testing::Test {
+ protected:
+  explicit ConsolidateTest(ConsolidationOptions options = {}) {
+    SchedulerOptions o;
+    o.consolidation = options;
+    s_ = std::make_unique<Scheduler>(o);
+    EXPECT_TRUE(s_->UpsertQueue(Queue("a")).ok());
+    s_->UpsertNodes({GpuNode("n1", 8), GpuNode("n2", 8)}, Now());
+  }
+  absl::Time Now() const {
+    return absl::FromUnixSeconds(1000) + absl::Seconds(tick_);
+  }
+  void Cycle() {
+    s_->RunCycle(Now());
+    ++tick_;
+    absl::Status st = s_->CheckConsistency();
+    EXPECT_TRUE(st.ok()) << st;
+  }
+  void Submit(const WorkloadSpec& spec) {
+    absl::Status st = s_->Submit(spec, Now());
+    ASSERT_TRUE(st.ok()) << st;
+  }
+  const gangsched::Workload& W(const std::string& id) {
+    return *s_->FindWorkload(id);
+  }
+  // train: 8 one-GPU pods spread 4 and 4 over n1 and n2 (slots 0, 2, 4, 6
+  // on n1).
+  void SpreadTrain() {
+    GroupSpec workers = Group("worker", 1, 8, 8);
+    workers.placement = PlacementSpec{.strategy = PlacementStrategy::kSpread};
+    Submit(Workload("train", {workers}, "a"));
+    Cycle();
+    ASSERT_EQ(W("train").state, WorkloadState::kRunning);
+  }
+  void SubmitBig() { Submit(Workload("big", {Group("worker", 8, 1, 1)}, "a")); }
+  std::vector<Binding> Nominated(const std::string& id) {
+    return s_->NominationsOf(W(id));
+  }
+  void ConfirmAll(const std::string& id) {
+    std::vector<SlotRef> slots;
+    for (const Eviction& e : W(id).evictions)
+      slots.insert(slots.end(), e.slots.begin(), e.slots.end());
+    ASSERT_TRUE(s_->Release(id, slots, /*shrink=*/false, Now()).ok());
+    absl::Status st = s_->CheckConsistency();
+    EXPECT_TRUE(st.ok()) << st;
+  }
+
+  std::unique_ptr<Scheduler> s_;
+  int tick_ = 0;
+};
+
+TEST_F(ConsolidateTest, ExplainSaysWhichPodsWouldMoveWhere) {
+  SpreadTrain();
+  SubmitBig();  // not yet cycled: Explain tells what the cycle will do
+  absl::StatusOr<ExplainAnswer> e = s_->Explain("big", Now());
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_NE(e->text.find("moving 4 pods (consolidation)"), std::string::npos)
+      << e->text;
+  EXPECT_NE(e->text.find("train worker/0 from n1 to n2"), std::string::npos)
+      << e->text;
+  ASSERT_EQ(e->would_evict.size(), 1u);
+  EXPECT_EQ(e->would_evict[0].reason, EvictionReason::kConsolidate);
+  EXPECT_EQ(e->would_evict[0].slots.size(), 4u);
+  Cycle();
+  EXPECT_EQ(W("big").state, WorkloadState::kPipelined);
+  EXPECT_EQ(Nominated("train").size(), 4u);
+}
+
+TEST_F(ConsolidateTest, AHeadIsNeverMoved) {
+  // A 1-GPU head on n1 with 3 workers there and 4 on n2: emptying either
+  // node moves 4 pods, and n1 (tried first) would move the head.
+  GroupSpec workers = Group("worker", 1, 7, 7);
+  workers.placement = PlacementSpec{.strategy = PlacementStrategy::kSpread};
+  Submit(Workload("train", {Group("head", 1, 1, 1), workers}, "a"));
+  Cycle();
+  ASSERT_EQ(s_->BindingsOf(W("train"))[0].group, "head");
+  ASSERT_EQ(s_->BindingsOf(W("train"))[0].node, "n1");
+  SubmitBig();
+  Cycle();
+  ASSERT_EQ(W("big").state, WorkloadState::kPipelined);
+  EXPECT_EQ(Nominated("big")[0].node, "n2");
+  for (const Eviction& e : W("train").evictions) {
+    for (const SlotRef& slot : e.slots) EXPECT_EQ(slot.group, "worker");
+  }
+}
+
+class ConsolidateBoundTest : public ConsolidateTest {
+ protected:
+  ConsolidateBoundTest()
+      : ConsolidateTest({.enabled = true, .max_pods_per_gang = 3}) {}
+};
+
+TEST_F(ConsolidateBoundTest, MoreMovesThanAGangMayHaveMovesNothing) {
+  SpreadTrain();
+  SubmitBig();
+  Cycle();
+  EXPECT_EQ(W("big").state, WorkloadState::kPending);
+  EXPECT_TRUE(W("train").evictions.empty());
+}
+
+class ConsolidateOffTest : public ConsolidateTest {
+ protected:
+  ConsolidateOffTest() : ConsolidateTest({.enabled = false}) {}
+};
+
+TEST_F(ConsolidateOffTest, TurnedOffMovesNothingUntilTurnedOn) {
+  SpreadTrain();
+  SubmitBig();
+  Cycle();
+  EXPECT_EQ(W("big").pending.code, PendingCode::kCapacity);
+  s_->SetConsolidationOptions({});
+  Cycle();
+  EXPECT_EQ(W("big").state, WorkloadState::kPipelined);
+}
+
+TEST_F(ConsolidateTest, AMoveWhoseNodeGoesIsDroppedAndTheSlotPlacedAgain) {
+  SpreadTrain();
+  SubmitBig();
+  Cycle();
+  ASSERT_EQ(Nominated("train").size(), 4u);
+  // n2, where the moved pods were to go, is removed: its pods are lost and
+  // the moves lose their room; the evictions on n1 still go on.
+  s_->RemoveNodes({"n2"}, Now());
+  EXPECT_TRUE(Nominated("train").empty());
+  ConfirmAll("train");
+  Cycle();
+  // big is bound on n1 (the room its evictions freed); train is below its
+  // minimum, waiting for room like any gang that lost pods.
+  EXPECT_EQ(W("big").state, WorkloadState::kRunning);
+  EXPECT_EQ(W("train").BoundPods(), 0);
+}
+
+TEST_F(ConsolidateTest, AMovedWorkloadThatIsReleasedHoldsNoRoom) {
+  SpreadTrain();
+  SubmitBig();
+  Cycle();
+  ASSERT_TRUE(s_->Release("train", {}, false, Now()).ok());
+  EXPECT_TRUE(s_->CheckConsistency().ok());
+  // The moves' room on n2 is free again; big's on n1 is still held.
+  EXPECT_TRUE(s_->FindNode("n2")->reserved.IsZero());
+  EXPECT_EQ(s_->FindNode("n1")->reserved.Get(kGpu), 8000);
+  Cycle();
+  EXPECT_EQ(W("big").state, WorkloadState::kRunning);
+}
+
+TEST_F(ConsolidateTest, AShrinkThatDropsAMovedReplicaDropsItsMove) {
+  SpreadTrain();
+  SubmitBig();
+  Cycle();
+  WorkloadSpec lower = W("train").spec;
+  lower.groups[0].min_count = 7;
+  Submit(lower);
+  // The autoscaler gives up slot 6, one of the pods being moved, for good.
+  ASSERT_TRUE(
+      s_->Release("train", {{"worker", 6}}, /*shrink=*/true, Now()).ok());
+  EXPECT_EQ(Nominated("train").size(), 3u);
+  ConfirmAll("train");
+  EXPECT_EQ(W("train").BoundPods(), 7);
+  EXPECT_TRUE(Nominated("train").empty());
+  for (const Binding& b : s_->BindingsOf(W("train"))) EXPECT_EQ(b.node, "n2");
+  Cycle();
+  EXPECT_EQ(W("big").state, WorkloadState::kRunning);
+}
+
+TEST_F(ConsolidateTest, MovesSurviveARestartAndLandAfterIt) {
+  SpreadTrain();
+  SubmitBig();
+  Cycle();
+  // A store's records, restored into a new scheduler.
+  auto r = std::make_unique<Scheduler>(s_->options());
+  ASSERT_TRUE(
+      r->RestoreQueue(s_->FindQueue("a")->spec, s_->FindQueue("a")->created_seq)
+          .ok());
+  r->UpsertNodes({GpuNode("n1", 8), GpuNode("n2", 8)}, Now());
+  for (const auto& w : s_->workloads()) {
+    if (w) {
+      ASSERT_TRUE(r->RestoreWorkload(s_->RecordOf(*w)).ok());
+    }
+  }
+  r->RestoreCounters(s_->revision(), s_->submit_seq(), Now());
+  ASSERT_TRUE(r->CheckConsistency().ok());
+  EXPECT_EQ(r->NominationsOf(*r->FindWorkload("train")).size(), 4u);
+  EXPECT_EQ(r->FindQueue("a")->reserved, s_->FindQueue("a")->reserved);
+  s_ = std::move(r);
+  ConfirmAll("train");
+  EXPECT_EQ(W("train").BoundPods(), 8);
+  EXPECT_TRUE(Nominated("train").empty());
+  for (const Binding& b : s_->BindingsOf(W("train"))) EXPECT_EQ(b.node, "n2");
+  Cycle();
+  EXPECT_EQ(W("big").state, WorkloadState::kRunning);
+}
+
+TEST_F(ConsolidateTest, ARecordWithABoundSlotNominatedButNotEvictingLoads) {
+  SpreadTrain();
+  WorkloadRecord record = s_->RecordOf(W("train"));
+  record.slots[0].nominated = "n2";  // damaged: bound, not evicting
+  auto r = std::make_unique<Scheduler>(s_->options());
+  ASSERT_TRUE(r->RestoreQueue(s_->FindQueue("a")->spec, 1).ok());
+  r->UpsertNodes({GpuNode("n1", 8), GpuNode("n2", 8)}, Now());
+  ASSERT_TRUE(r->RestoreWorkload(record).ok());
+  r->RestoreCounters(s_->revision(), s_->submit_seq(), Now());
+  EXPECT_TRUE(r->CheckConsistency().ok());
+  EXPECT_TRUE(r->NominationsOf(*r->FindWorkload("train")).empty());
+  EXPECT_EQ(r->TakeWarnings().size(), 1u);
+}
+
+}  // namespace
+}  // namespace gangsched
