@@ -359,10 +359,13 @@ void BM_FullCycle(benchmark::State& state) {
     state.ResumeTiming();
     s->RunCycle(now + absl::Seconds(1));
     state.PauseTiming();
-    int64_t running = 0;
-    for (const auto& w : s->workloads())
+    int64_t running = 0, pipelined = 0;
+    for (const auto& w : s->workloads()) {
       running += w && w->state == WorkloadState::kRunning;
+      pipelined += w && w->state == WorkloadState::kPipelined;
+    }
     state.counters["running_workloads"] = static_cast<double>(running);
+    state.counters["pipelined_workloads"] = static_cast<double>(pipelined);
     s.reset();
     state.ResumeTiming();
   }
@@ -460,6 +463,68 @@ void BM_FullCycleGpuFractions(benchmark::State& state) {
 BENCHMARK(BM_FullCycleGpuFractions)
     ->ArgNames({"nodes", "pending"})
     ->Args({5000, 1000})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
+// Consolidation (docs/SCHEDULING.md, "Consolidation"): `nodes` nodes (64
+// cpu, 8 GPUs) each running 4 one-GPU pods (gangs of 8 on one node that
+// gave half of their pods back), so half the GPUs are free but no node has
+// 8; then one timed cycle that takes in `pending` gangs whose one worker
+// asks for 8 GPUs. Each needs 4 pods moved; a cycle moves at most
+// max_pods_per_cycle (32), so 8 gangs, and the rest wait.
+void BM_ConsolidationCycle(benchmark::State& state) {
+  const int node_count = static_cast<int>(state.range(0));
+  const int pending_gangs = static_cast<int>(state.range(1));
+  for (auto _ : state) {
+    state.PauseTiming();
+    const absl::Time now = absl::UnixEpoch();
+    auto s = std::make_unique<Scheduler>();
+    QueueSpec queue;
+    queue.name = "default";
+    s->UpsertQueue(queue).IgnoreError();
+    AddNodes(*s, node_count, now);
+    for (int i = 0; i < node_count; ++i) {
+      WorkloadSpec w = MakeGang("fill-" + std::to_string(i), 8, 1);
+      w.groups.erase(w.groups.begin());  // no head: 8 pods on one node
+      s->Submit(w, now).IgnoreError();
+    }
+    s->RunCycle(now);
+    for (int i = 0; i < node_count; ++i) {
+      WorkloadSpec w = s->FindWorkload("fill-" + std::to_string(i))->spec;
+      w.groups[0].min_count = 4;  // so it may give 4 pods back
+      s->Submit(w, now).IgnoreError();
+      s->Release(
+           "fill-" + std::to_string(i),
+           {{"workers", 4}, {"workers", 5}, {"workers", 6}, {"workers", 7}},
+           /*shrink=*/true, now)
+          .IgnoreError();
+    }
+    for (int i = 0; i < pending_gangs; ++i) {
+      WorkloadSpec w = MakeGang("wide-" + std::to_string(i), 1, 8);
+      s->Submit(w, now).IgnoreError();
+    }
+    s->TakeEvents();
+    state.ResumeTiming();
+    s->RunCycle(now + absl::Seconds(1));
+    state.PauseTiming();
+    int64_t pipelined = 0, moved = 0;
+    for (const auto& w : s->workloads()) {
+      if (!w) continue;
+      pipelined += w->state == WorkloadState::kPipelined;
+      for (const Eviction& e : w->evictions)
+        moved += static_cast<int64_t>(e.slots.size());
+    }
+    state.counters["gangs_consolidated"] = static_cast<double>(pipelined);
+    state.counters["pods_moved"] = static_cast<double>(moved);
+    s.reset();
+    state.ResumeTiming();
+  }
+  RecordPeakRss(state);
+}
+BENCHMARK(BM_ConsolidationCycle)
+    ->ArgNames({"nodes", "pending"})
+    ->Args({5000, 1})
+    ->Args({5000, 100})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 

@@ -110,18 +110,9 @@ std::optional<Scheduler::MovePlan> Scheduler::TryMoves(
   return out;
 }
 
-std::optional<Scheduler::MovePlan> Scheduler::FindMoves(
-    const Workload& gang, const PlannedRequest& plan, int32_t max_pods) const {
-  if (max_pods <= 0 || plan.request.replicas.empty()) return std::nullopt;
-  const ResourceVector need = TotalOf(plan.request);
-  const ResourceId key = need.Get(kGpu) > 0 ? kGpu : kCpu;
-  // Only room that is free in total but spread thin is gathered; the nodes
-  // pods move away from are tried most free room first.
+bool Scheduler::FitsFreeRoomInTotal(const ResourceVector& need) const {
   ResourceVector free;
-  std::vector<std::pair<int64_t, uint32_t>> sources;  // (-free key, id)
-  const std::vector<Node>& nodes = cluster_.nodes();
-  for (uint32_t id = 0; id < nodes.size(); ++id) {
-    const Node& n = nodes[id];
+  for (const Node& n : cluster_.nodes()) {
     if (!n.live || !n.schedulable) continue;
     ResourceVector room = n.Free();
     for (size_t r = 0; r < room.size(); ++r) {
@@ -129,9 +120,23 @@ std::optional<Scheduler::MovePlan> Scheduler::FindMoves(
       if (room.Get(rid) < 0) room.Set(rid, 0);
     }
     free += room;
-    if (!n.slots.empty()) sources.emplace_back(-room.Get(key), id);
   }
-  if (!need.FitsIn(free)) return std::nullopt;
+  return need.FitsIn(free);
+}
+
+std::optional<Scheduler::MovePlan> Scheduler::FindMoves(
+    const Workload& gang, const PlannedRequest& plan, int32_t max_pods) const {
+  if (max_pods <= 0 || plan.request.replicas.empty()) return std::nullopt;
+  const ResourceVector need = TotalOf(plan.request);
+  const ResourceId key = need.Get(kGpu) > 0 ? kGpu : kCpu;
+  // The nodes pods move away from are tried most free room first.
+  std::vector<std::pair<int64_t, uint32_t>> sources;  // (-free key, id)
+  const std::vector<Node>& nodes = cluster_.nodes();
+  for (uint32_t id = 0; id < nodes.size(); ++id) {
+    const Node& n = nodes[id];
+    if (!n.live || !n.schedulable || n.slots.empty()) continue;
+    sources.emplace_back(-std::max<int64_t>(0, n.Free().Get(key)), id);
+  }
   const size_t tried = std::min(sources.size(), kMoveSourceNodes);
   std::partial_sort(sources.begin(), sources.begin() + tried, sources.end());
   sources.resize(tried);
@@ -187,15 +192,35 @@ std::optional<Scheduler::MovePlan> Scheduler::FindMoves(
   };
 
   // Each node on its own first: the fewest pods that empty enough of one
-  // node.
+  // node. The gang does not fit the nodes as they are, so a node whose room
+  // (with the moves so far) cannot take the largest amounts any one pod of
+  // the gang asks for is not worth a try yet.
+  ResourceVector biggest;
+  for (const PlacementReplica& r : plan.request.replicas) {
+    const ResourceVector& pod = plan.request.groups[r.group].pod;
+    for (size_t i = 0; i < pod.size(); ++i) {
+      ResourceId rid(static_cast<uint32_t>(i));
+      biggest.Set(rid, std::max(biggest.Get(rid), pod.Get(rid)));
+    }
+  }
   std::optional<MovePlan> best;
   for (const auto& [minus_free, node] : sources) {
     std::vector<VictimUnit> chosen;
     int32_t pods = 0;
+    ResourceVector room = nodes[node].Free();
+    for (size_t i = 0; i < room.size(); ++i) {
+      ResourceId rid(static_cast<uint32_t>(i));
+      if (room.Get(rid) < 0) room.Set(rid, 0);
+    }
     for (VictimUnit& unit : units_on(node)) {
       pods += static_cast<int32_t>(unit.slots.size());
       if (pods > max_pods || (best && pods >= best->pods)) break;
+      for (auto [g, i] : unit.slots) {
+        if (unit.workload->groups[g].slot_node[i] == NodeId(node))
+          room += unit.workload->groups[g].pod;
+      }
       chosen.push_back(std::move(unit));
+      if (!biggest.FitsIn(room)) continue;
       if (std::optional<MovePlan> found = TryMoves(plan, chosen)) {
         best = std::move(found);
         break;

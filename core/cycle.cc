@@ -197,10 +197,14 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
   // "Consolidation"); a shape no moves help waits until the next cycle.
   if (options_.consolidation.enabled && !failure.no_moves && moves_left_ > 0 &&
       move_searches_left_ > 0) {
-    --move_searches_left_;
-    if (std::optional<MovePlan> moves = FindMoves(
-            w, plan(),
-            std::min(options_.consolidation.max_pods_per_gang, moves_left_))) {
+    std::optional<MovePlan> moves;
+    if (FitsFreeRoomInTotal(need)) {
+      --move_searches_left_;
+      moves = FindMoves(
+          w, plan(),
+          std::min(options_.consolidation.max_pods_per_gang, moves_left_));
+    }
+    if (moves) {
       Consolidate(w, plan(), *moves, now);
       return;
     }

@@ -122,7 +122,7 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
     lines.push_back(absl::StrCat("Nodes: ", now_placement.message, "."));
     std::optional<MovePlan> moves;
     if (w.state == WorkloadState::kPending && gang_step &&
-        options_.consolidation.enabled) {
+        options_.consolidation.enabled && FitsFreeRoomInTotal(need)) {
       moves = FindMoves(w, plan, options_.consolidation.max_pods_per_gang);
     }
     if (moves) {

@@ -748,9 +748,13 @@ class Scheduler {
   };
   // The fewest pods (at most `max_pods`) whose moves make room for `plan`
   // of `gang`, each move placed in the same decision; nullopt when none.
+  // Worth a search only when FitsFreeRoomInTotal.
   std::optional<MovePlan> FindMoves(const Workload& gang,
                                     const PlannedRequest& plan,
                                     int32_t max_pods) const;
+  // Whether `need` fits the free room of the schedulable nodes added up
+  // (what consolidation can gather at most).
+  bool FitsFreeRoomInTotal(const ResourceVector& need) const;
   // Whether `units` moved away let `plan` fit, with every moved replica
   // placed elsewhere: the plan, or nullopt.
   std::optional<MovePlan> TryMoves(const PlannedRequest& plan,
