@@ -170,13 +170,21 @@ NodeId Scheduler::FindNodeId(absl::string_view name) const {
 void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
                           NodeChangeAnswer* answer, bool shed) {
   changes_.nodes.insert(spec.name);
+  const NodeId before = cluster_.FindId(spec.name);
+  const int devices_before =
+      before.valid() ? cluster_.node(before).DeviceCount() : -1;
   NodeId id = cluster_.Apply(spec, resources_);
   fair_share_dirty_ = true;  // the amount divided may change
-  if (shed) ShedOverCapacity(id, now);
+  // The same GPU devices as before (the shim re-sends its nodes): every
+  // pod's devices are still the node's.
+  if (shed)
+    ShedOverCapacity(id, now,
+                     cluster_.node(id).DeviceCount() != devices_before);
   answer->accepted.push_back(spec.name);
 }
 
-void Scheduler::ShedOverCapacity(NodeId id, absl::Time now) {
+void Scheduler::ShedOverCapacity(NodeId id, absl::Time now,
+                                 bool devices_changed) {
   const Node& node = cluster_.node(id);
   // Lost capacity loses slots, newest bindings first, until the node holds
   // no more than its allocatable and its pod capacity. Their pods still run
@@ -186,7 +194,7 @@ void Scheduler::ShedOverCapacity(NodeId id, absl::Time now) {
     return !node.used.FitsIn(node.allocatable) ||
            static_cast<int64_t>(node.slots.size()) > node.max_pods;
   });
-  ReconcileDevices(id, now);
+  if (devices_changed) ReconcileDevices(id, now);
   DropNominationsOn(id, now);
 }
 

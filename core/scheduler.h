@@ -522,7 +522,9 @@ class Scheduler {
   void RemoveNode(NodeId id, absl::Time now);
   // Unbinds a node's newest slots until it holds no more than its
   // allocatable and its pod capacity; their pods are evicted (node_lost).
-  void ShedOverCapacity(NodeId id, absl::Time now);
+  // With `devices_changed` (its GPU devices are new, or a restore) the
+  // devices of its pods are reconciled too (ReconcileDevices).
+  void ShedOverCapacity(NodeId id, absl::Time now, bool devices_changed = true);
   // Unbinds a node's newest slots while `more()`; one `type` event per
   // workload (kEvicted: node_lost evictions; kReleased: released slots).
   void UnbindNewest(NodeId id, absl::Time now, EventType type,
