@@ -44,6 +44,7 @@ void UsageLedger::SetOptions(const UsageOptions& options) {
   // A new window is taken in by each queue's next Advance (Normalize).
   options_ = options;
   width_ = options.window / kUsageBuckets;
+  advanced_ = absl::InfinitePast();  // the next Advance normalizes
   // Turned off, every factor is 1 at once, not at the next refresh.
   if (!options.enabled) {
     for (Entry& e : entries_) e.factors.clear();
@@ -122,12 +123,15 @@ void UsageLedger::Fold(State& s, const ResourceVector& held,
 }
 
 void UsageLedger::Advance(absl::Time now, const QueueTree& queues) {
+  if (now == advanced_ && queues.size() == advanced_queues_) return;
   for (const Queue& q : queues) {
     if (!q.live) continue;
     Entry& e = EntryOf(q.id);
     Normalize(e.live);
     if (e.live.clock != now) Fold(e.live, q.allocated, now);
   }
+  advanced_ = now;
+  advanced_queues_ = queues.size();
 }
 
 std::vector<double> UsageLedger::UsageAt(const State& s) const {
@@ -214,6 +218,7 @@ UsageFactor UsageLedger::FactorOf(QueueId queue, ResourceId resource) const {
 
 void UsageLedger::Remove(QueueId queue) {
   if (queue.value() < entries_.size()) entries_[queue.value()] = Entry();
+  advanced_ = absl::InfinitePast();  // its id may come back as a new queue
 }
 
 NamedUsage UsageLedger::Named(QueueId queue, const ResourceTable& table) const {
@@ -258,6 +263,7 @@ NamedUsage UsageLedger::Named(QueueId queue, const ResourceTable& table) const {
 
 void UsageLedger::Restore(QueueId queue, const NamedUsage& usage,
                           ResourceTable& table) {
+  advanced_ = absl::InfinitePast();
   Entry& e = EntryOf(queue);
   e = Entry();
   if (usage.clock == absl::InfinitePast()) return;

@@ -82,7 +82,7 @@ class UsageLedger {
   void SetOptions(const UsageOptions& options);
 
   // Folds what every live queue held from its clock up to `now` into its
-  // usage. Cheap when `now` is its clock.
+  // usage. Nothing to do when `now` is the last Advance's.
   void Advance(absl::Time now, const QueueTree& queues);
   // At `now` (after Advance): takes the usage that is reported and stored,
   // and recomputes every factor from it; true when a factor changed.
@@ -138,6 +138,11 @@ class UsageLedger {
   absl::Duration width_ = options_.window / kUsageBuckets;
   std::vector<Entry> entries_;  // by queue id
   absl::Time last_refresh_ = absl::InfinitePast();
+  // The last Advance, and how many queues the tree had then: every command
+  // advances, most at the time of the one before (a batch of requests), and
+  // then every live queue's clock is `now` already.
+  absl::Time advanced_ = absl::InfinitePast();
+  size_t advanced_queues_ = 0;
 };
 
 }  // namespace gangsched
