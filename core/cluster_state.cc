@@ -133,8 +133,23 @@ void ClusterState::Unreserve(NodeId id, const ResourceVector& pod) {
   Touch(id);
 }
 
+void ClusterState::EndBatch() {
+  batching_ = false;
+  std::sort(batched_.begin(), batched_.end());
+  batched_.erase(std::unique(batched_.begin(), batched_.end()),
+                 batched_.end());
+  for (uint32_t id : batched_) {
+    if (nodes_[id].live) Touch(NodeId(id));
+  }
+  batched_.clear();
+}
+
 void ClusterState::Touch(NodeId id) {
   if (deferred_) return;  // TouchAll comes
+  if (batching_) {
+    batched_.push_back(id.value());
+    return;
+  }
   index_.Update(nodes_[id.value()], id.value());
   topology_.Touch(nodes_[id.value()], id.value());
 }

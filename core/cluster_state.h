@@ -68,6 +68,12 @@ class ClusterState {
   // million pods would update each node's entries a hundred times);
   // TouchAll then brings every live node's entries up to date at once.
   void DeferIndexes(bool defer) { deferred_ = defer; }
+  // Between BeginBatch and EndBatch room changes update the indexes once
+  // per node, at EndBatch: a gang's pods bound onto a few nodes touch each
+  // node's entries once, not once per pod. Nothing may read the indexes in
+  // between.
+  void BeginBatch() { batching_ = true; }
+  void EndBatch();
   void TouchAll();
   void Touch(NodeId id);
   // Both indexes describe the nodes as they are (CheckConsistency).
@@ -80,6 +86,8 @@ class ClusterState {
   std::vector<uint32_t> free_ids_;
   absl::flat_hash_map<std::string, NodeId> ids_;
   bool deferred_ = false;
+  bool batching_ = false;
+  std::vector<uint32_t> batched_;  // nodes touched in the batch
 };
 
 }  // namespace gangsched

@@ -714,6 +714,7 @@ void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
                        const GangPlacement& placement, absl::Time now) {
   std::vector<Binding> bound;
   bound.reserve(plan.slots.size());
+  cluster_.BeginBatch();  // each node's index entries once per gang
   ForEachPlacedPod(
       plan, placement,
       [&](uint32_t g, int32_t slot, NodeId node, DeviceMask devices) {
@@ -721,6 +722,7 @@ void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
         bound.push_back({w.spec.groups[g].name, slot, cluster_.node(node).name,
                          DeviceIndexes(devices)});
       });
+  cluster_.EndBatch();
   bool became_running = false;
   if ((w.state == WorkloadState::kPending ||
        w.state == WorkloadState::kPipelined) &&
