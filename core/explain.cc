@@ -121,9 +121,23 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
     answer.node_rejections = now_placement.rejections;
     lines.push_back(absl::StrCat("Nodes: ", now_placement.message, "."));
     std::optional<MovePlan> moves;
-    if (w.state == WorkloadState::kPending && gang_step &&
-        options_.consolidation.enabled && FitsFreeRoomInTotal(need)) {
-      moves = FindMoves(w, plan, options_.consolidation.max_pods_per_gang);
+    std::string no_moves;  // why consolidation cannot help, for people
+    if (w.state == WorkloadState::kPending && gang_step) {
+      if (!options_.consolidation.enabled) {
+        no_moves = "consolidation is off";
+      } else if (!FitsFreeRoomInTotal(need)) {
+        no_moves =
+            "the free room of all schedulable nodes together is "
+            "too small, so moving pods cannot help";
+      } else {
+        moves = FindMoves(w, plan, options_.consolidation.max_pods_per_gang);
+        no_moves = absl::StrCat(
+            "the free room is spread over several nodes, but no set of at "
+            "most ",
+            options_.consolidation.max_pods_per_gang,
+            " movable pods (preemptible, not a head) can be moved with "
+            "each of them placed elsewhere so that it fits");
+      }
     }
     if (moves) {
       // docs/SCHEDULING.md, "Consolidation": tried before any eviction.
@@ -151,6 +165,7 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
           moves->pods == 1 ? " pod" : " pods",
           " (consolidation) makes room: ", absl::StrJoin(where, ", "), "."));
     } else if (w.state == WorkloadState::kPending && gang_step) {
+      lines.push_back(absl::StrCat("No consolidation: ", no_moves, "."));
       VictimSearchNotes notes;
       if (std::optional<VictimPlan> victims =
               FindVictims(w, plan, now, &notes)) {

@@ -115,6 +115,12 @@ TEST_F(ConsolidateBoundTest, MoreMovesThanAGangMayHaveMovesNothing) {
   Cycle();
   EXPECT_EQ(W("big").state, WorkloadState::kPending);
   EXPECT_TRUE(W("train").evictions.empty());
+  absl::StatusOr<ExplainAnswer> e = s_->Explain("big", Now());
+  ASSERT_TRUE(e.ok());
+  EXPECT_NE(e->text.find("No consolidation: the free room is spread over "
+                         "several nodes, but no set of at most 3 movable"),
+            std::string::npos)
+      << e->text;
 }
 
 class ConsolidateOffTest : public ConsolidateTest {
@@ -127,6 +133,11 @@ TEST_F(ConsolidateOffTest, TurnedOffMovesNothingUntilTurnedOn) {
   SubmitBig();
   Cycle();
   EXPECT_EQ(W("big").pending.code, PendingCode::kCapacity);
+  absl::StatusOr<ExplainAnswer> e = s_->Explain("big", Now());
+  ASSERT_TRUE(e.ok());
+  EXPECT_NE(e->text.find("No consolidation: consolidation is off."),
+            std::string::npos)
+      << e->text;
   s_->SetConsolidationOptions({});
   Cycle();
   EXPECT_EQ(W("big").state, WorkloadState::kPipelined);
