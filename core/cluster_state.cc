@@ -136,8 +136,7 @@ void ClusterState::Unreserve(NodeId id, const ResourceVector& pod) {
 void ClusterState::EndBatch() {
   batching_ = false;
   std::sort(batched_.begin(), batched_.end());
-  batched_.erase(std::unique(batched_.begin(), batched_.end()),
-                 batched_.end());
+  batched_.erase(std::unique(batched_.begin(), batched_.end()), batched_.end());
   for (uint32_t id : batched_) {
     if (nodes_[id].live) Touch(NodeId(id));
   }
@@ -333,23 +332,37 @@ void Scheduler::RemoveNode(NodeId id, absl::Time now) {
   cluster_.Remove(id);
 }
 
+Scheduler::Staying Scheduler::StayingOn(NodeId id) const {
+  const Node& node = cluster_.node(id);
+  Staying out{node.used, node.pods_used, 0};
+  std::vector<int32_t> leaving(static_cast<size_t>(node.DeviceCount()), 0);
+  for (const SlotKey& key : node.slots) {
+    const GroupState& g = workloads_[key.workload.value()]->groups[key.group];
+    if (!g.slot_evicting[key.index]) continue;
+    out.used -= g.pod;
+    --out.pods;
+    for (int d : DeviceIndexes(g.DevicesAt(key.index))) {
+      if (d < static_cast<int>(leaving.size()))
+        leaving[static_cast<size_t>(d)] +=
+            static_cast<int32_t>(PerDevice(g.pod.Get(kGpu)));
+    }
+  }
+  for (int d = 0; d < static_cast<int>(leaving.size()); ++d) {
+    const int32_t held = node.devices.Held(d);
+    out.devices_freed += held > 0 && leaving[static_cast<size_t>(d)] == held;
+  }
+  return out;
+}
+
 void Scheduler::DropNominationsOn(NodeId id, absl::Time now, bool removed) {
   const Node& node = cluster_.node(id);
   if (node.reserved_pods == 0) return;
-  // What stays on the node once every eviction on it is confirmed: the
-  // nominations are planned onto the rest, which victims may still hold
-  // now (so used + reserved may well exceed allocatable meanwhile).
-  ResourceVector staying = node.used;
-  int64_t staying_pods = node.pods_used;
-  for (const SlotKey& key : node.slots) {
-    const GroupState& g = workloads_[key.workload.value()]->groups[key.group];
-    if (g.slot_evicting[key.index]) {
-      staying -= g.pod;
-      --staying_pods;
-    }
-  }
-  if (!removed && (staying + node.reserved).FitsIn(node.allocatable) &&
-      staying_pods + node.reserved_pods <= node.max_pods) {
+  // The nominations are planned onto what stays once every eviction on the
+  // node is confirmed, which victims may still hold now (so used + reserved
+  // may well exceed allocatable meanwhile).
+  const Staying staying = StayingOn(id);
+  if (!removed && (staying.used + node.reserved).FitsIn(node.allocatable) &&
+      staying.pods + node.reserved_pods <= node.max_pods) {
     return;  // an update that keeps the room (the shim re-sends its nodes)
   }
   for (const auto& w : workloads_) {

@@ -291,18 +291,27 @@ void Scheduler::LandMoves(absl::Time now) {
     state.slot_nominated[k.index] = NodeId();
     Changed(*w);
     // Dropped when the workload stopped running or shrank, or the node
-    // changed since: the slot is then placed again like any lost pod.
+    // changed since: the slot is then placed again like any lost pod. Room
+    // other nominations hold may still be held by their victims (they
+    // were planned onto what stays once those are gone): the pod needs
+    // room now, and room beside the nominations once the victims left.
     const Node& node = cluster_.node(to);
     bool lands = w->state == WorkloadState::kRunning &&
                  state.replica_live[k.index / state.pods_per_replica] &&
-                 node.live && node.schedulable &&
-                 state.pod.FitsIn(node.Free()) && node.FreePods() >= 1;
+                 node.live && node.schedulable;
+    const Staying staying = lands ? StayingOn(to) : Staying{};
+    lands =
+        lands && (node.used + state.pod).FitsIn(node.allocatable) &&
+        (staying.used + node.reserved + state.pod).FitsIn(node.allocatable) &&
+        node.pods_used < node.max_pods &&
+        staying.pods + node.reserved_pods < node.max_pods;
     DeviceMask devices = 0;
     const int64_t gpu = state.pod.Get(kGpu);
     if (lands && gpu > 0 && node.DeviceCount() > 0) {
+      // Devices the victims free count towards those the nominations keep.
       std::optional<DeviceMask> mask = ChooseDevices(
           node.DeviceCount(), [&](int d) { return node.devices.Held(d); },
-          node.devices.Reserved(), gpu,
+          std::max(0, node.devices.Reserved() - staying.devices_freed), gpu,
           RulesOf(EffectivePlacement(w->spec, w->spec.groups[k.group]).strategy)
               .spread);
       lands = mask.has_value();

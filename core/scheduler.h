@@ -520,6 +520,14 @@ class Scheduler {
   void ApplyNode(const NodeSpec& spec, absl::Time now, NodeChangeAnswer* answer,
                  bool shed = true);
   void RemoveNode(NodeId id, absl::Time now);
+  // What stays on a node once every eviction on it is confirmed: room held
+  // for nominations is planned onto the rest.
+  struct Staying {
+    ResourceVector used;
+    int64_t pods = 0;
+    int devices_freed = 0;  // GPU devices only evicted pods hold now
+  };
+  Staying StayingOn(NodeId id) const;
   // Unbinds a node's newest slots until it holds no more than its
   // allocatable and its pod capacity; their pods are evicted (node_lost).
   // With `devices_changed` (its GPU devices are new, or a restore) the

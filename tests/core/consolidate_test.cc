@@ -192,6 +192,39 @@ TEST_F(ConsolidateTest, AShrinkThatDropsAMovedReplicaDropsItsMove) {
   EXPECT_EQ(W("big").state, WorkloadState::kRunning);
 }
 
+TEST_F(ConsolidateTest, AMoveLandsBesideAGangPipelinedOntoItsNode) {
+  // Found by adversarial testing: x (non-preemptible) and t's 2 pods on n1,
+  // v on n2. big moves t's pods to n2; then p preempts v and is pipelined
+  // onto n2 too, onto room v still holds. The moves must still land.
+  s_->UpsertNodes(
+      {GpuNode("n1", 8, {{"host", "n1"}}), GpuNode("n2", 8, {{"host", "n2"}})},
+      Now());
+  auto pinned = [](GroupSpec g, const std::string& host) {
+    g.node_selector = {{"host", host}};
+    return g;
+  };
+  Submit(Workload("x", {pinned(Group("w", 2, 1, 1), "n1")}, "a", "build"));
+  Submit(Workload("v", {pinned(Group("w", 4, 1, 1), "n2")}, "a", "train"));
+  Submit(Workload("t", {pinned(Group("w", 1, 2, 2), "n1")}, "a", "train"));
+  Cycle();
+  Submit(Workload("t", {Group("w", 1, 2, 2)}, "a", "train"));
+  Submit(Workload("big", {Group("w", 6, 1, 1)}, "a", "train"));
+  Cycle();
+  ASSERT_EQ(W("big").state, WorkloadState::kPipelined);
+  ASSERT_EQ(Nominated("t").size(), 2u);
+  Submit(Workload("p", {Group("w", 4, 1, 1)}, "a", "inference"));
+  Cycle();
+  ASSERT_EQ(W("p").state, WorkloadState::kPipelined);
+  ASSERT_EQ(Nominated("p")[0].node, "n2");
+  ConfirmAll("t");
+  EXPECT_EQ(W("t").BoundPods(), 2);
+  for (const Binding& b : s_->BindingsOf(W("t"))) EXPECT_EQ(b.node, "n2");
+  ConfirmAll("v");
+  Cycle();
+  EXPECT_EQ(W("p").state, WorkloadState::kRunning);
+  EXPECT_EQ(W("big").state, WorkloadState::kRunning);
+}
+
 TEST_F(ConsolidateTest, MovesSurviveARestartAndLandAfterIt) {
   SpreadTrain();
   SubmitBig();
