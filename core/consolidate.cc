@@ -296,9 +296,18 @@ void Scheduler::LandMoves(absl::Time now) {
     // were planned onto what stays once those are gone): the pod needs
     // room now, and room beside the nominations once the victims left.
     const Node& node = cluster_.node(to);
-    bool lands = w->state == WorkloadState::kRunning &&
-                 state.replica_live[k.index / state.pods_per_replica] &&
-                 node.live && node.schedulable;
+    const GroupSpec& spec = w->spec.groups[k.group];
+    bool lands =
+        w->state == WorkloadState::kRunning &&
+        state.replica_live[k.index / state.pods_per_replica] && node.live &&
+        node.schedulable &&
+        (spec.node_selector.empty() || node.Matches(spec.node_selector));
+    // Its selector and STRICT_SPREAD still hold there: labels may have
+    // changed, and a sibling may have been placed there meanwhile.
+    if (lands && EffectivePlacement(w->spec, spec).strategy ==
+                     PlacementStrategy::kStrictSpread) {
+      for (NodeId n : state.slot_node) lands = lands && n != to;
+    }
     const Staying staying = lands ? StayingOn(to) : Staying{};
     lands =
         lands && (node.used + state.pod).FitsIn(node.allocatable) &&

@@ -225,6 +225,26 @@ TEST_F(ConsolidateTest, AMoveLandsBesideAGangPipelinedOntoItsNode) {
   EXPECT_EQ(W("big").state, WorkloadState::kRunning);
 }
 
+TEST_F(ConsolidateTest, AMoveWhoseNodeNoLongerMatchesItsSelectorIsDropped) {
+  // Found by adversarial testing: n2 relabelled while pods move onto it.
+  s_->UpsertNodes(
+      {GpuNode("n1", 8, {{"pool", "x"}}), GpuNode("n2", 8, {{"pool", "x"}})},
+      Now());
+  GroupSpec workers = Group("worker", 1, 8, 8);
+  workers.placement = PlacementSpec{.strategy = PlacementStrategy::kSpread};
+  workers.node_selector = {{"pool", "x"}};
+  Submit(Workload("train", {workers}, "a"));
+  Cycle();
+  SubmitBig();
+  Cycle();
+  ASSERT_EQ(Nominated("train").size(), 4u);
+  s_->UpsertNodes({GpuNode("n2", 8, {{"pool", "y"}})}, Now());
+  ConfirmAll("train");
+  // The moves are dropped: slots 0, 2, 4, 6 wait to be placed again.
+  EXPECT_EQ(W("train").BoundPods(), 4);
+  for (const Binding& b : s_->BindingsOf(W("train"))) EXPECT_EQ(b.index % 2, 1);
+}
+
 TEST_F(ConsolidateTest, MovesSurviveARestartAndLandAfterIt) {
   SpreadTrain();
   SubmitBig();
