@@ -245,6 +245,22 @@ TEST_F(ConsolidateTest, AMoveWhoseNodeNoLongerMatchesItsSelectorIsDropped) {
   for (const Binding& b : s_->BindingsOf(W("train"))) EXPECT_EQ(b.index % 2, 1);
 }
 
+TEST_F(ConsolidateTest, GpuFractionsAreNeverMoved) {
+  // Found by adversarial testing: a moved fraction's room on its new node
+  // was not held, so a smaller fraction could take it first.
+  GroupSpec workers = Group("worker", 0, 8, 8);
+  workers.resources.push_back({"nvidia.com/gpu", 500});
+  workers.gpu_fraction = 0.5;
+  workers.placement = PlacementSpec{.strategy = PlacementStrategy::kSpread};
+  Submit(Workload("halves", {workers}, "a"));
+  Cycle();
+  ASSERT_EQ(W("halves").state, WorkloadState::kRunning);
+  Submit(Workload("big", {Group("worker", 8, 1, 1)}, "a"));
+  Cycle();
+  EXPECT_EQ(W("big").state, WorkloadState::kPending);
+  EXPECT_TRUE(W("halves").evictions.empty());
+}
+
 TEST_F(ConsolidateTest, MovesSurviveARestartAndLandAfterIt) {
   SpreadTrain();
   SubmitBig();
