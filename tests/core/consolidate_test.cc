@@ -64,6 +64,34 @@ class ConsolidateTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << st;
   }
 
+  // Every move confirmed has landed: `bound` pods of train, all on n2,
+  // and the next cycle binds big.
+  void ExpectMovesLandedOnN2(int bound) {
+    ConfirmAll("train");
+    EXPECT_EQ(W("train").BoundPods(), bound);
+    EXPECT_TRUE(Nominated("train").empty());
+    for (const Binding& b : s_->BindingsOf(W("train"))) EXPECT_EQ(b.node, "n2");
+    Cycle();
+    EXPECT_EQ(W("big").state, WorkloadState::kRunning);
+  }
+  // A new scheduler restored from `records` the way a store restores one
+  // (queue, nodes n1 and n2, the records, the counters).
+  std::unique_ptr<Scheduler> Restored(
+      const std::vector<WorkloadRecord>& records) {
+    auto r = std::make_unique<Scheduler>(s_->options());
+    const gangsched::Queue& a = *s_->FindQueue("a");
+    EXPECT_TRUE(r->RestoreQueue(a.spec, a.created_seq).ok());
+    r->UpsertNodes({GpuNode("n1", 8), GpuNode("n2", 8)}, Now());
+    for (const WorkloadRecord& record : records) {
+      absl::Status st = r->RestoreWorkload(record);
+      EXPECT_TRUE(st.ok()) << st;
+    }
+    r->RestoreCounters(s_->revision(), s_->submit_seq(), Now());
+    absl::Status st = r->CheckConsistency();
+    EXPECT_TRUE(st.ok()) << st;
+    return r;
+  }
+
   std::unique_ptr<Scheduler> s_;
   int tick_ = 0;
 };
@@ -184,12 +212,7 @@ TEST_F(ConsolidateTest, AShrinkThatDropsAMovedReplicaDropsItsMove) {
   ASSERT_TRUE(
       s_->Release("train", {{"worker", 6}}, /*shrink=*/true, Now()).ok());
   EXPECT_EQ(Nominated("train").size(), 3u);
-  ConfirmAll("train");
-  EXPECT_EQ(W("train").BoundPods(), 7);
-  EXPECT_TRUE(Nominated("train").empty());
-  for (const Binding& b : s_->BindingsOf(W("train"))) EXPECT_EQ(b.node, "n2");
-  Cycle();
-  EXPECT_EQ(W("big").state, WorkloadState::kRunning);
+  ExpectMovesLandedOnN2(7);
 }
 
 TEST_F(ConsolidateTest, AMoveLandsBesideAGangPipelinedOntoItsNode) {
@@ -266,39 +289,22 @@ TEST_F(ConsolidateTest, MovesSurviveARestartAndLandAfterIt) {
   SubmitBig();
   Cycle();
   // A store's records, restored into a new scheduler.
-  auto r = std::make_unique<Scheduler>(s_->options());
-  ASSERT_TRUE(
-      r->RestoreQueue(s_->FindQueue("a")->spec, s_->FindQueue("a")->created_seq)
-          .ok());
-  r->UpsertNodes({GpuNode("n1", 8), GpuNode("n2", 8)}, Now());
+  std::vector<WorkloadRecord> records;
   for (const auto& w : s_->workloads()) {
-    if (w) {
-      ASSERT_TRUE(r->RestoreWorkload(s_->RecordOf(*w)).ok());
-    }
+    if (w) records.push_back(s_->RecordOf(*w));
   }
-  r->RestoreCounters(s_->revision(), s_->submit_seq(), Now());
-  ASSERT_TRUE(r->CheckConsistency().ok());
+  std::unique_ptr<Scheduler> r = Restored(records);
   EXPECT_EQ(r->NominationsOf(*r->FindWorkload("train")).size(), 4u);
   EXPECT_EQ(r->FindQueue("a")->reserved, s_->FindQueue("a")->reserved);
   s_ = std::move(r);
-  ConfirmAll("train");
-  EXPECT_EQ(W("train").BoundPods(), 8);
-  EXPECT_TRUE(Nominated("train").empty());
-  for (const Binding& b : s_->BindingsOf(W("train"))) EXPECT_EQ(b.node, "n2");
-  Cycle();
-  EXPECT_EQ(W("big").state, WorkloadState::kRunning);
+  ExpectMovesLandedOnN2(8);
 }
 
 TEST_F(ConsolidateTest, ARecordWithABoundSlotNominatedButNotEvictingLoads) {
   SpreadTrain();
   WorkloadRecord record = s_->RecordOf(W("train"));
   record.slots[0].nominated = "n2";  // damaged: bound, not evicting
-  auto r = std::make_unique<Scheduler>(s_->options());
-  ASSERT_TRUE(r->RestoreQueue(s_->FindQueue("a")->spec, 1).ok());
-  r->UpsertNodes({GpuNode("n1", 8), GpuNode("n2", 8)}, Now());
-  ASSERT_TRUE(r->RestoreWorkload(record).ok());
-  r->RestoreCounters(s_->revision(), s_->submit_seq(), Now());
-  EXPECT_TRUE(r->CheckConsistency().ok());
+  std::unique_ptr<Scheduler> r = Restored({record});
   EXPECT_TRUE(r->NominationsOf(*r->FindWorkload("train")).empty());
   EXPECT_EQ(r->TakeWarnings().size(), 1u);
 }
