@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -78,36 +79,62 @@ absl::StatusOr<absl::Duration> UsageDuration(const YAML::Node& node,
                                  "(at most 100 years)"));
 }
 
-absl::StatusOr<UsageOptions> UsageFromYaml(const YAML::Node& node) {
-  constexpr absl::string_view kField = "time_based_fair_share";
-  if (!node.IsMap()) return Bad(kField, "must be a mapping");
-  UsageOptions o;
+// A settings section (`section:` a mapping of single values, each key
+// once): `each(key, field, value)` per entry, its first error returned.
+absl::Status ForEachSetting(
+    const YAML::Node& node, absl::string_view section,
+    absl::FunctionRef<absl::Status(const std::string& key,
+                                   const std::string& field,
+                                   const YAML::Node& value)>
+        each) {
+  if (!node.IsMap()) return Bad(section, "must be a mapping");
   std::set<std::string> seen;
   for (const auto& kv : node) {
     std::string key = kv.first.as<std::string>();
-    std::string field = absl::StrCat(kField, ".", key);
-    const YAML::Node& v = kv.second;
+    std::string field = absl::StrCat(section, ".", key);
     if (!seen.insert(key).second) return Bad(field, "given twice");
-    if (!v.IsScalar()) return Bad(field, "must be a single value");
-    if (key == "enabled") {
-      std::string text = v.as<std::string>();
-      if (text != "true" && text != "false")
-        return Bad(field, absl::StrCat("\"", text, "\" is not true or false"));
-      o.enabled = text == "true";
-    } else if (key == "half_life" || key == "window" || key == "refresh") {
-      auto d = UsageDuration(v, field);
-      if (!d.ok()) return d.status();
-      (key == "half_life" ? o.half_life
-       : key == "window"  ? o.window
-                          : o.refresh) = *d;
-    } else if (key == "strength") {
-      std::string text = v.as<std::string>();
-      if (!absl::SimpleAtod(text, &o.strength))
-        return Bad(field, absl::StrCat("\"", text, "\" is not a number"));
-    } else {
-      return Bad(field, "unknown key");
-    }
+    if (!kv.second.IsScalar()) return Bad(field, "must be a single value");
+    if (absl::Status s = each(key, field, kv.second); !s.ok()) return s;
   }
+  return absl::OkStatus();
+}
+
+// `true` or `false`, nothing else (YAML's yes/on are refused).
+absl::StatusOr<bool> SettingBool(const YAML::Node& value,
+                                 absl::string_view field) {
+  std::string text = value.as<std::string>();
+  if (text != "true" && text != "false")
+    return Bad(field, absl::StrCat("\"", text, "\" is not true or false"));
+  return text == "true";
+}
+
+absl::StatusOr<UsageOptions> UsageFromYaml(const YAML::Node& node) {
+  constexpr absl::string_view kField = "time_based_fair_share";
+  UsageOptions o;
+  absl::Status status = ForEachSetting(
+      node, kField,
+      [&](const std::string& key, const std::string& field,
+          const YAML::Node& v) -> absl::Status {
+        if (key == "enabled") {
+          auto b = SettingBool(v, field);
+          if (!b.ok()) return b.status();
+          o.enabled = *b;
+        } else if (key == "half_life" || key == "window" || key == "refresh") {
+          auto d = UsageDuration(v, field);
+          if (!d.ok()) return d.status();
+          (key == "half_life" ? o.half_life
+           : key == "window"  ? o.window
+                              : o.refresh) = *d;
+        } else if (key == "strength") {
+          std::string text = v.as<std::string>();
+          if (!absl::SimpleAtod(text, &o.strength))
+            return Bad(field, absl::StrCat("\"", text, "\" is not a number"));
+        } else {
+          return Bad(field, "unknown key");
+        }
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
   if (o.refresh <= absl::ZeroDuration())
     return Bad(absl::StrCat(kField, ".refresh"), "must be more than 0");
   if (absl::Status s = CheckUsageOptions(o); !s.ok())
@@ -117,34 +144,31 @@ absl::StatusOr<UsageOptions> UsageFromYaml(const YAML::Node& node) {
 
 absl::StatusOr<ConsolidationOptions> ConsolidationFromYaml(
     const YAML::Node& node) {
-  constexpr absl::string_view kField = "consolidation";
-  if (!node.IsMap()) return Bad(kField, "must be a mapping");
   ConsolidationOptions o;
-  std::set<std::string> seen;
-  for (const auto& kv : node) {
-    std::string key = kv.first.as<std::string>();
-    std::string field = absl::StrCat(kField, ".", key);
-    const YAML::Node& v = kv.second;
-    if (!seen.insert(key).second) return Bad(field, "given twice");
-    if (!v.IsScalar()) return Bad(field, "must be a single value");
-    std::string text = v.as<std::string>();
-    if (key == "enabled") {
-      if (text != "true" && text != "false")
-        return Bad(field, absl::StrCat("\"", text, "\" is not true or false"));
-      o.enabled = text == "true";
-    } else if (key == "max_pods_per_gang" || key == "max_pods_per_cycle") {
-      int32_t n = 0;
-      if (!absl::SimpleAtoi(text, &n) || n < 1 || n > 10000) {
-        return Bad(field, absl::StrCat("\"", text,
-                                       "\" is not a whole number from 1 to "
-                                       "10000"));
-      }
-      (key == "max_pods_per_gang" ? o.max_pods_per_gang
-                                  : o.max_pods_per_cycle) = n;
-    } else {
-      return Bad(field, "unknown key");
-    }
-  }
+  absl::Status status = ForEachSetting(
+      node, "consolidation",
+      [&](const std::string& key, const std::string& field,
+          const YAML::Node& v) -> absl::Status {
+        if (key == "enabled") {
+          auto b = SettingBool(v, field);
+          if (!b.ok()) return b.status();
+          o.enabled = *b;
+        } else if (key == "max_pods_per_gang" || key == "max_pods_per_cycle") {
+          std::string text = v.as<std::string>();
+          int32_t n = 0;
+          if (!absl::SimpleAtoi(text, &n) || n < 1 || n > 10000) {
+            return Bad(field, absl::StrCat("\"", text,
+                                           "\" is not a whole number from 1 "
+                                           "to 10000"));
+          }
+          (key == "max_pods_per_gang" ? o.max_pods_per_gang
+                                      : o.max_pods_per_cycle) = n;
+        } else {
+          return Bad(field, "unknown key");
+        }
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
   return o;
 }
 
