@@ -22,11 +22,22 @@ namespace gangsched {
 
 namespace {
 
+// A node's free room, none below 0 (room held for pipelined gangs may
+// exceed what is free while their victims leave).
+ResourceVector FreeNow(const Node& n) {
+  ResourceVector room = n.Free();
+  for (size_t r = 0; r < room.size(); ++r) {
+    ResourceId rid(static_cast<uint32_t>(r));
+    if (room.Get(rid) < 0) room.Set(rid, 0);
+  }
+  return room;
+}
+
 // Nodes a search tries to move pods away from (most free room first).
 constexpr size_t kMoveSourceNodes = 16;
 
-// Room per node as an overlay for the placer (FreedRoom: positive is room
-// given back, negative room taken).
+// Room taken per node as an overlay for the placer (FreedRoom with
+// negative amounts).
 struct Overlay {
   std::vector<FreedRoom> rooms;
   absl::flat_hash_map<uint32_t, size_t> at;  // node id -> rooms[i]
@@ -38,10 +49,9 @@ struct Overlay {
     }
     return rooms[it->second];
   }
-  // One pod of `pod` on the devices `mask`, given back (sign 1) or taken
-  // (sign -1).
-  void Add(NodeId node, const ResourceVector& pod, DeviceMask mask,
-           int32_t sign) {
+  // One pod of `pod` on the devices `mask`, taken.
+  void Take(NodeId node, const ResourceVector& pod, DeviceMask mask) {
+    constexpr int32_t sign = -1;
     FreedRoom& room = On(node);
     room.resources.AddScaled(pod, sign);
     room.pods += sign;
@@ -58,28 +68,24 @@ struct Overlay {
 
 std::optional<Scheduler::MovePlan> Scheduler::TryMoves(
     const PlannedRequest& plan, const std::vector<VictimUnit>& units) const {
-  // The gang, placed as if the moved pods had left.
-  Overlay freed;
+  // The gang, placed as if the moved pods had left (as if they were
+  // victims).
+  MovePlan out;
+  if (!FitsWithout(plan, units, &out.placement)) return std::nullopt;
   std::vector<NodeId> sources;
   for (const VictimUnit& u : units) {
     for (auto [g, i] : u.slots) {
-      const GroupState& state = u.workload->groups[g];
-      NodeId node = state.slot_node[i];
-      freed.Add(node, state.pod, state.DevicesAt(i), 1);
+      NodeId node = u.workload->groups[g].slot_node[i];
       if (std::find(sources.begin(), sources.end(), node) == sources.end())
         sources.push_back(node);
     }
   }
-  MovePlan out;
-  out.placement = TryPlaceGang(cluster_.nodes(), resources_, plan.request,
-                               {.freed = &freed.rooms});
-  if (out.placement.result != PlaceResult::kPlaced) return std::nullopt;
   // The moved pods go to room free now, less what the gang takes of it, and
   // never back to a node pods are moved away from.
   Overlay taken;
   ForEachPlacedPod(plan, out.placement,
                    [&](uint32_t g, int32_t, NodeId node, DeviceMask mask) {
-                     taken.Add(node, plan.request.groups[g].pod, mask, -1);
+                     taken.Take(node, plan.request.groups[g].pod, mask);
                    });
   for (const VictimUnit& u : units) {
     const Workload& v = *u.workload;
@@ -101,7 +107,7 @@ std::optional<Scheduler::MovePlan> Scheduler::TryMoves(
     if (moved.result != PlaceResult::kPlaced) return std::nullopt;
     const ResourceVector& pod = v.groups[group].pod;
     for (size_t k = 0; k < moved.nodes.size(); ++k)
-      taken.Add(moved.nodes[k], pod, moved.devices[k], -1);
+      taken.Take(moved.nodes[k], pod, moved.devices[k]);
     out.targets.emplace_back(moved.nodes.begin(), moved.nodes.end());
   }
   out.units = units;
@@ -113,13 +119,7 @@ std::optional<Scheduler::MovePlan> Scheduler::TryMoves(
 bool Scheduler::FitsFreeRoomInTotal(const ResourceVector& need) const {
   ResourceVector free;
   for (const Node& n : cluster_.nodes()) {
-    if (!n.live || !n.schedulable) continue;
-    ResourceVector room = n.Free();
-    for (size_t r = 0; r < room.size(); ++r) {
-      ResourceId rid(static_cast<uint32_t>(r));
-      if (room.Get(rid) < 0) room.Set(rid, 0);
-    }
-    free += room;
+    if (n.live && n.schedulable) free += FreeNow(n);
   }
   return need.FitsIn(free);
 }
@@ -211,11 +211,7 @@ std::optional<Scheduler::MovePlan> Scheduler::FindMoves(
   for (const auto& [minus_free, node] : sources) {
     std::vector<VictimUnit> chosen;
     int32_t pods = 0;
-    ResourceVector room = nodes[node].Free();
-    for (size_t i = 0; i < room.size(); ++i) {
-      ResourceId rid(static_cast<uint32_t>(i));
-      if (room.Get(rid) < 0) room.Set(rid, 0);
-    }
+    ResourceVector room = FreeNow(nodes[node]);
     for (VictimUnit& unit : units_on(node)) {
       pods += static_cast<int32_t>(unit.slots.size());
       if (pods > max_pods || (best && pods >= best->pods)) break;
