@@ -271,6 +271,13 @@ BENCHMARK(BM_FairShare1000Queues)->Unit(benchmark::kMicrosecond);
 namespace gangsched {
 namespace {
 
+// How many workloads are in `state` (a counter for what a cycle did).
+double WorkloadsIn(const Scheduler& s, WorkloadState state) {
+  int64_t n = 0;
+  for (const auto& w : s.workloads()) n += w && w->state == state;
+  return static_cast<double>(n);
+}
+
 void RecordPeakRss(benchmark::State& state) {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
@@ -359,13 +366,10 @@ void BM_FullCycle(benchmark::State& state) {
     state.ResumeTiming();
     s->RunCycle(now + absl::Seconds(1));
     state.PauseTiming();
-    int64_t running = 0, pipelined = 0;
-    for (const auto& w : s->workloads()) {
-      running += w && w->state == WorkloadState::kRunning;
-      pipelined += w && w->state == WorkloadState::kPipelined;
-    }
-    state.counters["running_workloads"] = static_cast<double>(running);
-    state.counters["pipelined_workloads"] = static_cast<double>(pipelined);
+    state.counters["running_workloads"] =
+        WorkloadsIn(*s, WorkloadState::kRunning);
+    state.counters["pipelined_workloads"] =
+        WorkloadsIn(*s, WorkloadState::kPipelined);
     s.reset();
     state.ResumeTiming();
   }
@@ -450,10 +454,8 @@ void BM_FullCycleGpuFractions(benchmark::State& state) {
       for (int d = 0; d < n.DeviceCount(); ++d)
         shared += n.devices.Held(d) > 0 && n.devices.Held(d) < kWholeGpu;
     }
-    int64_t running = 0;
-    for (const auto& w : s->workloads())
-      running += w && w->state == WorkloadState::kRunning;
-    state.counters["running_workloads"] = static_cast<double>(running);
+    state.counters["running_workloads"] =
+        WorkloadsIn(*s, WorkloadState::kRunning);
     state.counters["half_full_devices"] = static_cast<double>(shared);
     s.reset();
     state.ResumeTiming();
@@ -507,14 +509,14 @@ void BM_ConsolidationCycle(benchmark::State& state) {
     state.ResumeTiming();
     s->RunCycle(now + absl::Seconds(1));
     state.PauseTiming();
-    int64_t pipelined = 0, moved = 0;
+    int64_t moved = 0;
     for (const auto& w : s->workloads()) {
       if (!w) continue;
-      pipelined += w->state == WorkloadState::kPipelined;
       for (const Eviction& e : w->evictions)
         moved += static_cast<int64_t>(e.slots.size());
     }
-    state.counters["gangs_consolidated"] = static_cast<double>(pipelined);
+    state.counters["gangs_consolidated"] =
+        WorkloadsIn(*s, WorkloadState::kPipelined);
     state.counters["pods_moved"] = static_cast<double>(moved);
     s.reset();
     state.ResumeTiming();
