@@ -292,14 +292,15 @@ class ConsolidationTest(hardening.PersistentCase):
         self.server.write_config(
             "consolidation: {enabled: false}\nqueues:\n  - {name: a}\n")
         self.server.sighup()
-        time.sleep(0.5)
+        self.wait_for_log("config reloaded")
         waits = self.allocate(self.wide("wide2", 4))
         self.assertEqual(waits.state, e2e.types.WORKLOAD_STATE_PENDING)
         self.assertEqual(list(waits.evictions), [])
         # A bad reload is refused, naming the field; the old config stays.
         self.server.write_config("consolidation: {max_pods_per_gang: 0}\n")
         self.server.sighup()
-        time.sleep(0.5)
+        self.wait_for_log("config not reloaded")
+        self.assertIn("consolidation.max_pods_per_gang", self.server.output())
         self.assertTrue(self.server.alive())
         self.assertEqual(self.allocate(self.wide("wide2", 4)).state,
                          e2e.types.WORKLOAD_STATE_PENDING)
