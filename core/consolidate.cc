@@ -302,12 +302,31 @@ void Scheduler::LandMoves(absl::Time now) {
         state.replica_live[k.index / state.pods_per_replica] && node.live &&
         node.schedulable &&
         (spec.node_selector.empty() || node.Matches(spec.node_selector));
-    // Its selector and STRICT_SPREAD still hold there: labels may have
-    // changed, and a sibling may have been placed there meanwhile.
+    // Its selector, STRICT_SPREAD and required topology still hold there:
+    // labels may have changed, and a sibling may have been placed there
+    // meanwhile.
     if (lands && EffectivePlacement(w->spec, spec).strategy ==
                      PlacementStrategy::kStrictSpread) {
       for (NodeId n : state.slot_node) lands = lands && n != to;
     }
+    // And a required topology domain: the node's label may have changed.
+    auto same_domain = [&](const PlacementSpec& place, uint32_t only) {
+      if (!place.required || place.topology_key.empty()) return true;
+      const absl::string_view value = node.Label(place.topology_key);
+      if (value.empty()) return false;
+      for (uint32_t g = 0; g < w->groups.size(); ++g) {
+        if (only != w->groups.size() && g != only) continue;
+        for (NodeId n : w->groups[g].slot_node) {
+          if (n.valid() && cluster_.node(n).Label(place.topology_key) != value)
+            return false;
+        }
+      }
+      return true;
+    };
+    lands = lands &&
+            same_domain(w->spec.placement,
+                        static_cast<uint32_t>(w->groups.size())) &&
+            same_domain(EffectivePlacement(w->spec, spec), k.group);
     const Staying staying = lands ? StayingOn(to) : Staying{};
     lands =
         lands && (node.used + state.pod).FitsIn(node.allocatable) &&

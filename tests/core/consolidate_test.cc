@@ -284,6 +284,41 @@ TEST_F(ConsolidateTest, GpuFractionsAreNeverMoved) {
   EXPECT_TRUE(W("halves").evictions.empty());
 }
 
+TEST_F(ConsolidateTest, AMoveWhoseNodeLeftTheRequiredDomainIsDropped) {
+  // train (rack r1 required) runs 4 and 4 on n1 and n2; n2 is then full,
+  // so big moves n1's 4 pods to n3. n3 leaves rack r1 before they land.
+  NodeSpec n3 = GpuNode("n3", 4, {{"host", "n3"}, {"rack", "r1"}});
+  n3.schedulable = false;
+  s_->UpsertNodes({GpuNode("n1", 8, {{"host", "n1"}, {"rack", "r1"}}),
+                   GpuNode("n2", 8, {{"host", "n2"}, {"rack", "r1"}}), n3},
+                  Now());
+  GroupSpec workers = Group("worker", 1, 8, 8);
+  workers.placement = PlacementSpec{.strategy = PlacementStrategy::kSpread,
+                                    .topology_key = "rack",
+                                    .required = true};
+  Submit(Workload("train", {workers}, "a"));
+  GroupSpec pin = Group("w", 4, 1, 1);
+  pin.node_selector = {{"host", "n2"}};
+  Submit(Workload("pin", {pin}, "a"));
+  Cycle();
+  ASSERT_EQ(W("pin").state, WorkloadState::kRunning)
+      << W("pin").pending.message;
+  n3.schedulable = true;
+  s_->UpsertNodes({n3}, Now());
+  SubmitBig();
+  Cycle();
+  ASSERT_EQ(Nominated("train").size(), 4u);
+  ASSERT_EQ(Nominated("train")[0].node, "n3");
+  n3.labels = {{"host", "n3"}, {"rack", "r2"}};  // sorted by key
+  s_->UpsertNodes({n3}, Now());
+  ConfirmAll("train");
+  // The moves are dropped: the moved slots wait to be placed again, in
+  // rack r1.
+  EXPECT_EQ(W("train").BoundPods(), 4);
+  EXPECT_TRUE(Nominated("train").empty());
+  for (const Binding& b : s_->BindingsOf(W("train"))) EXPECT_EQ(b.node, "n2");
+}
+
 TEST_F(ConsolidateTest, MovesSurviveARestartAndLandAfterIt) {
   SpreadTrain();
   SubmitBig();
