@@ -63,6 +63,11 @@ NodeId ClusterState::Apply(const NodeSpec& spec, ResourceTable& resources) {
     break;
   }
   node.allocatable = resources.FromNamed(allocatable);
+  // GPU memory (docs/SCHEDULING.md, "GPU memory"): the devices' together,
+  // so that queues' fair shares divide it and a node's free amount bounds
+  // what memory pods may ask; which device each takes is the devices'.
+  node.gpu_memory = spec.gpu_memory;
+  node.allocatable.Set(kGpuMemory, node.DeviceCount() * spec.gpu_memory);
   node.labels = spec.labels;
   node.schedulable = spec.schedulable;
   topology_.SetNode(node, id.value());
@@ -83,7 +88,7 @@ uint32_t ClusterState::Bind(NodeId id, const ResourceVector& pod, SlotKey key,
                             DeviceMask devices) {
   Node& n = nodes_[id.value()];
   n.used += pod;
-  if (devices != 0) n.devices.Hold(devices, pod.Get(kGpu), 1);
+  if (devices != 0) n.devices.Hold(devices, n.GpuOf(pod), 1);
   uint32_t pos = static_cast<uint32_t>(n.slots.size());
   n.slots.push_back(key);
   ++n.pods_used;
@@ -96,7 +101,7 @@ std::optional<SlotKey> ClusterState::Unbind(NodeId id,
                                             uint32_t pos, DeviceMask devices) {
   Node& n = nodes_[id.value()];
   n.used -= pod;
-  if (devices != 0) n.devices.Hold(devices, pod.Get(kGpu), -1);
+  if (devices != 0) n.devices.Hold(devices, n.GpuOf(pod), -1);
   // The last key takes the slot's place: O(1) however full the node is.
   std::optional<SlotKey> moved;
   if (pos + 1 != n.slots.size()) {
@@ -121,7 +126,7 @@ void ClusterState::Reserve(NodeId id, const ResourceVector& pod) {
   Node& n = nodes_[id.value()];
   n.reserved += pod;
   ++n.reserved_pods;
-  n.devices.Reserve(pod.Get(kGpu), 1);
+  n.devices.Reserve(n.GpuOf(pod), 1);
   Touch(id);
 }
 
@@ -129,7 +134,7 @@ void ClusterState::Unreserve(NodeId id, const ResourceVector& pod) {
   Node& n = nodes_[id.value()];
   n.reserved -= pod;
   --n.reserved_pods;
-  n.devices.Reserve(pod.Get(kGpu), -1);
+  n.devices.Reserve(n.GpuOf(pod), -1);
   Touch(id);
 }
 
@@ -187,6 +192,10 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
   const NodeId before = cluster_.FindId(spec.name);
   const int devices_before =
       before.valid() ? cluster_.node(before).DeviceCount() : -1;
+  if (shed && before.valid() &&
+      cluster_.node(before).gpu_memory != spec.gpu_memory) {
+    ShedGpuMemoryPods(before, now);
+  }
   NodeId id = cluster_.Apply(spec, resources_);
   fair_share_dirty_ = true;  // the amount divided may change
   // The same GPU devices as before (the shim re-sends its nodes): every
@@ -195,6 +204,30 @@ void Scheduler::ApplyNode(const NodeSpec& spec, absl::Time now,
     ShedOverCapacity(id, now,
                      cluster_.node(id).DeviceCount() != devices_before);
   answer->accepted.push_back(spec.name);
+}
+
+void Scheduler::ShedGpuMemoryPods(NodeId id, absl::Time now) {
+  const Node& node = cluster_.node(id);
+  std::vector<SlotKey> shed;
+  for (const SlotKey& key : node.slots) {
+    if (AsksGpuMemory(workloads_[key.workload.value()]->groups[key.group].pod))
+      shed.push_back(key);
+  }
+  UnbindSlots(shed, now, EventType::kEvicted);
+  if (node.reserved_pods == 0) return;
+  for (const auto& w : workloads_) {
+    if (!w || w->state != WorkloadState::kPipelined) continue;
+    bool uses = false;
+    for (const GroupState& g : w->groups) {
+      if (!AsksGpuMemory(g.pod)) continue;
+      for (NodeId n : g.slot_nominated) uses |= n == id;
+    }
+    if (uses) {
+      ClearNominations(*w);
+      SetState(*w, WorkloadState::kPending, now);
+      SetPending(*w, {PendingCode::kCapacity, "its planned node changed"}, now);
+    }
+  }
 }
 
 void Scheduler::ShedOverCapacity(NodeId id, absl::Time now,
@@ -220,14 +253,18 @@ void Scheduler::ReconcileDevices(NodeId id, absl::Time now) {
     SlotKey key;
     int64_t gpu;
     DeviceMask mask;
+    bool shares;  // a fraction or GPU memory: only on tracked devices
   };
   std::vector<GpuSlot> slots;
   for (const SlotKey& key : node.slots) {
     const Workload& w = *workloads_[key.workload.value()];
     const GroupState& g = w.groups[key.group];
-    const int64_t gpu = g.pod.Get(kGpu);
-    if (gpu > 0)
-      slots.push_back({w.submit_seq, key, gpu, g.DevicesAt(key.index)});
+    // kNoDeviceShare: GPU memory the devices cannot take any more.
+    const int64_t gpu = node.GpuOf(g.pod);
+    if (gpu > 0 || gpu == kNoDeviceShare) {
+      slots.push_back(
+          {w.submit_seq, key, gpu, g.DevicesAt(key.index), SharesGpu(g.pod)});
+    }
   }
   if (slots.empty()) return;
   std::sort(slots.begin(), slots.end(), [](const GpuSlot& a, const GpuSlot& b) {
@@ -249,7 +286,7 @@ void Scheduler::ReconcileDevices(NodeId id, absl::Time now) {
   std::vector<size_t> again;  // slots[i] that need devices chosen
   std::vector<DeviceMask> want(slots.size(), 0);
   for (size_t i = 0; i < slots.size(); ++i) {
-    if (count > 0 && fits(slots[i].mask, slots[i].gpu)) {
+    if (count > 0 && slots[i].gpu > 0 && fits(slots[i].mask, slots[i].gpu)) {
       want[i] = slots[i].mask;
       hold(want[i], slots[i].gpu);
     } else {
@@ -258,9 +295,10 @@ void Scheduler::ReconcileDevices(NodeId id, absl::Time now) {
   }
   std::vector<SlotKey> shed;
   for (size_t i : again) {
-    if (count == 0) {
-      // Not tracked: whole GPUs by amount alone; a fraction cannot stay.
-      if (IsGpuFraction(slots[i].gpu)) shed.push_back(slots[i].key);
+    if (count == 0 || slots[i].gpu <= 0) {
+      // Not tracked: whole GPUs by amount alone; a pod that shares a GPU
+      // cannot stay.
+      if (slots[i].shares) shed.push_back(slots[i].key);
       continue;
     }
     std::optional<DeviceMask> mask = ChooseDevices(
@@ -344,7 +382,7 @@ Scheduler::Staying Scheduler::StayingOn(NodeId id) const {
     for (int d : DeviceIndexes(g.DevicesAt(key.index))) {
       if (d < static_cast<int>(leaving.size()))
         leaving[static_cast<size_t>(d)] +=
-            static_cast<int32_t>(PerDevice(g.pod.Get(kGpu)));
+            static_cast<int32_t>(PerDevice(node.GpuOf(g.pod)));
     }
   }
   for (int d = 0; d < static_cast<int>(leaving.size()); ++d) {

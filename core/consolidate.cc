@@ -165,10 +165,11 @@ std::optional<Scheduler::MovePlan> Scheduler::FindMoves(
       // A Ray head never moves: deleting it restarts the whole Ray cluster,
       // and the shim deletes it only after every worker.
       if (!movable(v) || v.IsHead(k.group)) continue;
-      // Nor does a GPU fraction: the room held for it on its new node is
-      // an untouched device, which a node whose devices are all shared
-      // cannot keep (docs/SCHEDULING.md, "Consolidation").
-      if (IsGpuFraction(v.groups[k.group].pod.Get(kGpu))) continue;
+      // Nor does a pod that shares a GPU (a fraction or GPU memory): the
+      // room held for it on its new node is an untouched device, which a
+      // node whose devices are all shared cannot keep (docs/SCHEDULING.md,
+      // "Consolidation").
+      if (SharesGpu(v.groups[k.group].pod)) continue;
       const GroupState& state = v.groups[k.group];
       const int32_t h = state.pods_per_replica;
       const int32_t replica = k.index / h;

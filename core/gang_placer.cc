@@ -15,9 +15,10 @@
 namespace gangsched {
 namespace {
 
-// The resource a pod is packed by: GPUs for GPU pods, cpu otherwise.
+// The resource a pod is packed by: GPUs for GPU pods (pods that ask GPU
+// memory too, docs/SCHEDULING.md, "GPU memory"), cpu otherwise.
 ResourceId KeyResource(const ResourceVector& pod) {
-  return pod.Get(kGpu) > 0 ? kGpu : kCpu;
+  return pod.Get(kGpu) > 0 || AsksGpuMemory(pod) ? kGpu : kCpu;
 }
 
 // A topology domain: nodes whose label `key` has `value`. With a topology
@@ -53,6 +54,9 @@ struct Rejection {
 constexpr const char* kInsufficient = "insufficient ";
 constexpr const char* kNoDevice = "no GPU device with room";
 constexpr const char* kNotShared = "GPUs not shared (no whole-GPU devices)";
+constexpr const char* kSmallDevices =
+    "GPU devices too small for the pod's GPU memory (or their memory not "
+    "reported)";
 
 // Per GPU device of one node: what an attempt booked there (victims' freed
 // room reads as negative).
@@ -413,17 +417,20 @@ class Attempt {
       return why(refused);
     const int64_t pods = rules.PodsNeeded(placed, pods_left);
     if (pods > free.pods) return why("at its pod capacity");
+    // GPU memory (docs/SCHEDULING.md, "GPU memory"): said before the
+    // amounts, as a node that does not report it has none of it either.
+    const int64_t gpu = node.GpuOf(group.pod);
+    if (gpu == kNoDeviceShare) return why(kSmallDevices);
     const ResourceVector::View pod = group.pod.view();
     for (size_t r = 0; r < pod.size(); ++r) {
       ResourceId rid(static_cast<uint32_t>(r));
       if (pod.Get(rid) * pods > free.Of(rid))
         return Rejection{kInsufficient, rid};
     }
-    const int64_t gpu = group.pod.Get(kGpu);
     if (gpu > 0) {
       if (node.DeviceCount() > 0) {
         if (!Devices(node, group)) return why(kNoDevice);
-      } else if (IsGpuFraction(gpu)) {
+      } else if (SharesGpu(group.pod)) {
         return why(kNotShared);
       }
     }
@@ -451,7 +458,7 @@ class Attempt {
     const int32_t keep = options_.ignore_usage || options_.ignore_reserved
                              ? 0
                              : node.devices.Reserved();
-    const int64_t gpu = group.pod.Get(kGpu);
+    const int64_t gpu = node.GpuOf(group.pod);
     if (!choose && delta == nullptr && !options_.ignore_usage &&
         !IsGpuFraction(gpu)) {
       // Whole GPUs on a node this attempt has not touched: whether enough
@@ -462,13 +469,13 @@ class Attempt {
     }
     return ChooseDevices(
         node.DeviceCount(), [&](int d) { return HeldOn(node, delta, d); }, keep,
-        group.pod.Get(kGpu), RulesOf(group.placement.strategy).spread);
+        gpu, RulesOf(group.placement.strategy).spread);
   }
 
   // Books the devices of one pod of `group` on `node` (which Check let
   // take it); 0 when the pod holds no devices there.
   DeviceMask BookDevices(const Node& node, const PlacementGroup& group) {
-    const int64_t gpu = group.pod.Get(kGpu);
+    const int64_t gpu = node.GpuOf(group.pod);
     if (gpu <= 0 || node.DeviceCount() == 0) return 0;
     const std::optional<DeviceMask> mask = Devices(node, group, true);
     if (!mask) return 0;  // Check said it fits; cannot happen
@@ -510,7 +517,7 @@ class Attempt {
     // of its own first when spreading (docs/SCHEDULING.md, "Fractional
     // GPUs").
     int gpu_tier = (!gpu_pod && node.allocatable.Get(kGpu) > 0) ? 1 : 0;
-    if (IsGpuFraction(group.pod.Get(kGpu))) {
+    if (SharesGpu(group.pod)) {
       const std::optional<DeviceMask> mask = Devices(node, group);
       const bool shares =
           mask && HeldOn(node, devices_.Find(i), std::countr_zero(*mask)) > 0;
@@ -548,7 +555,7 @@ class Attempt {
     auto untouched = [&](uint32_t i) {
       return !extra_.Contains(i) && consider(i);
     };
-    if (IsGpuFraction(group.pod.Get(kGpu))) {
+    if (SharesGpu(group.pod)) {
       // A fraction shares a device where one has room (docs/SCHEDULING.md,
       // "Fractional GPUs"): the first such node in index order, else the
       // first node that takes it at all.
@@ -633,7 +640,7 @@ DomainList CandidateDomains(const std::vector<Node>& nodes,
   }
   ResourceId key_resource = kCpu;
   for (const auto& group : request.groups) {
-    if (group.pod.Get(kGpu) > 0) key_resource = kGpu;
+    if (KeyResource(group.pod) != kCpu) key_resource = kGpu;
   }
   // Capacity left after running work (room held for PIPELINED gangs is
   // not subtracted here).

@@ -34,6 +34,19 @@ inline int64_t GpuFractionMilli(double fraction) {
   return static_cast<int64_t>(std::ceil(fraction * kWholeGpu - 1e-6));
 }
 
+// GPU memory (docs/SCHEDULING.md, "GPU memory"): a pod asking `memory`
+// bytes holds, on a node whose devices have `device_memory` bytes each,
+// that share of one device in thousandths, rounded up (so shares never add
+// up to more memory than a device has); kNoDeviceShare when the node's
+// device memory is not known or smaller than what the pod asks.
+inline constexpr int64_t kNoDeviceShare = -1;
+inline int64_t GpuMemoryShare(int64_t memory, int64_t device_memory) {
+  if (memory <= 0 || device_memory <= 0 || memory > device_memory)
+    return kNoDeviceShare;
+  const auto m = static_cast<unsigned __int128>(memory) * kWholeGpu;
+  return static_cast<int64_t>((m + device_memory - 1) / device_memory);
+}
+
 // Less than one GPU: shares a device.
 inline bool IsGpuFraction(int64_t gpu) { return gpu > 0 && gpu < kWholeGpu; }
 // What a pod of `gpu` holds on each of its devices.

@@ -25,6 +25,17 @@ struct SlotKey {
   bool operator==(const SlotKey&) const = default;
 };
 
+// A pod that asks GPU memory rather than GPUs (docs/SCHEDULING.md, "GPU
+// memory"): it shares a device, like a fraction, of a size set by the node.
+inline bool AsksGpuMemory(const ResourceVector& pod) {
+  return pod.Get(kGpuMemory) > 0 && pod.Get(kGpu) == 0;
+}
+// A pod that may share a GPU device with others: a fraction of one GPU, or
+// an amount of GPU memory.
+inline bool SharesGpu(const ResourceVector& pod) {
+  return IsGpuFraction(pod.Get(kGpu)) || AsksGpuMemory(pod);
+}
+
 // Kubernetes' default pod capacity of a node (the kubelet's --max-pods),
 // for a node whose allocatable does not name `pods`.
 inline constexpr int64_t kDefaultMaxPods = 110;
@@ -56,6 +67,10 @@ struct Node {
   // Which GPU devices the bound slots hold, and how many devices
   // reservations keep (docs/SCHEDULING.md, "Fractional GPUs").
   DeviceUse devices;
+  // Memory of one GPU device in bytes (docs/SCHEDULING.md, "GPU memory");
+  // 0: not known. allocatable's nvidia.com/gpu-memory is this times the
+  // devices.
+  int64_t gpu_memory = 0;
   Labels labels;
   bool schedulable = true;
   bool live = false;  // false: the id is free for reuse
@@ -76,6 +91,13 @@ struct Node {
   // GPU devices tracked on this node (0: none; see DeviceCount).
   int DeviceCount() const {
     return gangsched::DeviceCount(allocatable.Get(kGpu));
+  }
+  // What one pod of `pod` holds of this node's GPUs, in core units: its
+  // nvidia.com/gpu, or for a pod that asks GPU memory instead, its share of
+  // one of this node's devices (kNoDeviceShare: they cannot take it).
+  int64_t GpuOf(const ResourceVector& pod) const {
+    if (!AsksGpuMemory(pod)) return pod.Get(kGpu);
+    return GpuMemoryShare(pod.Get(kGpuMemory), gpu_memory);
   }
   // Empty view when the label is missing.
   absl::string_view Label(absl::string_view key) const;

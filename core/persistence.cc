@@ -244,8 +244,10 @@ std::optional<DeviceMask> Scheduler::RestoredDevices(NodeId node,
                                                      const ResourceVector& pod,
                                                      DeviceMask stored) const {
   const Node& n = cluster_.node(node);
-  const int64_t gpu = pod.Get(kGpu);
+  const int64_t gpu = n.GpuOf(pod);
   const int count = n.DeviceCount();
+  // A pod the devices cannot take (GPU memory on a node whose devices are
+  // too small) is evicted by ReconcileDevices.
   if (gpu <= 0 || count == 0) return DeviceMask{0};
   // As stored, when the record names as many devices as the pod holds.
   // Not checked against what the devices hold now (a replica applies a
@@ -323,8 +325,9 @@ absl::Status Scheduler::CheckConsistency() const {
           ++pods[n.value()];
           if (DeviceMask mask = g.DevicesAt(static_cast<int32_t>(i));
               mask != 0) {
-            devices[n.value()].Hold(mask, g.pod.Get(kGpu), 1);
-            if (std::popcount(mask) != DevicesOf(g.pod.Get(kGpu))) {
+            const int64_t gpu = nodes[n.value()].GpuOf(g.pod);
+            devices[n.value()].Hold(mask, gpu, 1);
+            if (gpu <= 0 || std::popcount(mask) != DevicesOf(gpu)) {
               return absl::InternalError(
                   absl::StrCat(w->spec.id, ": slot ", gi, "/", i,
                                " holds the wrong number of GPU devices"));
@@ -341,7 +344,8 @@ absl::Status Scheduler::CheckConsistency() const {
         if (g.slot_nominated[i].valid()) {
           reserved[g.slot_nominated[i].value()] += g.pod;
           ++reserved_pods[g.slot_nominated[i].value()];
-          devices[g.slot_nominated[i].value()].Reserve(g.pod.Get(kGpu), 1);
+          devices[g.slot_nominated[i].value()].Reserve(
+              nodes[g.slot_nominated[i].value()].GpuOf(g.pod), 1);
         }
         if (g.slot_node[i].valid() && g.slot_nominated[i].valid() &&
             (!g.slot_evicting[i] || w->state != WorkloadState::kRunning)) {

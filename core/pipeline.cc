@@ -49,9 +49,9 @@ void Scheduler::CompletePipelined(absl::Time now) {
     for (size_t k = 0; fits && k < planned.size(); ++k) {
       auto [g, i, n] = planned[k];
       const Node& node = cluster_.node(n);
-      const int64_t gpu = w.groups[g].pod.Get(kGpu);
+      const int64_t gpu = node.GpuOf(w.groups[g].pod);
       if (gpu <= 0 || node.DeviceCount() == 0) {
-        fits = !IsGpuFraction(gpu) || gpu <= 0;
+        fits = !SharesGpu(w.groups[g].pod);
         continue;
       }
       auto& delta = booked[n.value()];

@@ -20,6 +20,7 @@ constexpr i128 kNumeratorMax = kMantissaMax * 1000000;
 
 bool IsByteName(absl::string_view name) {
   return name == "memory" || name == "ephemeral-storage" ||
+         name == "nvidia.com/gpu-memory" ||
          absl::StartsWith(name, "hugepages-") ||
          absl::EndsWith(name, "/memory");
 }

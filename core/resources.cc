@@ -69,6 +69,7 @@ ResourceTable::ResourceTable() {
   Intern("cpu");
   Intern("memory");
   Intern(kGpuName);
+  Intern(kGpuMemoryName);
 }
 
 ResourceId ResourceTable::Intern(absl::string_view name) {

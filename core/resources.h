@@ -1,6 +1,7 @@
 // Exact resource vectors and the table that interns resource names.
 //
-// cpu, memory and nvidia.com/gpu have fixed dense ids 0..2; any other name
+// cpu, memory, nvidia.com/gpu and nvidia.com/gpu-memory have fixed dense ids
+// 0..3; any other name
 // (extended resources) is interned on first use. A ResourceVector is indexed
 // by ResourceId; a missing entry is zero.
 #pragma once
@@ -23,6 +24,11 @@ inline constexpr ResourceId kCpu{0};
 inline constexpr ResourceId kMemory{1};
 inline constexpr ResourceId kGpu{2};
 inline constexpr absl::string_view kGpuName = "nvidia.com/gpu";
+// GPU memory a pod asks for instead of a share of a GPU (docs/SCHEDULING.md,
+// "GPU memory"), in bytes: what queues are charged for such pods. A node
+// has as much as its GPU devices' memory together.
+inline constexpr ResourceId kGpuMemory{3};
+inline constexpr absl::string_view kGpuMemoryName = "nvidia.com/gpu-memory";
 
 // Resource amounts by name, already parsed: what the edge hands the core.
 // Sorted by name, no duplicates.

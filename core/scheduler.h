@@ -533,6 +533,11 @@ class Scheduler {
   // With `devices_changed` (its GPU devices are new, or a restore) the
   // devices of its pods are reconciled too (ReconcileDevices).
   void ShedOverCapacity(NodeId id, absl::Time now, bool devices_changed = true);
+  // The node's GPU device memory changes (docs/SCHEDULING.md, "GPU
+  // memory"): the shares its GPU-memory pods hold were worked out with the
+  // old size, so those pods are evicted (node_lost) and gangs with such pods
+  // planned onto it are planned again, before the new size is taken.
+  void ShedGpuMemoryPods(NodeId id, absl::Time now);
   // Unbinds a node's newest slots while `more()`; one `type` event per
   // workload (kEvicted: node_lost evictions; kReleased: released slots).
   void UnbindNewest(NodeId id, absl::Time now, EventType type,

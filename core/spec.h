@@ -43,7 +43,9 @@ struct GroupSpec {
   Labels node_selector;
   // Asked as a fraction of one GPU (docs/SCHEDULING.md, "Fractional
   // GPUs"): `resources` then holds the fraction as nvidia.com/gpu; this
-  // keeps how it was asked, for the answers. 0: not asked so.
+  // keeps how it was asked, for the answers. 0: not asked so. GPU memory
+  // (docs/SCHEDULING.md, "GPU memory") is nvidia.com/gpu-memory in
+  // `resources`, with no nvidia.com/gpu.
   double gpu_fraction = 0;
   bool operator==(const GroupSpec&) const = default;
 };
@@ -73,6 +75,9 @@ struct NodeSpec {
   NamedResources allocatable;
   Labels labels;
   bool schedulable = true;
+  // Memory of one GPU device in bytes (docs/SCHEDULING.md, "GPU memory");
+  // 0: not known.
+  int64_t gpu_memory = 0;
 };
 
 // Quota / limit use kUnlimited for "-1"; a missing limit is kUnlimited too.

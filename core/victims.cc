@@ -150,7 +150,8 @@ bool Scheduler::FitsWithout(const PlannedRequest& plan,
     // Its GPU devices too (docs/SCHEDULING.md, "Fractional GPUs").
     for (int d : DeviceIndexes(g.DevicesAt(slot.second))) {
       if (static_cast<int>(f.devices.size()) <= d) f.devices.resize(d + 1, 0);
-      f.devices[d] += static_cast<int32_t>(PerDevice(g.pod.Get(kGpu)));
+      f.devices[d] +=
+          static_cast<int32_t>(PerDevice(cluster_.node(node).GpuOf(g.pod)));
     }
   }
   *placement = TryPlaceGang(cluster_.nodes(), resources_, plan.request,

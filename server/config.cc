@@ -282,6 +282,8 @@ absl::StatusOr<v1::Node> NodeFromYaml(const YAML::Node& node,
       }
     } else if (key == "schedulable") {
       n.set_schedulable(kv.second.as<bool>());
+    } else if (key == "gpu_memory") {
+      n.set_gpu_memory(kv.second.as<std::string>());
     } else {
       return Bad(absl::StrCat(field, ".", key), "unknown key");
     }

@@ -205,6 +205,49 @@ absl::Status ParseGpuFraction(const v1::GroupSpec& in, GroupSpec& group) {
   return absl::OkStatus();
 }
 
+// GPU memory of one device, or asked by one pod (docs/SCHEDULING.md, "GPU
+// memory"): bytes, more than 0, at most 1 PiB (a device's memory times 64
+// devices still adds up without overflow). `field` names it in errors.
+absl::StatusOr<int64_t> ParseGpuMemory(const std::string& text,
+                                       absl::string_view field) {
+  absl::StatusOr<int64_t> bytes = ParseQuantity(text, QuantityScale::kBytes);
+  if (!bytes.ok()) return Invalid(field, bytes.status().message());
+  if (*bytes <= 0 || *bytes > kMaxGpuMemory) {
+    return Invalid(field, absl::StrCat("\"", text,
+                                       "\" must be more than 0 and at most "
+                                       "1Pi (bytes of GPU memory)"));
+  }
+  return bytes;
+}
+
+// GPU memory per pod instead of GPUs: kept as nvidia.com/gpu-memory in the
+// group's resources. The error's field is relative to the group.
+absl::Status ParseGroupGpuMemory(const v1::GroupSpec& in, GroupSpec& group) {
+  const bool listed =
+      std::any_of(group.resources.begin(), group.resources.end(),
+                  [](const auto& r) { return r.first == kGpuMemoryName; });
+  if (listed) {
+    return Invalid(".resources[\"nvidia.com/gpu-memory\"]",
+                   "ask GPU memory with gpu_memory (it is not a resource "
+                   "of its own on the nodes)");
+  }
+  if (in.gpu_memory().empty()) return absl::OkStatus();
+  absl::StatusOr<int64_t> bytes =
+      ParseGpuMemory(in.gpu_memory(), ".gpu_memory");
+  if (!bytes.ok()) return bytes.status();
+  const bool gpus =
+      std::any_of(group.resources.begin(), group.resources.end(),
+                  [](const auto& r) { return r.first == kGpuName; });
+  if (gpus || in.gpu_fraction() != 0) {
+    return Invalid(".gpu_memory",
+                   "give one of gpu_memory, gpu_fraction or "
+                   "resources[\"nvidia.com/gpu\"], not several");
+  }
+  group.resources.emplace_back(std::string(kGpuMemoryName), *bytes);
+  std::sort(group.resources.begin(), group.resources.end());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
@@ -254,6 +297,8 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
     auto resources = ParseResources(g.resources(), "");
     if (!resources.ok()) return Within(at(".resources"), resources.status());
     group.resources = *std::move(resources);
+    if (auto s = ParseGroupGpuMemory(g, group); !s.ok())
+      return Within(at(""), s);
     if (auto s = ParseGpuFraction(g, group); !s.ok()) return Within(at(""), s);
     if (g.min_count() < 0) return Invalid(at(".min_count"), "must be >= 0");
     if (g.desired_count() < 0) {
@@ -441,6 +486,19 @@ absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in,
       ParseResources(in.allocatable(), absl::StrCat(field, ".allocatable"));
   if (!allocatable.ok()) return allocatable.status();
   out.allocatable = *std::move(allocatable);
+  for (const auto& [name, amount] : out.allocatable) {
+    if (name == kGpuMemoryName) {
+      return Invalid(
+          absl::StrCat(field, ".allocatable[\"nvidia.com/gpu-memory\"]"),
+          "give the memory of one GPU device as gpu_memory");
+    }
+  }
+  if (!in.gpu_memory().empty()) {
+    absl::StatusOr<int64_t> bytes =
+        ParseGpuMemory(in.gpu_memory(), absl::StrCat(field, ".gpu_memory"));
+    if (!bytes.ok()) return bytes.status();
+    out.gpu_memory = *bytes;
+  }
   // `pods` is a count of pods: whole, and 0 is a node that takes none (not
   // "unset", which means Kubernetes' default of 110).
   if (auto it = in.allocatable().find(std::string(kPodsResource));
@@ -669,6 +727,12 @@ void ToProto(const WorkloadSpec& in, v1::WorkloadSpec* out) {
       group->mutable_resources()->erase(std::string(kGpuName));
       group->set_gpu_fraction(g.gpu_fraction);
     }
+    if (auto it = group->mutable_resources()->find(std::string(kGpuMemoryName));
+        it != group->mutable_resources()->end()) {
+      // GPU memory is asked with gpu_memory: answered so.
+      group->set_gpu_memory(it->second);
+      group->mutable_resources()->erase(it);
+    }
     group->set_min_count(g.min_count);
     group->set_desired_count(g.desired_count);
     group->set_max_count(g.max_count);
@@ -751,6 +815,13 @@ void ToProto(const Event& in, v1::Event* out) {
   ToProto(in.time, out->mutable_time());
 }
 
+void GpuMemoryToProto(const Node& in, v1::Node* out) {
+  out->mutable_allocatable()->erase(std::string(kGpuMemoryName));
+  if (in.gpu_memory > 0) {
+    out->set_gpu_memory(FormatQuantity(in.gpu_memory, QuantityScale::kBytes));
+  }
+}
+
 void ResourcesToProto(const ResourceTable& table, const ResourceVector& in,
                       google::protobuf::Map<std::string, std::string>* out) {
   NamedToProto(table.ToNamed(in), out);
@@ -824,6 +895,7 @@ void NodeToProto(const Scheduler& scheduler, const Node& in,
   v1::Node* node = out->mutable_node();
   node->set_name(in.name);
   ResourcesToProto(table, in.allocatable, node->mutable_allocatable());
+  GpuMemoryToProto(in, node);
   for (const auto& [k, v] : in.labels) (*node->mutable_labels())[k] = v;
   node->set_schedulable(in.schedulable);
   ResourcesToProto(table, in.used, out->mutable_allocated());

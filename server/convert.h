@@ -26,6 +26,8 @@ namespace v1 = ::gangsched::v1;
 // Bounds that keep one request from asking for unbounded memory.
 inline constexpr int32_t kMaxPodsPerGroup = 100000;
 inline constexpr int64_t kMaxPodsPerWorkload = 100000;
+// GPU memory of a device or a pod: 1 PiB (docs/SCHEDULING.md, "GPU memory").
+inline constexpr int64_t kMaxGpuMemory = int64_t{1} << 50;
 inline constexpr int kMaxGroups = 256;
 inline constexpr size_t kMaxNameLength = 253;
 
@@ -95,6 +97,10 @@ PriorityClass FromProto(const v1::PriorityClass& in);
 void ToProto(const Event& in, v1::Event* out);
 void ToProto(const Eviction& in, v1::Eviction* out);
 void ToProto(absl::Time time, google::protobuf::Timestamp* out);
+// A node's GPU memory as the API gives it (docs/SCHEDULING.md, "GPU
+// memory"): per device in `gpu_memory`, not as the allocatable total the
+// core keeps.
+void GpuMemoryToProto(const Node& in, v1::Node* out);
 void ResourcesToProto(const ResourceTable& table, const ResourceVector& in,
                       google::protobuf::Map<std::string, std::string>* out);
 // The spec comes from `specs` (see SpecCache::SetSpec): `out` is then for

@@ -145,10 +145,12 @@ Metrics::Metrics(const std::string& role)
       gpu_devices_(
           prometheus::BuildGauge()
               .Name("gangsched_gpu_devices")
-              .Help("GPU devices of the nodes whose devices are tracked "
-                    "(docs/SCHEDULING.md, Fractional GPUs), by state: free "
-                    "(nothing on it), shared (fractions with room left) or "
-                    "full (a whole-GPU pod, or fractions adding up to one).")
+              .Help(
+                  "GPU devices of the nodes whose devices are tracked "
+                  "(docs/SCHEDULING.md, Fractional GPUs), by state: free "
+                  "(nothing on it), shared (fractions or GPU memory with room "
+                  "left) or full (a whole-GPU pod, or shares adding up to "
+                  "one).")
               .Register(*registry_)),
       evictions_(
           prometheus::BuildCounter()

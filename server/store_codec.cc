@@ -355,6 +355,7 @@ std::string EncodeNode(const Scheduler& scheduler, const Node& node) {
     out.set_name(node.name);
     ResourcesToProto(scheduler.resources(), node.allocatable,
                      out.mutable_allocatable());
+    GpuMemoryToProto(node, &out);
     if (node.declares_pods) {
       (*out.mutable_allocatable())[std::string(kPodsResource)] =
           FormatQuantity(node.max_pods * 1000, QuantityScale::kMilli);

@@ -1,5 +1,6 @@
-// Fractional GPUs (docs/SCHEDULING.md, "Fractional GPUs"): choosing
-// devices, what a pending gang is told, and devices across a restore.
+// Fractional GPUs and GPU memory (docs/SCHEDULING.md, "Fractional GPUs",
+// "GPU memory"): choosing devices, what a pending gang is told, and devices
+// across node changes and a restore.
 #include "core/gpu_devices.h"
 
 #include <string>
@@ -185,6 +186,162 @@ TEST_F(FractionTest, ANodeWhoseGpusChangeKeepsItsDevicesRight) {
   for (const Binding& b : restored.BindingsOf(*restored.FindWorkload("whole")))
     mended.push_back(b.gpu_devices);
   EXPECT_EQ(mended, (Devices{{0}, {1}}));
+}
+
+TEST(GpuDevicesTest, GpuMemoryIsAShareOfTheNodesDevice) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  EXPECT_EQ(GpuMemoryShare(20 * kGiB, 80 * kGiB), 250);
+  EXPECT_EQ(GpuMemoryShare(20 * kGiB, 40 * kGiB), 500);
+  EXPECT_EQ(GpuMemoryShare(40 * kGiB, 40 * kGiB), 1000);  // a whole device
+  // Rounded up: shares never add up to more memory than the device has.
+  EXPECT_EQ(GpuMemoryShare(1, 80 * kGiB), 1);
+  EXPECT_EQ(GpuMemoryShare(24 * kGiB, 80 * kGiB), 300);
+  EXPECT_EQ(GpuMemoryShare(24 * kGiB + 1, 80 * kGiB), 301);
+  // Too small a device, or one whose memory is not known.
+  EXPECT_EQ(GpuMemoryShare(41 * kGiB, 40 * kGiB), kNoDeviceShare);
+  EXPECT_EQ(GpuMemoryShare(1, 0), kNoDeviceShare);
+  // The largest amounts do not overflow.
+  EXPECT_EQ(GpuMemoryShare(int64_t{1} << 50, int64_t{1} << 50), 1000);
+  EXPECT_EQ(GpuMemoryShare((int64_t{1} << 50) - 1, int64_t{1} << 50), 1000);
+}
+
+class GpuMemoryTest : public FractionTest {
+ protected:
+  static constexpr int64_t kGiB = int64_t{1} << 30;
+  static NodeSpec Node(const std::string& name, int gpus, int64_t gib) {
+    NodeSpec n = GpuNode(name, gpus);
+    n.gpu_memory = gib * kGiB;
+    return n;
+  }
+  static GroupSpec Memory(const std::string& name, int64_t gib, int pods) {
+    GroupSpec g = Group(name, 0, pods, pods);
+    g.resources.emplace_back(std::string(kGpuMemoryName), gib * kGiB);
+    std::sort(g.resources.begin(), g.resources.end());
+    return g;
+  }
+  std::vector<DeviceList> DevicesOf(const std::string& id) {
+    std::vector<DeviceList> out;
+    for (const Binding& b : s_.BindingsOf(*s_.FindWorkload(id)))
+      out.push_back(b.gpu_devices);
+    return out;
+  }
+  const gangsched::Node& NodeNamed(const std::string& name) {
+    for (const gangsched::Node& n : s_.nodes()) {
+      if (n.live && n.name == name) return n;
+    }
+    ADD_FAILURE() << "no node " << name;
+    return s_.nodes().front();
+  }
+};
+
+TEST_F(GpuMemoryTest, APendingPodIsToldTheDevicesAreTooSmall) {
+  s_.UpsertNodes({Node("n40", 2, 40), GpuNode("unknown", 2)}, now_);
+  ASSERT_TRUE(s_.Submit(Workload("m", {Memory("w", 50, 1)}), now_).ok());
+  s_.RunCycle(now_);
+  const gangsched::Workload* m = s_.FindWorkload("m");
+  ASSERT_EQ(m->state, WorkloadState::kPending);
+  // No node could ever take it, even empty.
+  EXPECT_EQ(m->pending.code, PendingCode::kUnsatisfiable);
+  // Both nodes: one's devices are too small, the other's memory unknown.
+  EXPECT_NE(m->pending.message.find("(2 GPU devices too small for the pod's "
+                                    "GPU memory (or their memory not "
+                                    "reported))"),
+            std::string::npos)
+      << m->pending.message;
+  // The node's GPU memory is the devices' together: 80Gi here.
+  EXPECT_EQ(NodeNamed("n40").allocatable.Get(kGpuMemory), 80 * kGiB);
+  EXPECT_EQ(NodeNamed("unknown").allocatable.Get(kGpuMemory), 0);
+}
+
+TEST_F(GpuMemoryTest, ANodeWhoseDeviceMemoryChangesEvictsItsMemoryPods) {
+  s_.UpsertNodes({Node("n1", 2, 80)}, now_);
+  ASSERT_TRUE(s_.Submit(Workload("whole", {Group("w", 1, 1, 1)}), now_).ok());
+  ASSERT_TRUE(s_.Submit(Workload("m", {Memory("w", 20, 2)}), now_).ok());
+  s_.RunCycle(now_);
+  ASSERT_EQ(DevicesOf("whole"), (std::vector<DeviceList>{{0}}));
+  ASSERT_EQ(DevicesOf("m"), (std::vector<DeviceList>{{1}, {1}}));
+  EXPECT_EQ(NodeNamed("n1").devices.Held(1), 500);  // 2 x 20Gi of 80Gi
+  EXPECT_EQ(NodeNamed("n1").used.Get(kGpuMemory), 40 * kGiB);
+  // The same memory again (the shim re-sends its nodes): nothing moves.
+  s_.TakeEvents();
+  s_.UpsertNodes({Node("n1", 2, 80)}, now_);
+  EXPECT_TRUE(s_.TakeEvents().empty());
+  // 40Gi devices now: the shares held were worked out for 80Gi, so the
+  // memory pods are evicted (node_lost); the whole-GPU pod stays.
+  s_.UpsertNodes({Node("n1", 2, 40)}, now_);
+  bool lost = false;
+  for (const Event& e : s_.TakeEvents()) {
+    for (const Eviction& ev : e.evictions)
+      lost |= ev.workload == "m" && ev.reason == EvictionReason::kNodeLost;
+  }
+  EXPECT_TRUE(lost);
+  EXPECT_EQ(DevicesOf("whole"), (std::vector<DeviceList>{{0}}));
+  EXPECT_TRUE(DevicesOf("m").empty());
+  EXPECT_TRUE(s_.CheckConsistency().ok()) << s_.CheckConsistency();
+  // Placed again at the new size: 20Gi is half of a 40Gi device.
+  s_.RunCycle(now_);
+  EXPECT_EQ(DevicesOf("m"), (std::vector<DeviceList>{{1}, {1}}));
+  EXPECT_EQ(NodeNamed("n1").devices.Held(1), 1000);
+  // Memory unknown: the memory pods cannot stay, the whole pod does.
+  s_.UpsertNodes({GpuNode("n1", 2)}, now_);
+  EXPECT_TRUE(DevicesOf("m").empty());
+  EXPECT_EQ(DevicesOf("whole"), (std::vector<DeviceList>{{0}}));
+  EXPECT_TRUE(s_.CheckConsistency().ok()) << s_.CheckConsistency();
+}
+
+TEST_F(GpuMemoryTest,
+       AGangWaitingForItsNodeIsPlannedAgainWhenTheMemoryChanges) {
+  // A high-priority memory gang preempts a low-priority whole-GPU pod and
+  // is PIPELINED onto its device; the device memory then changes.
+  s_.UpsertNodes({Node("n1", 1, 80)}, now_);
+  WorkloadSpec low = Workload("low", {Group("w", 1, 1, 1)});
+  low.priority_class = "train";
+  ASSERT_TRUE(s_.Submit(low, now_).ok());
+  s_.RunCycle(now_);
+  WorkloadSpec high = Workload("high", {Memory("w", 40, 1)});
+  high.priority_class = "inference";
+  ASSERT_TRUE(s_.Submit(high, now_).ok());
+  s_.RunCycle(now_);
+  ASSERT_EQ(s_.FindWorkload("high")->state, WorkloadState::kPipelined);
+  EXPECT_EQ(NodeNamed("n1").devices.reserved_fractions, 1);
+  s_.UpsertNodes({Node("n1", 1, 60)}, now_);
+  EXPECT_EQ(s_.FindWorkload("high")->state, WorkloadState::kPending);
+  EXPECT_EQ(NodeNamed("n1").devices.Reserved(), 0);
+  EXPECT_TRUE(s_.CheckConsistency().ok()) << s_.CheckConsistency();
+  // Once the victim is gone it runs, with the share of the new size.
+  ASSERT_TRUE(s_.Release("low", {}, false, now_).ok());
+  s_.RunCycle(now_);
+  EXPECT_EQ(s_.FindWorkload("high")->state, WorkloadState::kRunning);
+  EXPECT_EQ(NodeNamed("n1").devices.Held(0), 667);  // 40Gi of 60Gi
+  EXPECT_TRUE(s_.CheckConsistency().ok()) << s_.CheckConsistency();
+}
+
+TEST_F(GpuMemoryTest, ARestoreOntoSmallerDevicesEvictsWhatNoLongerFits) {
+  s_.UpsertNodes({Node("n1", 2, 80)}, now_);
+  ASSERT_TRUE(s_.Submit(Workload("m", {Memory("w", 60, 1)}), now_).ok());
+  ASSERT_TRUE(s_.Submit(Workload("s", {Memory("w", 20, 1)}), now_).ok());
+  s_.RunCycle(now_);
+  ASSERT_EQ(DevicesOf("m"), (std::vector<DeviceList>{{0}}));
+  ASSERT_EQ(DevicesOf("s"), (std::vector<DeviceList>{{0}}));
+  WorkloadRecord m = s_.RecordOf(*s_.FindWorkload("m"));
+  WorkloadRecord small = s_.RecordOf(*s_.FindWorkload("s"));
+  // The node comes back with 40Gi devices: 60Gi fits none, 20Gi keeps its
+  // device at the new share.
+  Scheduler restored;
+  ASSERT_TRUE(restored.UpsertQueue(testing::Queue("default")).ok());
+  restored.UpsertNodes({Node("n1", 2, 40)}, now_);
+  ASSERT_TRUE(restored.RestoreWorkload(m).ok());
+  ASSERT_TRUE(restored.RestoreWorkload(small).ok());
+  restored.RestoreCounters(0, 10, now_);
+  EXPECT_TRUE(restored.CheckConsistency().ok()) << restored.CheckConsistency();
+  EXPECT_TRUE(restored.BindingsOf(*restored.FindWorkload("m")).empty());
+  std::vector<Binding> b = restored.BindingsOf(*restored.FindWorkload("s"));
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].gpu_devices, DeviceList{0});
+  const gangsched::Node* n1 = restored.FindNode("n1");
+  ASSERT_NE(n1, nullptr);
+  EXPECT_EQ(n1->devices.Held(0), 500);
+  EXPECT_EQ(n1->used.Get(kGpuMemory), 20 * kGiB);
 }
 
 }  // namespace

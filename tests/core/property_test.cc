@@ -29,6 +29,7 @@ namespace {
 
 using testing::GpuNode;
 using testing::Group;
+using testing::kGi;
 using testing::Workload;
 
 std::string TimeText(absl::Time t) {
@@ -91,6 +92,10 @@ NodeSpec SpecOf(const Scheduler& s, const Node& n) {
   NodeSpec spec;
   spec.name = n.name;
   spec.allocatable = s.resources().ToNamed(n.allocatable);
+  // GPU memory is given per device, not as the total the core keeps.
+  std::erase_if(spec.allocatable,
+                [](const auto& r) { return r.first == kGpuMemoryName; });
+  spec.gpu_memory = n.gpu_memory;
   if (n.declares_pods) {
     spec.allocatable.push_back({std::string(kPodsResource), n.max_pods * 1000});
     std::sort(spec.allocatable.begin(), spec.allocatable.end());
@@ -101,7 +106,8 @@ NodeSpec SpecOf(const Scheduler& s, const Node& n) {
 }
 
 std::string Describe(const NodeSpec& n) {
-  std::string out = absl::StrCat(n.name, " schedulable=", n.schedulable);
+  std::string out = absl::StrCat(n.name, " schedulable=", n.schedulable,
+                                 " gpu_memory=", n.gpu_memory);
   for (const auto& [k, v] : n.allocatable)
     absl::StrAppend(&out, " ", k, "=", v);
   for (const auto& [k, v] : n.labels) absl::StrAppend(&out, " ", k, ":", v);
@@ -270,9 +276,11 @@ class RandomRun {
 
   // The two zoned nodes every sequence starts with, stored in the mirror.
   void AddFirstNodes() {
-    s_->UpsertNodes(
-        {GpuNode("n0", 8, {{"zone", "a"}}), GpuNode("n1", 8, {{"zone", "b"}})},
-        now_);
+    NodeSpec n0 = GpuNode("n0", 8, {{"zone", "a"}});
+    NodeSpec n1 = GpuNode("n1", 8, {{"zone", "b"}});
+    n0.gpu_memory = 80 * kGi;
+    n1.gpu_memory = 40 * kGi;
+    s_->UpsertNodes({n0, n1}, now_);
     Commit(*s_);
   }
 
@@ -293,8 +301,19 @@ class RandomRun {
   // One group in four asks for a fraction of a GPU (a quarter, a half or
   // three quarters) instead of whole ones: devices are shared, and every
   // invariant (CheckConsistency checks each device) must still hold.
+  // Of the rest, one in four asks GPU memory (10, 20 or 40 GiB) instead:
+  // its share of a device depends on the node's device memory.
   void MaybeFractional(GroupSpec& g) {
-    if (Pick(4) != 0) return;
+    if (Pick(4) != 0) {
+      if (Pick(4) != 0) return;
+      const int64_t memory = (int64_t{10} << Pick(3)) * kGi;
+      for (auto& r : g.resources) {
+        if (r.first == "nvidia.com/gpu")
+          r = {std::string(kGpuMemoryName), memory};
+      }
+      std::sort(g.resources.begin(), g.resources.end());
+      return;
+    }
     const int64_t milli = 250 * (1 + Pick(3));
     for (auto& [name, amount] : g.resources) {
       if (name == "nvidia.com/gpu") amount = milli;
@@ -523,11 +542,13 @@ class RandomRun {
         }
         break;
       }
-      case 7:  // node comes and goes
-        s_->UpsertNodes({GpuNode(absl::StrCat("n", Pick(6)), 4 * (1 + Pick(2)),
-                                 {{"zone", Pick(2) ? "a" : "b"}})},
-                        now_);
+      case 7: {  // node comes and goes; its device memory may change
+        NodeSpec n = GpuNode(absl::StrCat("n", Pick(6)), 4 * (1 + Pick(2)),
+                             {{"zone", Pick(2) ? "a" : "b"}});
+        n.gpu_memory = int64_t{20} * Pick(5) * kGi;  // 0 (unknown) to 80Gi
+        s_->UpsertNodes({n}, now_);
         break;
+      }
       case 8:
         if (Pick(3) == 0) s_->RemoveNodes({absl::StrCat("n", Pick(6))}, now_);
         break;

@@ -7,13 +7,15 @@
 namespace gangsched {
 namespace {
 
-TEST(ResourcesTest, FixedIdsForCpuMemoryGpu) {
+TEST(ResourcesTest, FixedIdsForCpuMemoryGpuGpuMemory) {
   ResourceTable table;
   EXPECT_EQ(table.Intern("cpu"), kCpu);
   EXPECT_EQ(table.Intern("memory"), kMemory);
   EXPECT_EQ(table.Intern("nvidia.com/gpu"), kGpu);
+  EXPECT_EQ(table.Intern("nvidia.com/gpu-memory"), kGpuMemory);
+  EXPECT_EQ(table.Scale(kGpuMemory), QuantityScale::kBytes);
   ResourceId custom = table.Intern("example.com/fpga");
-  EXPECT_EQ(custom.value(), 3u);
+  EXPECT_EQ(custom.value(), 4u);
   EXPECT_EQ(table.Intern("example.com/fpga"), custom);
   EXPECT_FALSE(table.Find("never-seen").valid());
 }

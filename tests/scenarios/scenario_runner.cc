@@ -196,7 +196,7 @@ PlacementSpec ParsePlacement(const YAML::Node& node, const std::string& where) {
 GroupSpec ParseGroup(const YAML::Node& node, const std::string& where) {
   CheckKeys(node, where,
             {"name", "resources", "min", "desired", "max", "pods_per_replica",
-             "placement", "node_selector", "gpu_fraction"});
+             "placement", "node_selector", "gpu_fraction", "gpu_memory"});
   GroupSpec g;
   if (!node["name"]) Fail(where, "a group needs a name");
   g.name = Str(node["name"], where + ".name");
@@ -209,6 +209,14 @@ GroupSpec ParseGroup(const YAML::Node& node, const std::string& where) {
       Fail(where + ".gpu_fraction", "must be from 0.001 to 0.999");
     g.resources.emplace_back(std::string(kGpuName),
                              GpuFractionMilli(g.gpu_fraction));
+    std::sort(g.resources.begin(), g.resources.end());
+  }
+  if (node["gpu_memory"]) {
+    // As the server's edge takes it: bytes of nvidia.com/gpu-memory.
+    g.resources.emplace_back(
+        std::string(kGpuMemoryName),
+        Quantity(std::string(kGpuMemoryName), node["gpu_memory"],
+                 where + ".gpu_memory"));
     std::sort(g.resources.begin(), g.resources.end());
   }
   if (node["min"]) g.min_count = Int(node["min"], where + ".min");
@@ -304,12 +312,17 @@ QueueSpec ParseQueue(const YAML::Node& node, const std::string& where) {
 }
 
 NodeSpec ParseNode(const YAML::Node& node, const std::string& where) {
-  CheckKeys(node, where, {"name", "allocatable", "labels", "schedulable"});
+  CheckKeys(node, where,
+            {"name", "allocatable", "labels", "schedulable", "gpu_memory"});
   NodeSpec n;
   if (!node["name"]) Fail(where, "a node needs a name");
   n.name = Str(node["name"], where + ".name");
   n.allocatable = Resources(node["allocatable"], where + ".allocatable");
   n.labels = LabelsOf(node["labels"], where + ".labels");
+  if (node["gpu_memory"]) {
+    n.gpu_memory = Quantity(std::string(kGpuMemoryName), node["gpu_memory"],
+                            where + ".gpu_memory");
+  }
   if (node["schedulable"]) {
     n.schedulable = Bool(node["schedulable"], where + ".schedulable");
   }
