@@ -424,24 +424,44 @@ BENCHMARK(BM_FullCycleTimeBasedFairShare)
 // GPUs"): the same 5,000 nodes (40,000 GPU devices) and running cpu pods,
 // then one timed cycle that takes in `pending` gangs whose 8 workers ask for
 // half a GPU each: every worker picks a device, packing onto shared ones.
-void BM_FullCycleGpuFractions(benchmark::State& state) {
+// With `gpu_memory` (docs/SCHEDULING.md, "GPU memory") the nodes' devices
+// have 80Gi and 40Gi of memory, every other node, and the workers ask for
+// 20Gi each instead: a quarter of one device, half of the other.
+void FullCycleSharedGpus(benchmark::State& state, bool gpu_memory) {
   const int node_count = static_cast<int>(state.range(0));
   const int pending_gangs = static_cast<int>(state.range(1));
+  constexpr int64_t kGiB = int64_t{1} << 30;
   for (auto _ : state) {
     state.PauseTiming();
     const absl::Time now = absl::UnixEpoch();
     auto s = RunningClusterWithPendingGangs(node_count, 4000 * 1000, 40 * 1000,
                                             12500, 0, now);
+    if (gpu_memory) {
+      std::vector<NodeSpec> sized;
+      for (const Node& n : s->nodes()) {
+        if (!n.live) continue;
+        NodeSpec spec{n.name, s->resources().ToNamed(n.allocatable), n.labels,
+                      n.schedulable};
+        spec.gpu_memory = (sized.size() % 2 == 0 ? 80 : 40) * kGiB;
+        sized.push_back(std::move(spec));
+      }
+      s->UpsertNodes(sized, now);
+    }
     for (int i = 0; i < pending_gangs; ++i) {
       WorkloadSpec w = MakeGang("pending-" + std::to_string(i), 8, 1);
       w.queue = Team(i * 7);
       for (GroupSpec& g : w.groups) {
         for (auto& [name, amount] : g.resources) {
-          if (name == kGpuName) {
+          if (name != kGpuName) continue;
+          if (gpu_memory) {
+            name = std::string(kGpuMemoryName);
+            amount = 20 * kGiB;
+          } else {
             amount = 500;
             g.gpu_fraction = 0.5;
           }
         }
+        std::sort(g.resources.begin(), g.resources.end());
       }
       s->Submit(w, now).IgnoreError();
     }
@@ -456,13 +476,24 @@ void BM_FullCycleGpuFractions(benchmark::State& state) {
     }
     state.counters["running_workloads"] =
         WorkloadsIn(*s, WorkloadState::kRunning);
-    state.counters["half_full_devices"] = static_cast<double>(shared);
+    state.counters["shared_devices"] = static_cast<double>(shared);
     s.reset();
     state.ResumeTiming();
   }
   RecordPeakRss(state);
 }
+void BM_FullCycleGpuFractions(benchmark::State& state) {
+  FullCycleSharedGpus(state, false);
+}
+void BM_FullCycleGpuMemory(benchmark::State& state) {
+  FullCycleSharedGpus(state, true);
+}
 BENCHMARK(BM_FullCycleGpuFractions)
+    ->ArgNames({"nodes", "pending"})
+    ->Args({5000, 1000})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+BENCHMARK(BM_FullCycleGpuMemory)
     ->ArgNames({"nodes", "pending"})
     ->Args({5000, 1000})
     ->Unit(benchmark::kMillisecond)

@@ -72,10 +72,11 @@ int RunNodesAdd(CommandContext& context, const ParsedArgs& args) {
   request.set_request_id(args.Get("request-id"));
   if (args.Has("file")) {
     if (!args.positional().empty() || args.Has("allocatable") ||
-        args.Has("label") || args.Has("unschedulable")) {
+        args.Has("label") || args.Has("unschedulable") ||
+        args.Has("gpu-memory")) {
       return context.UsageError(
-          "-f cannot be combined with NAME, --allocatable, --label or "
-          "--unschedulable");
+          "-f cannot be combined with NAME, --allocatable, --label, "
+          "--gpu-memory or --unschedulable");
     }
     absl::Status status = LoadNodes(args.Get("file"), request.mutable_nodes());
     if (!status.ok()) return ReportError(status);
@@ -102,6 +103,7 @@ int RunNodesAdd(CommandContext& context, const ParsedArgs& args) {
       }
     }
     node->mutable_labels()->insert(labels.begin(), labels.end());
+    if (args.Has("gpu-memory")) node->set_gpu_memory(args.Get("gpu-memory"));
   }
 
   if (args.Has("print-request")) {
@@ -185,14 +187,16 @@ int RunNodesList(CommandContext& context, const ParsedArgs&) {
     PrintJson(snapshot);
     return kExitOk;
   }
-  Table table(
-      {"NAME", "SCHEDULABLE", "ALLOCATABLE", "ALLOCATED", "FREE", "SLOTS"});
+  Table table({"NAME", "SCHEDULABLE", "ALLOCATABLE", "GPU-MEMORY", "ALLOCATED",
+               "FREE", "SLOTS"});
   for (const v1::NodeStatus& node : snapshot.nodes()) {
-    table.AddRow({node.node().name(),
-                  node.node().schedulable() ? "true" : "false",
-                  FormatKeyValues(node.node().allocatable()),
-                  FormatKeyValues(node.allocated()),
-                  FormatKeyValues(node.free()), absl::StrCat(node.slots())});
+    // GPU-MEMORY: of one device (docs/SCHEDULING.md, "GPU memory").
+    table.AddRow(
+        {node.node().name(), node.node().schedulable() ? "true" : "false",
+         FormatKeyValues(node.node().allocatable()),
+         node.node().gpu_memory().empty() ? "-" : node.node().gpu_memory(),
+         FormatKeyValues(node.allocated()), FormatKeyValues(node.free()),
+         absl::StrCat(node.slots())});
   }
   table.Print(std::cout);
   return kExitOk;
@@ -227,6 +231,10 @@ std::vector<CommandDef> NodeCommands() {
                   .repeated = true,
                   .value_name = "K=V",
                   .help = "node label"},
+                 {.name = "gpu-memory",
+                  .takes_value = true,
+                  .value_name = "QTY",
+                  .help = "memory of one of its GPU devices, e.g. 80Gi"},
                  {.name = "unschedulable", .help = "add the node cordoned"},
                  kRequestIdFlag,
                  kPrintRequestFlag},

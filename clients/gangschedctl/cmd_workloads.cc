@@ -112,6 +112,10 @@ void PrintWorkload(const v1::WorkloadStatus& workload, std::ostream& out) {
       absl::StrAppend(&resources, resources.empty() ? "" : ",",
                       "gpu-fraction=", group.gpu_fraction());
     }
+    if (!group.gpu_memory().empty()) {
+      absl::StrAppend(&resources, resources.empty() ? "" : ",",
+                      "gpu-memory=", group.gpu_memory());
+    }
     if (group.pods_per_replica() > 1) {
       absl::StrAppend(&resources, " x", group.pods_per_replica(), "/replica");
     }

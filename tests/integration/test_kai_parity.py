@@ -215,6 +215,103 @@ class FractionalGpuTest(hardening.PersistentCase):
         self.assertEqual(self.devices("whole"), [(0, "n0", (0, 1))])
 
 
+class GpuMemoryTest(hardening.PersistentCase):
+    config = ("queues:\n  - {name: a, resources: {nvidia.com/gpu-memory: "
+              "{quota: 100Gi, limit: 160Gi}}}\n")
+
+    def node(self, name, gpus, gpu_memory):
+        n = e2e.node(name, gpus)
+        n.gpu_memory = gpu_memory
+        return n
+
+    def memory(self, wid, gpu_memory, pods):
+        group = e2e.group("worker", {"cpu": "1"}, pods, pods)
+        group.gpu_memory = gpu_memory
+        return e2e.workload(wid, group, queue_name="a")
+
+    def devices(self, wid):
+        return sorted((b.index, b.node, tuple(b.gpu_devices))
+                      for b in self.get(wid).bindings)
+
+    def snapshot_nodes(self):
+        snap = self.admin.GetClusterSnapshot(e2e.admin.GetClusterSnapshotRequest(), timeout=T)
+        return {n.node.name: n for n in snap.nodes}
+
+    def test_memory_pods_share_devices_by_their_size_and_survive_a_kill(self):
+        self.nodes(self.node("n80", 1, "80Gi"), self.node("n40", 2, "40Gi"))
+        # 60Gi fits only the 80Gi device: 0.75 of it.
+        big = self.allocate(self.memory("big", "60Gi", 1))
+        self.assertEqual(big.state, e2e.types.WORKLOAD_STATE_RUNNING)
+        self.assertEqual(self.devices("big"), [(0, "n80", (0,))])
+        # 20Gi: a quarter of n80's device, then half of a 40Gi one.
+        self.allocate(self.memory("m", "20Gi", 2))
+        self.assertEqual(self.devices("m"), [(0, "n80", (0,)), (1, "n40", (0,))])
+        self.assertEqual(self.get("m").spec.groups[0].gpu_memory, "20Gi")
+        # 50Gi fits no device, and the queue's limit is near.
+        huge = self.allocate(self.memory("huge", "50Gi", 1))
+        self.assertEqual(huge.state, e2e.types.WORKLOAD_STATE_PENDING)
+        self.assertIn("GPU devices too small", huge.pending.message)
+        queues = self.admin.ListQueues(e2e.admin.ListQueuesRequest(), timeout=T).queues
+        self.assertEqual({q.queue.name: q.allocated.get("nvidia.com/gpu-memory")
+                          for q in queues}["a"], "100Gi")
+        nodes = self.snapshot_nodes()
+        self.assertEqual(nodes["n40"].node.gpu_memory, "40Gi")
+        self.assertNotIn("nvidia.com/gpu-memory", nodes["n40"].node.allocatable)
+        self.assertEqual(nodes["n40"].allocated["nvidia.com/gpu-memory"], "20Gi")
+        self.assertEqual(nodes["n40"].free["nvidia.com/gpu-memory"], "60Gi")
+        # Refused as the docs say, naming the field; nothing changes.
+        for bad in ("0", "2Pi", "lots"):
+            err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.allocate,
+                                 self.memory("bad", bad, 1))
+            self.assertIn("workload.groups[0].gpu_memory", err.details())
+        both = self.memory("bad", "1Gi", 1)
+        both.groups[0].gpu_fraction = 0.5
+        err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.allocate, both)
+        self.assertIn("not several", err.details())
+        listed = e2e.workload("bad", e2e.group("w", {"nvidia.com/gpu-memory": "1Gi"}, 1, 1),
+                              queue_name="a")
+        err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.allocate, listed)
+        self.assertIn('workload.groups[0].resources["nvidia.com/gpu-memory"]', err.details())
+        bad_node = e2e.node("bad", 1)
+        bad_node.allocatable["nvidia.com/gpu-memory"] = "80Gi"
+        err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.nodes, bad_node)
+        self.assertIn('nodes[0].allocatable["nvidia.com/gpu-memory"]', err.details())
+        err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.nodes,
+                             self.node("bad", 1, "-1Gi"))
+        self.assertIn("nodes[0].gpu_memory", err.details())
+        self.assertNotIn("bad", self.snapshot_nodes())
+        shown = subprocess.run([CTL, "--server", "127.0.0.1:%d" % self.server.port,
+                                "workloads", "get", "m"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertIn("gpu-memory=20Gi", shown.stdout)
+        listed = subprocess.run([CTL, "--server", "127.0.0.1:%d" % self.server.port,
+                                 "nodes", "list"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertRegex(listed.stdout, r"n80 .* 80Gi ")
+
+        # kill -9: the nodes' device memory and every pod's device come back.
+        before = (self.devices("big"), self.devices("m"))
+        self.restart(kill=True)
+        self.assertEqual((self.devices("big"), self.devices("m")), before)
+        self.assertEqual(self.snapshot_nodes()["n80"].node.gpu_memory, "80Gi")
+        # n80 now says 64Gi: the shares were worked out for 80Gi, so its
+        # memory pods are evicted (node_lost); 60Gi then still fits there.
+        self.nodes(self.node("n80", 1, "64Gi"))
+        # Placed again in submission order: big back on n80 (0.94 of the
+        # 64Gi device), m's lost pod beside its sibling on n40.
+        deadline = time.monotonic() + 5
+        while (self.devices("big"), self.devices("m")) != (
+                [(0, "n80", (0,))], [(0, "n40", (0,)), (1, "n40", (0,))]):
+            self.assertLess(time.monotonic(), deadline,
+                            "never placed again: %r" % ((self.devices("big"), self.devices("m")),))
+            time.sleep(0.05)
+        deadline = time.monotonic() + 5  # gauges are refreshed a few times a second
+        while metric_value(self.server.scrape(), "gangsched_evictions_total",
+                           {"reason": "node_lost"}) != 2:
+            self.assertLess(time.monotonic(), deadline, "node_lost evictions not counted")
+            time.sleep(0.1)
+
+
 class ConsolidationTest(hardening.PersistentCase):
     config = "consolidation: {max_pods_per_gang: 4}\nqueues:\n  - {name: a}\n"
 

@@ -199,6 +199,25 @@ def test_a_gang_that_cannot_fit_waits_whole_and_binds_whole(env: Env) -> None:
     assert {e["reason"] for e in env.events_for("big")} >= {"Scheduled"}
 
 
+def shared_gpu_cluster(name: str, workers: int,
+                       annotations: dict[str, str]) -> dict:
+    """A RayCluster of `workers` fixed workers whose pod template carries
+    `annotations` (a GPU fraction or GPU memory) and asks for no whole
+    GPUs."""
+    cluster = manifest("raycluster-autoscaler.yaml",
+                       **{"metadata.name": name,
+                          "spec.enableInTreeAutoscaling": False,
+                          "spec.workerGroupSpecs.0.replicas": workers,
+                          "spec.workerGroupSpecs.0.minReplicas": workers,
+                          "spec.workerGroupSpecs.0.maxReplicas": workers})
+    template = cluster["spec"]["workerGroupSpecs"][0]["template"]
+    template.setdefault("metadata", {})["annotations"] = annotations
+    for c in template["spec"]["containers"]:
+        for amounts in c.get("resources", {}).values():
+            amounts.pop("nvidia.com/gpu", None)
+    return cluster
+
+
 def test_gpu_fractions_share_devices_and_pods_are_told_which(
         env: Env) -> None:
     """KAI's gpu-fraction annotation on a worker template: the workers ask
@@ -207,19 +226,7 @@ def test_gpu_fractions_share_devices_and_pods_are_told_which(
     GPUs")."""
     gpu_nodes(env, 1)
     env.shim("--leader-election=false")
-    frac = manifest("raycluster-autoscaler.yaml",
-                    **{"metadata.name": "frac",
-                       "spec.enableInTreeAutoscaling": False,
-                       "spec.workerGroupSpecs.0.replicas": 3,
-                       "spec.workerGroupSpecs.0.minReplicas": 3,
-                       "spec.workerGroupSpecs.0.maxReplicas": 3})
-    template = frac["spec"]["workerGroupSpecs"][0]["template"]
-    template.setdefault("metadata", {})["annotations"] = {
-        "gpu-fraction": "0.5"}
-    for c in template["spec"]["containers"]:
-        for amounts in c.get("resources", {}).values():
-            amounts.pop("nvidia.com/gpu", None)
-    env.apply(frac)
+    env.apply(shared_gpu_cluster("frac", 3, {"gpu-fraction": "0.5"}))
     env.wait(lambda: len(env.bound("frac")) == 4, "head and 3 workers bound")
     devices = sorted(
         p["metadata"].get("annotations", {}).get("gangsched.io/gpu-devices")
@@ -233,6 +240,36 @@ def test_gpu_fractions_share_devices_and_pods_are_told_which(
     assert status.spec.groups[1].gpu_fraction == 0.5
     assert sorted(list(b.gpu_devices) for b in status.bindings
                   if b.group == "gpu-group") == [[0], [0], [1]]
+
+
+def test_gpu_memory_follows_each_nodes_device_size(env: Env) -> None:
+    """KAI's gpu-memory annotation (MiB) on a worker template, and nodes
+    labelled with NVIDIA's nvidia.com/gpu.memory (MiB per device): a 40Gi
+    worker is half of an 80Gi device and all of a 40Gi one
+    (docs/SCHEDULING.md, "GPU memory")."""
+    roomy = {"cpu": "64", "memory": "256Gi"}
+    env.add_node("big", gpus=1, labels={"nvidia.com/gpu.memory": "81920"},
+                 **roomy)
+    env.add_node("small", gpus=2, labels={"nvidia.com/gpu.memory": "40960"},
+                 **roomy)
+    env.add_node("unknown", gpus=4, **roomy)
+    env.shim("--leader-election=false")
+    env.apply(shared_gpu_cluster("mem", 4, {"gpu-memory": "40960"}))
+    env.wait(lambda: len(env.bound("mem")) == 5, "head and 4 workers bound")
+    placed = sorted(
+        (p["spec"]["nodeName"],
+         p["metadata"].get("annotations", {}).get("gangsched.io/gpu-devices"))
+        for p in env.bound("mem", group="gpu-group"))
+    # Two halves of big's one device; a whole 40Gi device each on small;
+    # nothing on the node that does not say its device memory.
+    assert placed == [("big", "0"), ("big", "0"), ("small", "0"),
+                      ("small", "1")], placed
+    status = env.gang("mem")
+    assert status.spec.groups[1].gpu_memory == "40Gi"  # as the server says it
+    nodes = {n.node.name: n for n in env.client.cluster_snapshot().nodes}
+    assert nodes["big"].node.gpu_memory == "80Gi"
+    assert nodes["unknown"].node.gpu_memory == ""
+    assert nodes["small"].allocated["nvidia.com/gpu-memory"] == "80Gi"
 
 
 def test_consolidation_moves_workers_so_a_whole_node_frees_up(

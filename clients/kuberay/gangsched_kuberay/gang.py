@@ -108,6 +108,8 @@ def spec_key(spec: Any) -> tuple:
             g.pods_per_replica or 1,
             placement(g.placement) if g.HasField("placement") else None,
             tuple(sorted(g.node_selector.items())),
-            round(g.gpu_fraction * 1000)))
+            round(g.gpu_fraction * 1000),
+            parse_quantity(g.gpu_memory, "nvidia.com/gpu-memory")
+            if g.gpu_memory else 0))
     return (spec.id, spec.queue, spec.priority_class, tuple(groups),
             placement(spec.placement))

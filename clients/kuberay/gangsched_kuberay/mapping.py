@@ -28,6 +28,8 @@ from gangsched.quantity import format_quantity, parse_quantity
 from gangsched_kuberay import names, taints
 
 GPU = "nvidia.com/gpu"
+GPU_MEMORY = "nvidia.com/gpu-memory"
+MAX_GPU_MEMORY = 1 << 50  # 1Pi, the server's bound
 
 # gangsched refuses more pods than this per workload (max_count summed).
 MAX_PODS_PER_WORKLOAD = 100_000
@@ -226,6 +228,7 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
     if head_placement:
         head["placement"] = head_placement
     _gpu_fraction(head, head_annotations, "headGroupSpec.template")
+    _gpu_memory(head, head_annotations, "headGroupSpec.template")
     groups = [head]
     for i, g in enumerate(spec.get("workerGroupSpecs") or []):
         where = f"workerGroupSpecs[{i}]"
@@ -260,6 +263,7 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
         if placement:
             group["placement"] = placement
         _gpu_fraction(group, template_annotations, f"{where}.template")
+        _gpu_memory(group, template_annotations, f"{where}.template")
         groups.append(group)
     _cap_max(groups)
     out: dict[str, Any] = {
@@ -312,6 +316,39 @@ def _gpu_fraction(group: dict[str, Any], annotations: Mapping[str, str],
             raise MappingError(f"{field}: the pods also ask for {GPU}; a "
                                "pod with a GPU fraction asks for none")
         group["gpu_fraction"] = fraction
+        return
+
+
+def _gpu_memory(group: dict[str, Any], annotations: Mapping[str, str],
+                where: str) -> None:
+    """A pod template's GPU memory annotation as the group's gpu_memory
+    (docs/SCHEDULING.md, "GPU memory"): KAI's gpu-memory, a number of MiB,
+    or gangsched.io/gpu-memory, a quantity. Its pods then ask for that much
+    memory of one GPU instead of nvidia.com/gpu."""
+    for key in (names.KAI_GPU_MEMORY_ANNOTATION, names.GPU_MEMORY_ANNOTATION):
+        text = annotations.get(key)
+        if text is None:
+            continue
+        field = f"{where}.metadata.annotations[{key!r}]"
+        if key == names.KAI_GPU_MEMORY_ANNOTATION:
+            if not text.strip().isdigit():
+                raise MappingError(f"{field}: {text!r} is not a whole number "
+                                   "of MiB")
+            quantity = f"{int(text)}Mi"
+        else:
+            quantity = text
+        try:
+            amount = parse_quantity(quantity, GPU_MEMORY)
+        except ValueError as e:
+            raise MappingError(f"{field}: {e}") from None
+        if not 0 < amount <= MAX_GPU_MEMORY:
+            raise MappingError(f"{field}: {text!r} must be more than 0 and "
+                               "at most 1Pi")
+        if GPU in group["resources"] or "gpu_fraction" in group:
+            raise MappingError(f"{field}: the pods also ask for {GPU} or a "
+                               "GPU fraction; a pod asking GPU memory asks "
+                               "for neither")
+        group["gpu_memory"] = quantity
         return
 
 

@@ -12,6 +12,13 @@ EVICT_ANNOTATION = "gangsched.io/on-eviction"  # "suspend" on a RayJob
 # On a group's pod template: a fraction of one GPU per pod (KAI's name,
 # then gangsched's own).
 GPU_FRACTION_ANNOTATIONS = ("gpu-fraction", "gangsched.io/gpu-fraction")
+# GPU memory per pod: KAI's annotation, a number of MiB ("2000"), or
+# gangsched's own, a quantity ("20Gi").
+KAI_GPU_MEMORY_ANNOTATION = "gpu-memory"
+GPU_MEMORY_ANNOTATION = "gangsched.io/gpu-memory"
+# On a node: the memory of one GPU device in MiB, as NVIDIA's GPU feature
+# discovery labels it.
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 
 # What the shim writes.
 SLOT_ANNOTATION = "gangsched.io/slot"  # "group/index", set when bound

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from gangsched.quantity import format_quantity, parse_quantity
-from gangsched_kuberay import mapping, metrics, pods as P, taints
+from gangsched_kuberay import mapping, metrics, names, pods as P, taints
 
 log = logging.getLogger(__name__)
 
 NO_SCHEDULE = ("NoSchedule", "NoExecute")
 DEFAULT_PODS = 110
+MAX_GPU_MEMORY_MIB = 1 << 30  # 1Pi, the server's bound
 
 
 class NodeReconciler:
@@ -95,7 +96,22 @@ class NodeReconciler:
         labels.update(taints.node_labels(
             (node.get("spec") or {}).get("taints") or [],
             self.tolerated_taints))
-        return make_node(meta["name"], out, labels, schedulable)
+        return make_node(meta["name"], out, labels, schedulable,
+                         gpu_memory=self.gpu_memory(meta))
+
+    @staticmethod
+    def gpu_memory(meta: Mapping[str, Any]) -> str:
+        """The memory of one GPU device (docs/SCHEDULING.md, "GPU
+        memory") from GPU feature discovery's label, in MiB; "" when the
+        node does not say or says something unreadable."""
+        text = str((meta.get("labels") or {}).get(names.GPU_MEMORY_LABEL, ""))
+        if not text:
+            return ""
+        if not text.isdigit() or not 0 < int(text) <= MAX_GPU_MEMORY_MIB:
+            log.warning("node %s: label %s=%r is not a number of MiB, left "
+                        "out", meta.get("name"), names.GPU_MEMORY_LABEL, text)
+            return ""
+        return f"{int(text)}Mi"
 
     def flush(self) -> None:
         """Sends the nodes that changed since the last call."""

@@ -240,6 +240,35 @@ def test_a_group_name_kuberay_cannot_name_pods_after_is_refused():
         mapping.workload_from_cluster(cluster([worker("a/b")]), "q", set())
 
 
+def test_gpu_memory_annotation_in_mib_as_kai_names_it_or_a_quantity():
+    pod = {"containers": [container({"cpu": "2"})]}
+    spec = mapping.workload_from_cluster(cluster(
+        [worker(spec=pod, annotations={"gpu-memory": "20480"}),
+         worker(name="small", spec=pod,
+                annotations={"gangsched.io/gpu-memory": "10Gi"})]),
+        "q", set())
+    gpu, small = groups(spec)["gpu"], groups(spec)["small"]
+    assert gpu["gpu_memory"] == "20480Mi" and "nvidia.com/gpu" not in \
+        gpu["resources"]
+    assert small["gpu_memory"] == "10Gi"
+    assert "gpu_memory" not in groups(spec)["head"]
+    for asked, why in (
+            ({"gpu-memory": "20Gi"}, "whole number of MiB"),
+            ({"gpu-memory": "0"}, "more than 0"),
+            ({"gangsched.io/gpu-memory": "lots"}, "not a valid quantity"),
+            ({"gangsched.io/gpu-memory": "2Pi"}, "at most 1Pi"),
+            ({"gpu-memory": "1024", "gpu-fraction": "0.5"}, "neither")):
+        with pytest.raises(mapping.MappingError, match=why) as e:
+            mapping.workload_from_cluster(cluster(
+                [worker(spec=pod, annotations=asked)]), "q", set())
+        assert "workerGroupSpecs[0].template.metadata.annotations" in \
+            str(e.value)
+    # A pod that also asks for whole GPUs is refused, not half-scheduled.
+    with pytest.raises(mapping.MappingError, match="neither"):
+        mapping.workload_from_cluster(cluster(
+            [worker(annotations={"gpu-memory": "1024"})]), "q", set())
+
+
 def test_gpu_fraction_annotation_as_kai_names_it():
     half = {"containers": [container({"cpu": "2"})]}
     spec = mapping.workload_from_cluster(cluster(

@@ -23,7 +23,8 @@ _NAME = re.compile(r"[A-Za-z0-9._/-]{1,253}")
 
 def is_bytes(resource: str) -> bool:
     """Whether the resource is held in bytes (else in milli-units)."""
-    return (resource in ("memory", "ephemeral-storage")
+    return (resource in ("memory", "ephemeral-storage",
+                         "nvidia.com/gpu-memory")
             or resource.startswith("hugepages-")
             or resource.endswith("/memory"))
 

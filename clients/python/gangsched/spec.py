@@ -20,6 +20,8 @@ MAX_GROUPS = 64
 MAX_PODS_PER_GROUP = 100_000
 
 GPU = "nvidia.com/gpu"
+GPU_MEMORY = "nvidia.com/gpu-memory"
+MAX_GPU_MEMORY = 1 << 50  # 1Pi, the server's bound
 STRATEGIES = ("BINPACK", "SPREAD", "PACK", "STRICT_PACK", "STRICT_SPREAD")
 
 
@@ -120,6 +122,23 @@ def _gpu_fraction(value: Any, resources: Mapping[str, str],
     return fraction
 
 
+def _gpu_memory(value: Any, field: str) -> str:
+    """GPU memory of one pod or one device (docs/SCHEDULING.md, "GPU
+    memory") as the quantity string the server takes, or "" when not
+    given."""
+    if value in (0, None, ""):
+        return ""
+    text = str(value)
+    try:
+        amount = parse_quantity(text, GPU_MEMORY)
+    except ValueError as e:
+        raise SpecError(field, str(e)) from None
+    if not 0 < amount <= MAX_GPU_MEMORY:
+        raise SpecError(field, f'"{text}" must be more than 0 and at most '
+                        "1Pi (bytes of GPU memory)")
+    return text
+
+
 def group_spec(value: Mapping[str, Any], field: str = "group") -> Any:
     """One GroupSpec from a dict with the proto's field names."""
     value = dict(value)
@@ -160,13 +179,22 @@ def group_spec(value: Mapping[str, Any], field: str = "group") -> Any:
                        f"{field}.node_selector")
     fraction = _gpu_fraction(value.pop("gpu_fraction", 0), resources,
                              f"{field}.gpu_fraction")
+    if GPU_MEMORY in resources:
+        raise SpecError(f'{field}.resources["{GPU_MEMORY}"]', "ask GPU "
+                        "memory with gpu_memory (it is not a resource of its "
+                        "own on the nodes)")
+    memory = _gpu_memory(value.pop("gpu_memory", ""), f"{field}.gpu_memory")
+    if memory and (fraction or GPU in resources):
+        raise SpecError(f"{field}.gpu_memory", "give one of gpu_memory, "
+                        'gpu_fraction or resources["nvidia.com/gpu"], not '
+                        "several")
     if value:
         raise SpecError(field, f"unknown fields {sorted(value)}")
     group = _stubs.types_pb2.GroupSpec(
         name=name, resources=resources, min_count=min_count,
         desired_count=desired, max_count=max_count,
         pods_per_replica=per_replica, node_selector=selector,
-        gpu_fraction=fraction)
+        gpu_fraction=fraction, gpu_memory=memory)
     if placement is not None:
         group.placement.CopyFrom(_placement(placement, f"{field}.placement"))
     return group
@@ -213,9 +241,14 @@ def workload_spec(value: Mapping[str, Any]) -> Any:
 
 def node(name: str, allocatable: Mapping[str, Any],
          labels: Mapping[str, Any] | None = None,
-         schedulable: bool = True) -> Any:
-    """A Node message, checked like a WorkloadSpec."""
+         schedulable: bool = True, gpu_memory: Any = "") -> Any:
+    """A Node message, checked like a WorkloadSpec. `gpu_memory` is the
+    memory of one of its GPU devices (a quantity such as "80Gi")."""
+    resources = _resources(allocatable, "node.allocatable")
+    if GPU_MEMORY in resources:
+        raise SpecError(f'node.allocatable["{GPU_MEMORY}"]', "give the "
+                        "memory of one GPU device as gpu_memory")
     return _stubs.types_pb2.Node(
-        name=_name(name, "node.name"),
-        allocatable=_resources(allocatable, "node.allocatable"),
-        labels=_labels(labels, "node.labels"), schedulable=schedulable)
+        name=_name(name, "node.name"), allocatable=resources,
+        labels=_labels(labels, "node.labels"), schedulable=schedulable,
+        gpu_memory=_gpu_memory(gpu_memory, "node.gpu_memory"))

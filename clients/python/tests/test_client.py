@@ -95,6 +95,46 @@ def test_spec_errors_name_the_field_the_server_names(
     assert remote.value.details.startswith(field), remote.value.details
 
 
+@pytest.mark.parametrize("group,field,why", [
+    ({"gpu_memory": "0"}, "workload.groups[1].gpu_memory", "more than 0"),
+    ({"gpu_memory": "2Pi"}, "workload.groups[1].gpu_memory", "at most 1Pi"),
+    ({"gpu_memory": "lots"}, "workload.groups[1].gpu_memory", "lots"),
+    ({"gpu_memory": "20Gi", "resources": {"nvidia.com/gpu": "1"}},
+     "workload.groups[1].gpu_memory", "not several"),
+    ({"resources": {"nvidia.com/gpu-memory": "20Gi"}},
+     'workload.groups[1].resources["nvidia.com/gpu-memory"]', "gpu_memory"),
+])
+def test_gpu_memory_is_checked_as_the_server_checks_it(
+        group: dict[str, Any], field: str, why: str) -> None:
+    spec = _spec("ns/mem")
+    spec["groups"][1]["resources"] = {}
+    spec["groups"][1].update(group)
+    with pytest.raises(SpecError) as local:
+        gangsched.workload_spec(spec)
+    assert local.value.field == field
+    assert why in str(local.value)
+
+
+def test_gpu_memory_pods_take_their_share_of_each_nodes_devices(
+        server: Any) -> None:
+    with _client(server) as c:
+        c.upsert_nodes([{"name": "n80", "gpu_memory": "80Gi", "allocatable": {
+            "cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"}}])
+        spec = _spec("ray/mem")
+        spec["groups"][1]["resources"] = {}
+        spec["groups"][1]["gpu_memory"] = "20Gi"
+        reply = c.allocate(spec)
+        workers = [b for b in reply.bindings if b.group == "worker"]
+        assert [list(b.gpu_devices) for b in workers] == [[0], [0]]
+        status = c.get_workload("ray/mem")
+        assert status.spec.groups[1].gpu_memory == "20Gi"
+        assert "nvidia.com/gpu-memory" not in status.spec.groups[1].resources
+        with pytest.raises(SpecError) as e:
+            c.upsert_nodes([{"name": "bad", "allocatable": {
+                "nvidia.com/gpu-memory": "80Gi"}}])
+        assert e.value.field == 'node.allocatable["nvidia.com/gpu-memory"]'
+
+
 # -- calls ------------------------------------------------------------------
 
 def test_allocate_release_and_explain(server: Any) -> None:
