@@ -15,6 +15,23 @@ bool HasSharedRoom(const Node& node) {
   return false;
 }
 
+// The GPU nodes' key: free GPUs less the shares of pods asking GPU memory,
+// which the node's used nvidia.com/gpu does not count (docs/SCHEDULING.md,
+// "GPU memory"), so that a node whose devices they fill sorts as full.
+NodeIndex::Key GpuKey(const Node& node, const ResourceVector& free,
+                      uint32_t id) {
+  return {
+      free.Get(kGpu) - node.devices.memory_held - node.devices.memory_reserved,
+      free.Get(kCpu), free.Get(kMemory), id};
+}
+
+// Nodes that can take a pod at all: live, schedulable, below their pod
+// capacity (a node full of small pods would otherwise be walked past by
+// every placement).
+bool Indexed(const Node& node) {
+  return node.live && node.schedulable && node.FreePods() > 0;
+}
+
 }  // namespace
 
 void NodeIndex::Remove(uint32_t id) {
@@ -32,12 +49,12 @@ void NodeIndex::Remove(uint32_t id) {
 
 void NodeIndex::Update(const Node& node, uint32_t id) {
   Remove(id);
-  if (!node.live || !node.schedulable) return;
+  if (!Indexed(node)) return;
   if (id >= entries_.size()) entries_.resize(id + 1);
   ResourceVector free = node.Free();
   Entry e;
   e.has_gpu = node.allocatable.Get(kGpu) > 0;
-  e.by_gpu = {free.Get(kGpu), free.Get(kCpu), free.Get(kMemory), id};
+  e.by_gpu = GpuKey(node, free, id);
   e.by_cpu = {free.Get(kCpu), 0, free.Get(kMemory), id};
   e.shared = HasSharedRoom(node);
   if (e.shared) shared_.insert(e.by_gpu);
@@ -52,14 +69,13 @@ void NodeIndex::Update(const Node& node, uint32_t id) {
 
 bool NodeIndex::Matches(const Node& node, uint32_t id) const {
   bool indexed = id < entries_.size() && entries_[id].has_value();
-  if (!node.live || !node.schedulable) return !indexed;
+  if (!Indexed(node)) return !indexed;
   if (!indexed) return false;
   ResourceVector free = node.Free();
   const Entry& e = *entries_[id];
   return e.has_gpu == (node.allocatable.Get(kGpu) > 0) &&
          e.shared == HasSharedRoom(node) &&
-         e.by_gpu ==
-             Key{free.Get(kGpu), free.Get(kCpu), free.Get(kMemory), id} &&
+         e.by_gpu == GpuKey(node, free, id) &&
          e.by_cpu == Key{free.Get(kCpu), 0, free.Get(kMemory), id};
 }
 

@@ -2,7 +2,7 @@
 // BINPACK finds the fullest node that fits without scanning every node
 // (STYLE.md: "index nodes by free amount of the scarce resource"). Kept up
 // to date by the Scheduler on every bind, unbind, reservation and node
-// change; only live, schedulable nodes are indexed.
+// change; only live, schedulable nodes below their pod capacity are indexed.
 #pragma once
 
 #include <cstdint>
