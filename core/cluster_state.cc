@@ -25,6 +25,17 @@ namespace gangsched {
 // ---------------------------------------------------------------------------
 // ClusterState
 
+namespace {
+
+// A pod asking GPU memory comes (sign 1) or goes: its share of a device in
+// `shares` (DeviceUse::memory_held or memory_reserved).
+void AddMemoryShare(const Node& n, const ResourceVector& pod, int sign,
+                    int64_t& shares) {
+  if (AsksGpuMemory(pod)) shares += sign * std::max<int64_t>(0, n.GpuOf(pod));
+}
+
+}  // namespace
+
 const Node* ClusterState::Find(absl::string_view name) const {
   NodeId id = FindId(name);
   return id.valid() ? &nodes_[id.value()] : nullptr;
@@ -89,6 +100,7 @@ uint32_t ClusterState::Bind(NodeId id, const ResourceVector& pod, SlotKey key,
   Node& n = nodes_[id.value()];
   n.used += pod;
   if (devices != 0) n.devices.Hold(devices, n.GpuOf(pod), 1);
+  AddMemoryShare(n, pod, 1, n.devices.memory_held);
   uint32_t pos = static_cast<uint32_t>(n.slots.size());
   n.slots.push_back(key);
   ++n.pods_used;
@@ -102,6 +114,7 @@ std::optional<SlotKey> ClusterState::Unbind(NodeId id,
   Node& n = nodes_[id.value()];
   n.used -= pod;
   if (devices != 0) n.devices.Hold(devices, n.GpuOf(pod), -1);
+  AddMemoryShare(n, pod, -1, n.devices.memory_held);
   // The last key takes the slot's place: O(1) however full the node is.
   std::optional<SlotKey> moved;
   if (pos + 1 != n.slots.size()) {
@@ -127,6 +140,7 @@ void ClusterState::Reserve(NodeId id, const ResourceVector& pod) {
   n.reserved += pod;
   ++n.reserved_pods;
   n.devices.Reserve(n.GpuOf(pod), 1);
+  AddMemoryShare(n, pod, 1, n.devices.memory_reserved);
   Touch(id);
 }
 
@@ -135,6 +149,7 @@ void ClusterState::Unreserve(NodeId id, const ResourceVector& pod) {
   n.reserved -= pod;
   --n.reserved_pods;
   n.devices.Reserve(n.GpuOf(pod), -1);
+  AddMemoryShare(n, pod, -1, n.devices.memory_reserved);
   Touch(id);
 }
 

@@ -293,6 +293,10 @@ class Attempt {
         }
         out->devices.push_back(BookDevices(nodes_[node->value()], group));
         extra_[node->value()] += group.pod;
+        if (AsksGpuMemory(group.pod)) {
+          extra_[node->value()].Add(kGpu,
+                                    nodes_[node->value()].GpuOf(group.pod));
+        }
         ++booked_pods_[node->value()];
         ++group_nodes_[replica.group][node->value()];
         --left_[replica.group];
@@ -312,8 +316,13 @@ class Attempt {
   struct Free {
     ResourceVector::View allocatable, used, reserved, booked;
     int64_t pods = 0;  // more pods the node may hold (its pod capacity)
+    // The device shares of pods asking GPU memory, which take GPU room
+    // without being in used or reserved nvidia.com/gpu (docs/SCHEDULING.md,
+    // "GPU memory"; an attempt books them, and victims free them, as GPUs).
+    int64_t memory_shares = 0;
     int64_t Of(ResourceId r) const {
-      return allocatable.Get(r) - used.Get(r) - reserved.Get(r) - booked.Get(r);
+      return allocatable.Get(r) - used.Get(r) - reserved.Get(r) -
+             booked.Get(r) - (r == kGpu ? memory_shares : 0);
     }
   };
   Free FreeOn(const Node& node) const {
@@ -324,9 +333,11 @@ class Attempt {
     if (!options_.ignore_usage) {
       free.used = node.used.view();
       free.pods -= node.pods_used;
+      free.memory_shares = node.devices.memory_held;
       if (!options_.ignore_reserved) {
         free.reserved = node.reserved.view();
         free.pods -= node.reserved_pods;
+        free.memory_shares += node.devices.memory_reserved;
       }
     }
     if (const ResourceVector* booked = extra_.Find(id)) {
@@ -421,6 +432,11 @@ class Attempt {
     // amounts, as a node that does not report it has none of it either.
     const int64_t gpu = node.GpuOf(group.pod);
     if (gpu == kNoDeviceShare) return why(kSmallDevices);
+    // A GPU memory share takes GPU room: what room held for a PIPELINED
+    // gang keeps is not given to it (its devices may be the ones victims
+    // free).
+    if (AsksGpuMemory(group.pod) && gpu * pods > free.Of(kGpu))
+      return why(kNoDevice);
     const ResourceVector::View pod = group.pod.view();
     for (size_t r = 0; r < pod.size(); ++r) {
       ResourceId rid(static_cast<uint32_t>(r));
@@ -567,8 +583,10 @@ class Attempt {
       };
       if (!best || std::get<2>(*best) != 0) options_.index->VisitShared(shares);
       if (!best || std::get<2>(*best) != 0) {
-        options_.index->VisitByGpu(group.pod.Get(kGpu), group.pod.Get(kCpu),
-                                   untouched);
+        // GPU memory is a share only a node can say: any free GPU may do,
+        // but a node with none has no device with room.
+        const int64_t need = std::max<int64_t>(group.pod.Get(kGpu), 1);
+        options_.index->VisitByGpu(need, group.pod.Get(kCpu), untouched);
       }
     } else if (group.pod.Get(kGpu) > 0) {
       options_.index->VisitByGpu(group.pod.Get(kGpu), group.pod.Get(kCpu),

@@ -43,7 +43,8 @@ void DeviceUse::Reserve(int64_t gpu, int sign) {
 bool DeviceUse::Empty() const {
   return std::all_of(held.begin(), held.end(),
                      [](int32_t h) { return h == 0; }) &&
-         reserved_whole == 0 && reserved_fractions == 0;
+         reserved_whole == 0 && reserved_fractions == 0 && memory_held == 0 &&
+         memory_reserved == 0;
 }
 
 }  // namespace gangsched

@@ -85,6 +85,12 @@ struct DeviceUse {
   int32_t reserved_fractions = 0;  // reserved fractional pods: a device each
   int32_t touched = 0;  // devices that hold anything (entries of `held` > 0)
   int32_t shared = 0;   // devices that hold less than one GPU (but some)
+  // What pods asking GPU memory hold (bound) and reserve here, in core
+  // units (docs/SCHEDULING.md, "GPU memory"): their shares are not in the
+  // node's used / reserved nvidia.com/gpu, so the placer and the node index
+  // take them off the free GPUs.
+  int64_t memory_held = 0;
+  int64_t memory_reserved = 0;
 
   int64_t Held(int device) const {
     return device < static_cast<int>(held.size()) ? held[device] : 0;

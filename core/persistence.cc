@@ -323,6 +323,10 @@ absl::Status Scheduler::CheckConsistency() const {
         if (NodeId n = g.slot_node[i]; n.valid()) {
           used[n.value()] += g.pod;
           ++pods[n.value()];
+          if (AsksGpuMemory(g.pod)) {
+            devices[n.value()].memory_held +=
+                std::max<int64_t>(0, nodes[n.value()].GpuOf(g.pod));
+          }
           if (DeviceMask mask = g.DevicesAt(static_cast<int32_t>(i));
               mask != 0) {
             const int64_t gpu = nodes[n.value()].GpuOf(g.pod);
@@ -346,6 +350,11 @@ absl::Status Scheduler::CheckConsistency() const {
           ++reserved_pods[g.slot_nominated[i].value()];
           devices[g.slot_nominated[i].value()].Reserve(
               nodes[g.slot_nominated[i].value()].GpuOf(g.pod), 1);
+          if (AsksGpuMemory(g.pod)) {
+            devices[g.slot_nominated[i].value()].memory_reserved +=
+                std::max<int64_t>(
+                    0, nodes[g.slot_nominated[i].value()].GpuOf(g.pod));
+          }
         }
         if (g.slot_node[i].valid() && g.slot_nominated[i].valid() &&
             (!g.slot_evicting[i] || w->state != WorkloadState::kRunning)) {
@@ -383,7 +392,9 @@ absl::Status Scheduler::CheckConsistency() const {
         n.devices.reserved_whole != devices[i].reserved_whole ||
         n.devices.reserved_fractions != devices[i].reserved_fractions ||
         n.devices.touched != devices[i].touched ||
-        n.devices.shared != devices[i].shared) {
+        n.devices.shared != devices[i].shared ||
+        n.devices.memory_held != devices[i].memory_held ||
+        n.devices.memory_reserved != devices[i].memory_reserved) {
       return absl::InternalError(
           absl::StrCat(n.name, ": GPU devices differ from their slots"));
     }

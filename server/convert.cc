@@ -206,8 +206,9 @@ absl::Status ParseGpuFraction(const v1::GroupSpec& in, GroupSpec& group) {
 }
 
 // GPU memory of one device, or asked by one pod (docs/SCHEDULING.md, "GPU
-// memory"): bytes, more than 0, at most 1 PiB (a device's memory times 64
-// devices still adds up without overflow). `field` names it in errors.
+// memory"): bytes, more than 0, at most 1 TiB (so that the GPU memory of
+// 65,536 nodes of 64 devices still adds up without overflow). `field` names
+// it in errors.
 absl::StatusOr<int64_t> ParseGpuMemory(const std::string& text,
                                        absl::string_view field) {
   absl::StatusOr<int64_t> bytes = ParseQuantity(text, QuantityScale::kBytes);
@@ -215,7 +216,7 @@ absl::StatusOr<int64_t> ParseGpuMemory(const std::string& text,
   if (*bytes <= 0 || *bytes > kMaxGpuMemory) {
     return Invalid(field, absl::StrCat("\"", text,
                                        "\" must be more than 0 and at most "
-                                       "1Pi (bytes of GPU memory)"));
+                                       "1Ti (bytes of GPU memory)"));
   }
   return bytes;
 }
@@ -904,6 +905,11 @@ void NodeToProto(const Scheduler& scheduler, const Node& in,
     ResourceId r(static_cast<uint32_t>(i));
     int64_t a = in.allocatable.Get(r), u = in.used.Get(r),
             n = in.reserved.Get(r);
+    if (r == kGpu) {
+      // GPU memory shares take GPUs too (docs/SCHEDULING.md, "GPU memory").
+      u += in.devices.memory_held;
+      n += in.devices.memory_reserved;
+    }
     free.Set(r, FreeRoom(a, u, n));
     awaiting.Set(r, AwaitingEviction(a, u, n));
   }

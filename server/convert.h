@@ -26,8 +26,9 @@ namespace v1 = ::gangsched::v1;
 // Bounds that keep one request from asking for unbounded memory.
 inline constexpr int32_t kMaxPodsPerGroup = 100000;
 inline constexpr int64_t kMaxPodsPerWorkload = 100000;
-// GPU memory of a device or a pod: 1 PiB (docs/SCHEDULING.md, "GPU memory").
-inline constexpr int64_t kMaxGpuMemory = int64_t{1} << 50;
+// GPU memory of a device or a pod: 1 TiB (docs/SCHEDULING.md, "GPU memory"),
+// so that a cluster's total (64 devices a node) stays far from overflowing.
+inline constexpr int64_t kMaxGpuMemory = int64_t{1} << 40;
 inline constexpr int kMaxGroups = 256;
 inline constexpr size_t kMaxNameLength = 253;
 

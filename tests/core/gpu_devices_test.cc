@@ -316,6 +316,47 @@ TEST_F(GpuMemoryTest,
   EXPECT_TRUE(s_.CheckConsistency().ok()) << s_.CheckConsistency();
 }
 
+TEST_F(GpuMemoryTest, RoomHeldForAWaitingGangIsNotGivenToMemoryPods) {
+  // A whole-GPU gang PIPELINED onto the device its victim (a memory pod)
+  // frees; a later memory pod must not take that device, or the victim's
+  // workload, placed again, and it preempt each other forever (through the
+  // server: integration.kai_parity, GpuMemoryTest).
+  s_.UpsertNodes({Node("n1", 2, 80)}, now_);
+  WorkloadSpec a = Workload("a", {Memory("w", 40, 1)});
+  a.priority_class = "train";
+  WorkloadSpec d = Workload("d", {Memory("w", 60, 1)});
+  d.priority_class = "inference";
+  ASSERT_TRUE(s_.Submit(a, now_).ok());
+  s_.RunCycle(now_);
+  ASSERT_TRUE(s_.Submit(d, now_).ok());
+  s_.RunCycle(now_);
+  ASSERT_EQ(DevicesOf("a"), (std::vector<DeviceList>{{0}}));
+  ASSERT_EQ(DevicesOf("d"), (std::vector<DeviceList>{{1}}));
+  WorkloadSpec i = Workload("i", {Group("w", 1, 1, 1)});
+  i.priority_class = "inference";
+  ASSERT_TRUE(s_.Submit(i, now_).ok());
+  s_.RunCycle(now_);
+  ASSERT_EQ(s_.FindWorkload("i")->state, WorkloadState::kPipelined);
+  WorkloadSpec c = Workload("c", {Memory("w", 30, 1)});
+  c.priority_class = "train";
+  ASSERT_TRUE(s_.Submit(c, now_).ok());
+  s_.RunCycle(now_);
+  EXPECT_EQ(s_.FindWorkload("c")->state, WorkloadState::kPending)
+      << s_.FindWorkload("c")->pending.message;
+  EXPECT_TRUE(s_.CheckConsistency().ok()) << s_.CheckConsistency();
+  // The victim confirmed: the gang gets device 0, and nothing is evicted
+  // again.
+  ASSERT_TRUE(s_.Release("a", {{"w", 0}}, false, now_).ok());
+  s_.TakeEvents();
+  s_.RunCycle(now_);
+  EXPECT_EQ(s_.FindWorkload("i")->state, WorkloadState::kRunning);
+  EXPECT_EQ(DevicesOf("i"), (std::vector<DeviceList>{{0}}));
+  for (const Event& e : s_.TakeEvents()) EXPECT_TRUE(e.evictions.empty());
+  EXPECT_NE(s_.FindWorkload("a")->state, WorkloadState::kRunning);
+  EXPECT_NE(s_.FindWorkload("c")->state, WorkloadState::kRunning);
+  EXPECT_TRUE(s_.CheckConsistency().ok()) << s_.CheckConsistency();
+}
+
 TEST_F(GpuMemoryTest, ARestoreOntoSmallerDevicesEvictsWhatNoLongerFits) {
   s_.UpsertNodes({Node("n1", 2, 80)}, now_);
   ASSERT_TRUE(s_.Submit(Workload("m", {Memory("w", 60, 1)}), now_).ok());

@@ -259,6 +259,8 @@ class GpuMemoryTest(hardening.PersistentCase):
         self.assertNotIn("nvidia.com/gpu-memory", nodes["n40"].node.allocatable)
         self.assertEqual(nodes["n40"].allocated["nvidia.com/gpu-memory"], "20Gi")
         self.assertEqual(nodes["n40"].free["nvidia.com/gpu-memory"], "60Gi")
+        # Free GPUs count the memory pods' shares (half of a device here).
+        self.assertEqual(nodes["n40"].free[GPU], "1500m")
         # Refused as the docs say, naming the field; nothing changes.
         for bad in ("0", "2Pi", "lots"):
             err = self.rpc_error(grpc.StatusCode.INVALID_ARGUMENT, self.allocate,
@@ -310,6 +312,37 @@ class GpuMemoryTest(hardening.PersistentCase):
                            {"reason": "node_lost"}) != 2:
             self.assertLess(time.monotonic(), deadline, "node_lost evictions not counted")
             time.sleep(0.1)
+
+
+    def test_room_held_for_a_waiting_gang_is_not_given_to_memory_pods(self):
+        # Found by review: room held for a whole-GPU gang waiting for its
+        # victim (a memory pod) went to a later memory pod, and the victim,
+        # placed again, and that pod then preempted each other forever.
+        self.nodes(self.node("n1", 2, "80Gi"))
+        self.allocate(self.memory("a", "40Gi", 1))
+        d = self.memory("d", "60Gi", 1)
+        d.priority_class = "inference"
+        self.allocate(d)
+        self.assertEqual((self.devices("a"), self.devices("d")),
+                         ([(0, "n1", (0,))], [(0, "n1", (1,))]))
+        i = e2e.workload("i", e2e.group("w", {GPU: "1"}, 1, 1), queue_name="a")
+        i.priority_class = "inference"
+        self.assertEqual(self.allocate(i).state, e2e.types.WORKLOAD_STATE_PIPELINED)
+        c = self.allocate(self.memory("c", "30Gi", 1))
+        self.assertEqual(c.state, e2e.types.WORKLOAD_STATE_PENDING)
+        # The victim confirmed: the gang runs on device 0, nothing else is
+        # evicted, and it stays so.
+        evicted = self.get("a").evictions[0]
+        self.sched.Release(e2e.pb.ReleaseRequest(workload_id="a", slots=evicted.slots), timeout=T)
+        deadline = time.monotonic() + 5
+        while self.get("i").state != e2e.types.WORKLOAD_STATE_RUNNING:
+            self.assertLess(time.monotonic(), deadline, "i never ran")
+            time.sleep(0.05)
+        self.assertEqual(self.devices("i"), [(0, "n1", (0,))])
+        time.sleep(1)  # a few cycles: nothing may be evicted again
+        self.assertEqual(metric_value(self.server.scrape(), "gangsched_evictions_total",
+                                      {"reason": "preempt"}), 1)
+        self.assertEqual(self.get("i").state, e2e.types.WORKLOAD_STATE_RUNNING)
 
 
 class ConsolidationTest(hardening.PersistentCase):

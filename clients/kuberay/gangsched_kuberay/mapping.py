@@ -29,7 +29,7 @@ from gangsched_kuberay import names, taints
 
 GPU = "nvidia.com/gpu"
 GPU_MEMORY = "nvidia.com/gpu-memory"
-MAX_GPU_MEMORY = 1 << 50  # 1Pi, the server's bound
+MAX_GPU_MEMORY = 1 << 40  # 1Ti, the server's bound
 
 # gangsched refuses more pods than this per workload (max_count summed).
 MAX_PODS_PER_WORKLOAD = 100_000
@@ -343,7 +343,7 @@ def _gpu_memory(group: dict[str, Any], annotations: Mapping[str, str],
             raise MappingError(f"{field}: {e}") from None
         if not 0 < amount <= MAX_GPU_MEMORY:
             raise MappingError(f"{field}: {text!r} must be more than 0 and "
-                               "at most 1Pi")
+                               "at most 1Ti")
         if GPU in group["resources"] or "gpu_fraction" in group:
             raise MappingError(f"{field}: the pods also ask for {GPU} or a "
                                "GPU fraction; a pod asking GPU memory asks "

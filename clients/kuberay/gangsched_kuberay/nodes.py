@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 NO_SCHEDULE = ("NoSchedule", "NoExecute")
 DEFAULT_PODS = 110
-MAX_GPU_MEMORY_MIB = 1 << 30  # 1Pi, the server's bound
+MAX_GPU_MEMORY_MIB = 1 << 20  # 1Ti, the server's bound
 
 
 class NodeReconciler:

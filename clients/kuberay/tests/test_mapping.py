@@ -256,7 +256,7 @@ def test_gpu_memory_annotation_in_mib_as_kai_names_it_or_a_quantity():
             ({"gpu-memory": "20Gi"}, "whole number of MiB"),
             ({"gpu-memory": "0"}, "more than 0"),
             ({"gangsched.io/gpu-memory": "lots"}, "not a valid quantity"),
-            ({"gangsched.io/gpu-memory": "2Pi"}, "at most 1Pi"),
+            ({"gangsched.io/gpu-memory": "2Pi"}, "at most 1Ti"),
             ({"gpu-memory": "1024", "gpu-fraction": "0.5"}, "neither")):
         with pytest.raises(mapping.MappingError, match=why) as e:
             mapping.workload_from_cluster(cluster(

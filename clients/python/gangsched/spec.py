@@ -21,7 +21,7 @@ MAX_PODS_PER_GROUP = 100_000
 
 GPU = "nvidia.com/gpu"
 GPU_MEMORY = "nvidia.com/gpu-memory"
-MAX_GPU_MEMORY = 1 << 50  # 1Pi, the server's bound
+MAX_GPU_MEMORY = 1 << 40  # 1Ti, the server's bound
 STRATEGIES = ("BINPACK", "SPREAD", "PACK", "STRICT_PACK", "STRICT_SPREAD")
 
 
@@ -135,7 +135,7 @@ def _gpu_memory(value: Any, field: str) -> str:
         raise SpecError(field, str(e)) from None
     if not 0 < amount <= MAX_GPU_MEMORY:
         raise SpecError(field, f'"{text}" must be more than 0 and at most '
-                        "1Pi (bytes of GPU memory)")
+                        "1Ti (bytes of GPU memory)")
     return text
 
 

@@ -97,7 +97,7 @@ def test_spec_errors_name_the_field_the_server_names(
 
 @pytest.mark.parametrize("group,field,why", [
     ({"gpu_memory": "0"}, "workload.groups[1].gpu_memory", "more than 0"),
-    ({"gpu_memory": "2Pi"}, "workload.groups[1].gpu_memory", "at most 1Pi"),
+    ({"gpu_memory": "2Pi"}, "workload.groups[1].gpu_memory", "at most 1Ti"),
     ({"gpu_memory": "lots"}, "workload.groups[1].gpu_memory", "lots"),
     ({"gpu_memory": "20Gi", "resources": {"nvidia.com/gpu": "1"}},
      "workload.groups[1].gpu_memory", "not several"),
