@@ -25,17 +25,6 @@ namespace gangsched {
 // ---------------------------------------------------------------------------
 // ClusterState
 
-namespace {
-
-// A pod asking GPU memory comes (sign 1) or goes: its share of a device in
-// `shares` (DeviceUse::memory_held or memory_reserved).
-void AddMemoryShare(const Node& n, const ResourceVector& pod, int sign,
-                    int64_t& shares) {
-  if (AsksGpuMemory(pod)) shares += sign * std::max<int64_t>(0, n.GpuOf(pod));
-}
-
-}  // namespace
-
 const Node* ClusterState::Find(absl::string_view name) const {
   NodeId id = FindId(name);
   return id.valid() ? &nodes_[id.value()] : nullptr;
@@ -100,7 +89,7 @@ uint32_t ClusterState::Bind(NodeId id, const ResourceVector& pod, SlotKey key,
   Node& n = nodes_[id.value()];
   n.used += pod;
   if (devices != 0) n.devices.Hold(devices, n.GpuOf(pod), 1);
-  AddMemoryShare(n, pod, 1, n.devices.memory_held);
+  n.devices.memory_held += n.MemoryShareOf(pod);
   uint32_t pos = static_cast<uint32_t>(n.slots.size());
   n.slots.push_back(key);
   ++n.pods_used;
@@ -114,7 +103,7 @@ std::optional<SlotKey> ClusterState::Unbind(NodeId id,
   Node& n = nodes_[id.value()];
   n.used -= pod;
   if (devices != 0) n.devices.Hold(devices, n.GpuOf(pod), -1);
-  AddMemoryShare(n, pod, -1, n.devices.memory_held);
+  n.devices.memory_held -= n.MemoryShareOf(pod);
   // The last key takes the slot's place: O(1) however full the node is.
   std::optional<SlotKey> moved;
   if (pos + 1 != n.slots.size()) {
@@ -140,7 +129,7 @@ void ClusterState::Reserve(NodeId id, const ResourceVector& pod) {
   n.reserved += pod;
   ++n.reserved_pods;
   n.devices.Reserve(n.GpuOf(pod), 1);
-  AddMemoryShare(n, pod, 1, n.devices.memory_reserved);
+  n.devices.memory_reserved += n.MemoryShareOf(pod);
   Touch(id);
 }
 
@@ -149,7 +138,7 @@ void ClusterState::Unreserve(NodeId id, const ResourceVector& pod) {
   n.reserved -= pod;
   --n.reserved_pods;
   n.devices.Reserve(n.GpuOf(pod), -1);
-  AddMemoryShare(n, pod, -1, n.devices.memory_reserved);
+  n.devices.memory_reserved -= n.MemoryShareOf(pod);
   Touch(id);
 }
 
@@ -237,12 +226,14 @@ void Scheduler::ShedGpuMemoryPods(NodeId id, absl::Time now) {
       if (!AsksGpuMemory(g.pod)) continue;
       for (NodeId n : g.slot_nominated) uses |= n == id;
     }
-    if (uses) {
-      ClearNominations(*w);
-      SetState(*w, WorkloadState::kPending, now);
-      SetPending(*w, {PendingCode::kCapacity, "its planned node changed"}, now);
-    }
+    if (uses) PlanAgain(*w, now);
   }
+}
+
+void Scheduler::PlanAgain(Workload& w, absl::Time now) {
+  ClearNominations(w);
+  SetState(w, WorkloadState::kPending, now);
+  SetPending(w, {PendingCode::kCapacity, "its planned node changed"}, now);
 }
 
 void Scheduler::ShedOverCapacity(NodeId id, absl::Time now,
@@ -438,11 +429,7 @@ void Scheduler::DropNominationsOn(NodeId id, absl::Time now, bool removed) {
     }
     // A removed node, or one whose room no longer holds the reservation:
     // the gang is planned again (the evictions made for it still count).
-    if (uses) {
-      ClearNominations(*w);
-      SetState(*w, WorkloadState::kPending, now);
-      SetPending(*w, {PendingCode::kCapacity, "its planned node changed"}, now);
-    }
+    if (uses) PlanAgain(*w, now);
   }
 }
 

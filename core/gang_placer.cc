@@ -293,10 +293,8 @@ class Attempt {
         }
         out->devices.push_back(BookDevices(nodes_[node->value()], group));
         extra_[node->value()] += group.pod;
-        if (AsksGpuMemory(group.pod)) {
-          extra_[node->value()].Add(kGpu,
-                                    nodes_[node->value()].GpuOf(group.pod));
-        }
+        extra_[node->value()].Add(
+            kGpu, nodes_[node->value()].MemoryShareOf(group.pod));
         ++booked_pods_[node->value()];
         ++group_nodes_[replica.group][node->value()];
         --left_[replica.group];

@@ -99,6 +99,12 @@ struct Node {
     if (!AsksGpuMemory(pod)) return pod.Get(kGpu);
     return GpuMemoryShare(pod.Get(kGpuMemory), gpu_memory);
   }
+  // The GPU room a pod asking GPU memory takes here (its share; 0 for any
+  // other pod, or one the devices cannot take): what DeviceUse's
+  // memory_held / memory_reserved count, and what the placer books.
+  int64_t MemoryShareOf(const ResourceVector& pod) const {
+    return AsksGpuMemory(pod) ? std::max<int64_t>(0, GpuOf(pod)) : 0;
+  }
   // Empty view when the label is missing.
   absl::string_view Label(absl::string_view key) const;
   bool Matches(const Labels& selector) const;

@@ -323,10 +323,8 @@ absl::Status Scheduler::CheckConsistency() const {
         if (NodeId n = g.slot_node[i]; n.valid()) {
           used[n.value()] += g.pod;
           ++pods[n.value()];
-          if (AsksGpuMemory(g.pod)) {
-            devices[n.value()].memory_held +=
-                std::max<int64_t>(0, nodes[n.value()].GpuOf(g.pod));
-          }
+          devices[n.value()].memory_held +=
+              nodes[n.value()].MemoryShareOf(g.pod);
           if (DeviceMask mask = g.DevicesAt(static_cast<int32_t>(i));
               mask != 0) {
             const int64_t gpu = nodes[n.value()].GpuOf(g.pod);
@@ -348,13 +346,10 @@ absl::Status Scheduler::CheckConsistency() const {
         if (g.slot_nominated[i].valid()) {
           reserved[g.slot_nominated[i].value()] += g.pod;
           ++reserved_pods[g.slot_nominated[i].value()];
-          devices[g.slot_nominated[i].value()].Reserve(
-              nodes[g.slot_nominated[i].value()].GpuOf(g.pod), 1);
-          if (AsksGpuMemory(g.pod)) {
-            devices[g.slot_nominated[i].value()].memory_reserved +=
-                std::max<int64_t>(
-                    0, nodes[g.slot_nominated[i].value()].GpuOf(g.pod));
-          }
+          const Node& to = nodes[g.slot_nominated[i].value()];
+          devices[g.slot_nominated[i].value()].Reserve(to.GpuOf(g.pod), 1);
+          devices[g.slot_nominated[i].value()].memory_reserved +=
+              to.MemoryShareOf(g.pod);
         }
         if (g.slot_node[i].valid() && g.slot_nominated[i].valid() &&
             (!g.slot_evicting[i] || w->state != WorkloadState::kRunning)) {

@@ -538,6 +538,9 @@ class Scheduler {
   // old size, so those pods are evicted (node_lost) and gangs with such pods
   // planned onto it are planned again, before the new size is taken.
   void ShedGpuMemoryPods(NodeId id, absl::Time now);
+  // A PIPELINED gang whose planned node changed: its nominations dropped,
+  // it is planned again (the evictions made for it still count).
+  void PlanAgain(Workload& w, absl::Time now);
   // Unbinds a node's newest slots while `more()`; one `type` event per
   // workload (kEvicted: node_lost evictions; kReleased: released slots).
   void UnbindNewest(NodeId id, absl::Time now, EventType type,

@@ -147,9 +147,7 @@ bool Scheduler::FitsWithout(const PlannedRequest& plan,
     const GroupState& g = w->groups[slot.first];
     f.resources += g.pod;
     // A GPU memory share frees GPU room (docs/SCHEDULING.md, "GPU memory").
-    if (AsksGpuMemory(g.pod))
-      f.resources.Add(kGpu,
-                      std::max<int64_t>(0, cluster_.node(node).GpuOf(g.pod)));
+    f.resources.Add(kGpu, cluster_.node(node).MemoryShareOf(g.pod));
     ++f.pods;
     // Its GPU devices too (docs/SCHEDULING.md, "Fractional GPUs").
     for (int d : DeviceIndexes(g.DevicesAt(slot.second))) {
