@@ -117,7 +117,7 @@ class App:
                         bucket2[pkey] = p
                     else:
                         bucket2.pop(pkey, None)
-        for p in (old, new):
+        for p in (old, new) if _inventory_may_change(old, new) else ():
             # A pod on a slot gangsched holds there changes nothing in the
             # node's inventory (gangsched counts it): the shim's own binds
             # skip the node's recomputation.
@@ -372,6 +372,20 @@ class App:
                 self.jobs:
             inf.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _inventory_may_change(old: dict | None, new: dict | None) -> bool:
+    """Whether a pod change can change what its node has free: not a
+    status update of a pod that stays where it was (a pod's requests do
+    not change; gangsched's slots changing is _set_gang's to see)."""
+    if old is None or new is None:
+        return True
+    return (P.node_of(old) != P.node_of(new)
+            or P.terminal(old) != P.terminal(new)
+            or P.slot(old) != P.slot(new)
+            or P.labels(old) is not P.labels(new)
+            and P.labels(old) != P.labels(new)
+            or P.uid(old) != P.uid(new))
 
 
 def _cluster_unchanged(old: dict, new: dict) -> bool:

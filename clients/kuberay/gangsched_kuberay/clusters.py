@@ -107,7 +107,7 @@ class ClusterReconciler:
         self._occupied_memo: tuple[Any, dict[str, dict]] = (None, {})
         self._wanted_memo: dict[Key, tuple[Any, Any]] = {}
         self._spec_memo: dict[Key, tuple[Any, Any, tuple]] = {}
-        self._pod_amounts: dict[str, dict[str, int]] = {}  # pod uid ->
+        self._pod_amounts: dict[str, Any] = {}  # pod uid -> amounts or error
 
     # -- called from the informers' threads ---------------------------------
 
@@ -279,7 +279,11 @@ class ClusterReconciler:
         self._evict(t, wid, cluster, gang, pods)
         notes = self._bind(t, wid, cluster, gang, pods)
         self._report(t, cluster, gang, pods, problem, notes)
-        return bool(t.inflight)
+        # Binds in flight need no pass of their own: a failed one marks
+        # the cluster again (_bind_one), a landed one changes nothing a
+        # pass does (_matters), and until a pass sees it land its slot
+        # counts as taken.
+        return False
 
     def _pods_pending(self, t: Tracked, cluster: dict,
                       pods: list[dict]) -> bool:
@@ -411,18 +415,30 @@ class ClusterReconciler:
         for p in pods:
             if P.terminal(p):
                 continue
-            uid = P.uid(p)
-            amounts = self._pod_amounts.get(uid)
-            if amounts is None:
-                try:
-                    amounts = mapping.pod_amounts(p.get("spec") or {})
-                except mapping.MappingError:
-                    amounts = {}
-                self._pod_amounts[uid] = amounts
+            try:
+                amounts = self._amounts_of(p)
+            except mapping.MappingError:
+                amounts = {}
             group = out.setdefault(P.group_of(p), {})
             for name, amount in amounts.items():
                 group[name] = max(group.get(name, 0), amount)
         return out
+
+    def _amounts_of(self, pod: dict) -> dict[str, int]:
+        """mapping.pod_amounts, once per pod: a pod's requests do not
+        change while it lives, and every pass reads them. Raises
+        MappingError (remembered too) for a malformed quantity."""
+        uid = P.uid(pod)
+        amounts = self._pod_amounts.get(uid)
+        if amounts is None:
+            try:
+                amounts = mapping.pod_amounts(pod.get("spec") or {})
+            except mapping.MappingError as e:
+                amounts = e
+            self._pod_amounts[uid] = amounts
+        if isinstance(amounts, mapping.MappingError):
+            raise amounts
+        return amounts
 
     def _wanted_desired(self, cluster: dict) -> dict[str, int] | None:
         """Pods per group the RayCluster wants now (None: unmappable)."""
@@ -710,8 +726,8 @@ class ClusterReconciler:
                                     view.pods_per_replica, occupied):
                 node = gang.bindings[slot]
                 try:
-                    over = mapping.fits_group(pod.get("spec") or {},
-                                              view.resources)
+                    over = mapping.beyond_group(self._amounts_of(pod),
+                                                view.resources)
                 except mapping.MappingError as e:
                     over = str(e)
                 if over:

@@ -76,8 +76,28 @@ def pod_request(pod_spec: Mapping[str, Any]) -> dict[str, str]:
             if amount > 0}
 
 
+_AMOUNTS_MEMO: dict[str, dict[str, int]] = {}
+
+
 def pod_amounts(pod_spec: Mapping[str, Any]) -> dict[str, int]:
-    """pod_request as integers in each resource's scale."""
+    """pod_request as integers in each resource's scale. The pods of a
+    group ask alike, so the answer is kept by what it is worked out from
+    (a copy is returned: callers may change theirs)."""
+    key = repr((
+        [c.get("resources") for c in pod_spec.get("containers") or []],
+        [(c.get("resources"), c.get("restartPolicy"))
+         for c in pod_spec.get("initContainers") or []],
+        pod_spec.get("overhead")))
+    amounts = _AMOUNTS_MEMO.get(key)
+    if amounts is None:
+        amounts = _pod_amounts(pod_spec)
+        if len(_AMOUNTS_MEMO) >= 4096:
+            _AMOUNTS_MEMO.clear()
+        _AMOUNTS_MEMO[key] = amounts
+    return dict(amounts)
+
+
+def _pod_amounts(pod_spec: Mapping[str, Any]) -> dict[str, int]:
     try:
         total: dict[str, int] = {}
         for c in pod_spec.get("containers") or []:
@@ -352,13 +372,13 @@ def _gpu_memory(group: dict[str, Any], annotations: Mapping[str, str],
         return
 
 
-def fits_group(pod_spec: Mapping[str, Any],
-               group_resources: Mapping[str, int]) -> str:
-    """"" when the pod asks for no more than its group's per-pod resources
-    in gangsched, else what it asks for beyond them."""
+def beyond_group(amounts: Mapping[str, int],
+                 group_resources: Mapping[str, int]) -> str:
+    """"" when a pod's amounts (pod_amounts) are no more than its group's
+    per-pod resources in gangsched, else what it asks for beyond them."""
     return ", ".join(
         f"{name} {format_quantity(amount, name)}"
-        for name, amount in sorted(pod_amounts(pod_spec).items())
+        for name, amount in sorted(amounts.items())
         if amount > group_resources.get(name, 0))
 
 

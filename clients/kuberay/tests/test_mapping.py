@@ -293,3 +293,48 @@ def test_gpu_fraction_annotation_as_kai_names_it():
     with pytest.raises(mapping.MappingError, match="asks for none"):
         mapping.workload_from_cluster(cluster(
             [worker(annotations={"gpu-fraction": "0.5"})]), "q", set())
+
+
+def test_pod_amounts_are_kept_by_what_they_are_worked_out_from():
+    spec = {"containers": [container({"cpu": "1", "memory": "1Gi"})]}
+    first = mapping.pod_amounts(spec)
+    first["cpu"] = 99  # a caller's copy: the kept answer is not changed
+    assert mapping.pod_amounts(spec) == {"cpu": 1000, "memory": 1 << 30}
+    # Another request, an init container or an overhead is another key.
+    assert mapping.pod_amounts(
+        {"containers": [container({"cpu": "2"})]}) == {"cpu": 2000}
+    assert mapping.pod_amounts(
+        {"containers": [container({"cpu": "1"})],
+         "initContainers": [container({"cpu": "3"})]}) == {"cpu": 3000}
+    assert mapping.pod_amounts(
+        {"containers": [container({"cpu": "1"})],
+         "initContainers": [container({"cpu": "3"},
+                                      restartPolicy="Always")]}) == \
+        {"cpu": 4000}
+    assert mapping.pod_amounts(
+        {"containers": [container({"cpu": "1"})],
+         "overhead": {"cpu": "250m"}}) == {"cpu": 1250}
+    with pytest.raises(mapping.MappingError):
+        mapping.pod_amounts({"containers": [container({"cpu": "x"})]})
+
+
+def test_a_status_update_in_place_leaves_the_node_inventory_alone():
+    from gangsched_kuberay.app import _inventory_may_change
+
+    def pod(node="n1", phase="Pending", slot="worker/0", uid="u1",
+            labels=None):
+        return {"metadata": {"name": "p", "uid": uid,
+                             "labels": labels or {"ray.io/cluster": "rc"},
+                             "annotations": {"gangsched.io/slot": slot}},
+                "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+    assert not _inventory_may_change(pod(), pod(phase="Running"))
+    assert _inventory_may_change(None, pod())
+    assert _inventory_may_change(pod(), None)
+    assert _inventory_may_change(pod(node=""), pod())
+    assert _inventory_may_change(pod(), pod(node="n2"))
+    assert _inventory_may_change(pod(phase="Running"),
+                                 pod(phase="Succeeded"))
+    assert _inventory_may_change(pod(), pod(slot="worker/1"))
+    assert _inventory_may_change(pod(), pod(uid="u2"))
+    assert _inventory_may_change(pod(), pod(labels={"ray.io/cluster": "x"}))
