@@ -134,6 +134,8 @@ def main() -> int:
 
         # Throughput: many gangs at once.
         cpu0 = cpu_seconds(shim.proc.pid)
+        api0 = time.process_time()
+        gs0 = cpu_seconds(env.gs.proc.pid)
         names = [f"tp{i}" for i in range(args.clusters)]
         start = time.monotonic()
         for name in names:
@@ -143,6 +145,8 @@ def main() -> int:
                  "every pod bound", timeout=600)
         last = max(clock.bound_at[n] for n in names)
         cpu1 = cpu_seconds(shim.proc.pid)
+        api1 = time.process_time()
+        gs1 = cpu_seconds(env.gs.proc.pid)
         elapsed = last - start
         env.check_invariants()
         metrics = shim.metrics()
@@ -160,6 +164,9 @@ def main() -> int:
           f"the last bind = {total / elapsed:.0f} pods/s")
     print(f"shim CPU: {cpu1 - cpu0:.2f} s = "
           f"{(cpu1 - cpu0) / total * 1e6:.0f} us per pod")
+    print(f"API test server and KubeRay stand-in CPU: {api1 - api0:.2f} s "
+          f"= {(api1 - api0) / total * 1e6:.0f} us per pod; gangsched CPU: "
+          f"{gs1 - gs0:.2f} s = {(gs1 - gs0) / total * 1e6:.0f} us per pod")
     print(f"gang of {args.gang} pods, creation to last pod bound, "
           f"{len(latencies)} runs: p50 {statistics.median(latencies) * 1e3:.0f}"
           f" ms, p99 {p99 * 1e3:.0f} ms, min {latencies[0] * 1e3:.0f} ms")
