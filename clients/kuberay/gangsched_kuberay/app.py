@@ -385,7 +385,14 @@ def _inventory_may_change(old: dict | None, new: dict | None) -> bool:
             or P.slot(old) != P.slot(new)
             or P.labels(old) is not P.labels(new)
             and P.labels(old) != P.labels(new)
-            or P.uid(old) != P.uid(new))
+            or P.uid(old) != P.uid(new)
+            or _requests(old) != _requests(new))  # an in-place resize
+
+
+def _requests(pod: dict) -> tuple:
+    spec = pod.get("spec") or {}
+    return (spec.get("containers"), spec.get("initContainers"),
+            spec.get("overhead"))
 
 
 def _cluster_unchanged(old: dict, new: dict) -> bool:

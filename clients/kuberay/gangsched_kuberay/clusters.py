@@ -43,6 +43,9 @@ Key = tuple[str, str]
 # from its templates alone.
 HOLD_SECONDS = 1.0
 HINTS_SECONDS = 2.0
+# A bind whose outcome is unknown (no answer, or 409: the pod may already be
+# bound) keeps its slot this long unless the pods' view shows it sooner.
+UNSURE_SECONDS = 10.0
 
 
 @dataclasses.dataclass
@@ -54,6 +57,9 @@ class Tracked:
     fresh: bool = False  # gang was read from gangsched after the last change
     known_absent: bool = False  # gangsched said NOT_FOUND
     inflight: dict[str, str] = dataclasses.field(default_factory=dict)
+    unsure: dict[str, float] = dataclasses.field(
+        default_factory=dict)  # in-flight slot -> until (monotonic)
+    rematch: bool = False  # free slots and waiting pods left unmatched
     blocked: set[str] = dataclasses.field(default_factory=set)
     gone: dict[str, tuple[str, str, str]] = dataclasses.field(
         default_factory=dict)  # pod uid -> (slot, pod name, node)
@@ -282,8 +288,9 @@ class ClusterReconciler:
         # Binds in flight need no pass of their own: a failed one marks
         # the cluster again (_bind_one), a landed one changes nothing a
         # pass does (_matters), and until a pass sees it land its slot
-        # counts as taken.
-        return False
+        # counts as taken. Except when a free slot could not take a waiting
+        # pod only because its replica's other binds are not seen yet.
+        return t.rematch and bool(t.inflight)
 
     def _pods_pending(self, t: Tracked, cluster: dict,
                       pods: list[dict]) -> bool:
@@ -333,10 +340,13 @@ class ClusterReconciler:
         shows it (or the pod is gone): a slot is never free in between,
         however the informer and this pass interleave."""
         by_name = {P.name(p): p for p in pods}
+        now = time.monotonic()
         for slot, name in list(t.inflight.items()):
             pod = by_name.get(name)
-            if pod is None or P.node_of(pod):
+            if pod is None or P.node_of(pod) or \
+                    t.unsure.get(slot, now) < now:
                 t.inflight.pop(slot, None)
+                t.unsure.pop(slot, None)
 
     # -- 1. slots given back ------------------------------------------------
 
@@ -579,6 +589,9 @@ class ClusterReconciler:
     def _forget(self, t: Tracked) -> None:
         with self.lock:
             self.tracked.pop(t.key, None)
+        # booked() answers otherwise for its pods now.
+        self.nodes_touched({P.node_of(p) for p in self.pods_of(t.key)
+                            if P.node_of(p)})
         self._wanted_memo.pop(t.key, None)
         self._spec_memo.pop(t.key, None)
 
@@ -700,6 +713,7 @@ class ClusterReconciler:
         """Binds waiting pods to free bound slots; returns, by pod name, why
         a pod matched to a slot was not bound (its condition says so)."""
         notes: dict[str, str] = {}
+        t.rematch = False
         if not gang.bindings:
             return notes
         occupied = self._occupied(t, pods)
@@ -722,8 +736,11 @@ class ClusterReconciler:
             view = gang.groups.get(group)
             if not candidates or view is None:
                 continue
-            for slot, pod in _match(group, sorted(indexes), candidates,
-                                    view.pods_per_replica, occupied):
+            matched = _match(group, sorted(indexes), candidates,
+                             view.pods_per_replica, occupied)
+            if len(matched) < min(len(indexes), len(candidates)):
+                t.rematch = True
+            for slot, pod in matched:
                 node = gang.bindings[slot]
                 try:
                     over = mapping.beyond_group(self._amounts_of(pod),
@@ -770,6 +787,17 @@ class ClusterReconciler:
         except ApiError as e:
             log.info("bind %s/%s to %s as %s: %s", ns, P.name(pod), node,
                      slot, e)
+            if e.status in (0, 409):
+                # It may have been bound (a lost answer; "already
+                # assigned" after a send again): the slot stays taken
+                # until the pods' view says, or UNSURE_SECONDS.
+                t.unsure[slot] = time.monotonic() + UNSURE_SECONDS
+            else:
+                t.inflight.pop(slot, None)
+            self.mark_dirty(t.key)
+        except Exception:  # noqa: BLE001 - never leave the slot in flight
+            log.exception("bind %s/%s to %s as %s", ns, P.name(pod), node,
+                          slot)
             t.inflight.pop(slot, None)
             self.mark_dirty(t.key)
 

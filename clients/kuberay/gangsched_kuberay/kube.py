@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import select
 import socket
 import ssl
 import threading
@@ -79,7 +80,7 @@ class LeanPost:
         self.context: ssl.SSLContext | None = None
         if self.https:
             ctx = ssl.create_default_context(
-                cafile=configuration.ssl_ca_cert or None)
+                cafile=configuration.ssl_ca_cert or _default_ca())
             if configuration.cert_file:
                 ctx.load_cert_chain(configuration.cert_file,
                                     configuration.key_file or None)
@@ -133,20 +134,28 @@ class LeanPost:
         request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data
         for attempt in (0, 1):
             conn = getattr(self._local, "conn", None)
+            if conn is not None and _closed_while_idle(conn):
+                self._close()
+                conn = None
             reused = conn is not None
             if conn is None:
                 conn = self._local.conn = self._connect()
             try:
-                conn[0].sendall(request)
-                answer = _read_response(conn[1])
-            except (ConnectionResetError, BrokenPipeError):
-                # A kept-alive connection the server closed (a reset when
-                # the request met the closed socket): no answer was read.
-                answer = None
+                try:
+                    conn[0].sendall(request)
+                except (ConnectionResetError, BrokenPipeError):
+                    answer = None
+                else:
+                    answer = _read_response(conn[1])
             except (OSError, ValueError):
                 self._close()
                 raise
-            if answer is None:  # closed before any byte of an answer
+            if answer is None:
+                # Closed or reset before the first byte of an answer: a
+                # kept-alive connection the server closed as the request
+                # went out. The one case sent again; a bind the server did
+                # take then answers 409 "already assigned", which keeps the
+                # slot in flight (clusters.py, _bind_one).
                 self._close()
                 if reused and attempt == 0:
                     continue
@@ -158,37 +167,72 @@ class LeanPost:
         raise AssertionError("unreachable")
 
 
+def _default_ca() -> str | None:
+    """The CA bundle the generated client uses when none is given."""
+    try:
+        import certifi
+        return certifi.where()
+    except ImportError:
+        return None
+
+
+def _closed_while_idle(conn: tuple[socket.socket, Any]) -> bool:
+    """Whether an idle kept-alive connection was closed by the server (it
+    is readable: an end of stream, or bytes nobody asked for)."""
+    sock, reader = conn
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    if not readable and isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True
+    return bool(readable)
+
+
 def _read_response(reader: Any) -> tuple[int, bytes, bool] | None:
     """One HTTP/1.x response from a buffered reader: (status, body, whether
-    the connection stays open), None when it closed before the first
-    byte. ValueError for anything that is not HTTP."""
-    line = reader.readline(65537)
-    if not line:
-        return None
-    parts = line.split(None, 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-        raise ValueError(f"not an HTTP response: {line[:80]!r}")
-    status = int(parts[1])
-    keep = parts[0] == b"HTTP/1.1"
-    length = -1
-    chunked = False
-    for _ in range(200):
-        raw = reader.readline(65537)
-        if raw in (b"\r\n", b"\n"):
-            break
-        if not raw:
-            raise ValueError("the answer ended in its headers")
-        key, _, value = raw.partition(b":")
-        key = key.strip().lower()
-        value = value.strip().lower()
-        if key == b"content-length":
-            length = int(value)
-        elif key == b"transfer-encoding":
-            chunked = b"chunked" in value
-        elif key == b"connection":
-            keep = value != b"close" if keep else value == b"keep-alive"
-    else:
-        raise ValueError("too many header lines")
+    the connection stays open), None when it closed (or was reset) before
+    the first byte. ValueError for anything that is not HTTP."""
+    first = True
+    while True:
+        try:
+            line = reader.readline(65537)
+        except ConnectionResetError:
+            if first:
+                return None
+            raise
+        if not line:
+            if first:
+                return None
+            raise ValueError("the answer ended after an interim answer")
+        first = False
+        parts = line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
+            raise ValueError(f"not an HTTP response: {line[:80]!r}")
+        status = int(parts[1])
+        keep = parts[0] == b"HTTP/1.1"
+        length = -1
+        chunked = False
+        for _ in range(200):
+            raw = reader.readline(65537)
+            if raw in (b"\r\n", b"\n"):
+                break
+            if not raw:
+                raise ValueError("the answer ended in its headers")
+            key, _, value = raw.partition(b":")
+            key = key.strip().lower()
+            tokens = {v.strip() for v in value.lower().split(b",")}
+            if key == b"content-length":
+                length = int(value)
+            elif key == b"transfer-encoding":
+                chunked = b"chunked" in tokens
+            elif key == b"connection":
+                keep = b"close" not in tokens if keep \
+                    else b"keep-alive" in tokens
+        else:
+            raise ValueError("too many header lines")
+        if not 100 <= status < 200:
+            break  # an interim answer (103 Early Hints) is followed by one
     if chunked:
         body = []
         while True:
@@ -204,7 +248,7 @@ def _read_response(reader: Any) -> tuple[int, bytes, bool] | None:
         payload = reader.read(length)
         if len(payload) != length:
             raise ValueError("the answer ended in its body")
-    elif status in (204, 304) or 100 <= status < 200:
+    elif status in (204, 304):
         payload = b""
     else:  # no length: the body runs to the end of the connection
         payload = reader.read()
@@ -316,9 +360,9 @@ class Kube:
             urllib.parse.quote(pod, safe=""))
         try:
             status, payload = self.lean.post(path, body)
-        except (OSError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 - as _call: a token refresh
             metrics.API_ERRORS.labels("bind", "pods").inc()
-            raise ApiError("bind", "pods", 0, str(e)) from None
+            raise ApiError("bind", "pods", 0, str(e) or repr(e)) from None
         if not 200 <= status < 300:
             metrics.API_ERRORS.labels("bind", "pods").inc()
             raise ApiError("bind", "pods", status, _message(payload))

@@ -296,3 +296,59 @@ def test_a_proxy_leaves_binds_to_the_generated_client():
     configuration.host = "https://10.0.0.1:6443"
     configuration.proxy = "http://proxy:3128"
     assert K.Kube(kubernetes.client.ApiClient(configuration)).lean is None
+
+
+def test_an_interim_answer_is_followed_by_the_real_one():
+    early = (b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"
+             b"HTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\n{}")
+    answers = [early, ok(b'{"n":2}')]
+    server = Server(lambda head, body: answers.pop(0))
+    post = lean(server.port).lean
+    assert post.post("/x", {}) == (409, b"{}")
+    assert post.post("/x", {}) == (201, b'{"n":2}')  # not the last answer
+    server.close()
+
+
+def test_connection_close_among_other_tokens_closes():
+    answers = [b"HTTP/1.1 201 Created\r\nConnection: Close, foo\r\n"
+               b"Content-Length: 2\r\n\r\n{}", ok()]
+    server = Server(lambda head, body: answers.pop(0))
+    post = lean(server.port).lean
+    post.post("/x", {})
+    post.post("/x", {})
+    assert server.connections == 2
+    server.close()
+
+
+def test_a_request_is_never_sent_twice_once_an_answer_began():
+    # Status line and half the headers, then the connection is gone.
+    answers = [b"HTTP/1.1 201 Created\r\nContent-Ty" + Server.CLOSE,
+               ok() + Server.CLOSE, ok()]
+    server = Server(lambda head, body: answers.pop(0))
+    kube = lean(server.port)
+    with pytest.raises(K.ApiError):
+        kube.bind("ns", "p1", "n", {})
+    assert len(server.requests) == 1
+    kube.bind("ns", "p2", "n", {})
+    # The server closed p2's connection after answering: found closed
+    # while idle, p3 goes on a new one, once.
+    import time
+    time.sleep(0.1)
+    kube.bind("ns", "p3", "n", {})
+    assert [h.split(b" ")[1].split(b"/")[-2] for h, _ in server.requests] \
+        == [b"p1", b"p2", b"p3"]
+    server.close()
+
+
+def test_a_failing_token_refresh_is_an_api_error():
+    server = Server(lambda head, body: ok())
+    kube = lean(server.port, token="t")
+
+    def refresh(configuration):
+        raise RuntimeError("Token file exists but empty.")
+    kube.api_client.configuration.refresh_api_key_hook = refresh
+    with pytest.raises(K.ApiError) as e:
+        kube.bind("ns", "p", "n", {})
+    assert "Token file exists but empty" in str(e.value)
+    assert server.requests == []
+    server.close()

@@ -338,3 +338,86 @@ def test_a_status_update_in_place_leaves_the_node_inventory_alone():
     assert _inventory_may_change(pod(), pod(slot="worker/1"))
     assert _inventory_may_change(pod(), pod(uid="u2"))
     assert _inventory_may_change(pod(), pod(labels={"ray.io/cluster": "x"}))
+
+
+def test_an_in_place_resize_changes_the_node_inventory():
+    from gangsched_kuberay.app import _inventory_may_change
+
+    def pod(cpu):
+        return {"metadata": {"name": "p", "uid": "u"},
+                "spec": {"nodeName": "n1",
+                         "containers": [container({"cpu": cpu})]},
+                "status": {"phase": "Running"}}
+
+    assert not _inventory_may_change(pod("1"), pod("1"))
+    assert _inventory_may_change(pod("1"), pod("2"))
+
+
+class _Kube:
+    """Answers every bind with the given error (or binds)."""
+
+    def __init__(self, error=None):
+        self.error = error
+        self.binds = []
+
+    def bind(self, ns, name, node, annotations):
+        self.binds.append((name, node))
+        if self.error is not None:
+            raise self.error
+
+
+def _reconciler(kube, marked):
+    from gangsched_kuberay.clusters import ClusterReconciler
+    return ClusterReconciler(kube, None, "gangsched", "default", None,
+                             pods_of=lambda key: [],
+                             cluster_of=lambda key: None,
+                             rayjob_of=lambda key: None,
+                             mark_dirty=marked.append,
+                             tolerated=lambda pod, node: True)
+
+
+def _pod(name, node=""):
+    return {"metadata": {"name": name, "namespace": "ml", "uid": name},
+            "spec": {"nodeName": node}, "status": {"phase": "Pending"}}
+
+
+@pytest.mark.parametrize("status,kept", [(0, True), (409, True),
+                                         (422, False)])
+def test_a_bind_of_unknown_outcome_keeps_its_slot_until_seen(status, kept):
+    from gangsched_kuberay import clusters
+    from gangsched_kuberay.kube import ApiError
+    marked = []
+    r = _reconciler(_Kube(ApiError("bind", "pods", status, "x")), marked)
+    t = r.track(("ml", "rc"))
+    t.inflight["worker/0"] = "p0"
+    r._bind_one(t, "ml/rc", _pod("p0"), "worker/0", "n1", [])
+    assert marked == [("ml", "rc")]
+    assert ("worker/0" in t.inflight) is kept
+    if not kept:
+        return
+    # Still unbound in the pods' view: taken until UNSURE_SECONDS pass.
+    r._settle_inflight(t, [_pod("p0")])
+    assert "worker/0" in t.inflight
+    t.unsure["worker/0"] -= clusters.UNSURE_SECONDS + 1
+    r._settle_inflight(t, [_pod("p0")])
+    assert t.inflight == {} and t.unsure == {}
+
+
+def test_a_bind_seen_landed_settles_its_slot():
+    marked = []
+    r = _reconciler(_Kube(), marked)
+    t = r.track(("ml", "rc"))
+    t.inflight["worker/0"] = "p0"
+    r._bind_one(t, "ml/rc", _pod("p0"), "worker/0", "n1", [])
+    assert marked == [] and t.inflight == {"worker/0": "p0"}
+    r._settle_inflight(t, [_pod("p0", node="n1")])
+    assert t.inflight == {}
+
+
+def test_an_unexpected_bind_failure_frees_the_slot():
+    marked = []
+    r = _reconciler(_Kube(RuntimeError("boom")), marked)
+    t = r.track(("ml", "rc"))
+    t.inflight["worker/0"] = "p0"
+    r._bind_one(t, "ml/rc", _pod("p0"), "worker/0", "n1", [])
+    assert t.inflight == {} and marked == [("ml", "rc")]
