@@ -31,7 +31,7 @@ RUN apt-get update -q \
       libprotobuf32 libre2-9 libspdlog1.10 libsqlite3-0 libssl3 \
       libstdc++6 libyaml-cpp0.7 zlib1g ca-certificates \
       python3 python3-grpcio python3-protobuf python3-kubernetes \
-      python3-prometheus-client python3-yaml \
+      python3-prometheus-client python3-yaml python3-certifi \
     && rm -rf /var/lib/apt/lists/*
 RUN groupadd --gid 65532 gangsched \
     && useradd --uid 65532 --gid 65532 --no-create-home \
