@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
+#include "server/grpc_status.h"
 #include "server/log.h"
 
 namespace gangsched::server {

@@ -931,13 +931,6 @@ void NodeToProto(const Scheduler& scheduler, const Node& in,
   out->set_slots(static_cast<int32_t>(in.slots.size()));
 }
 
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  // absl and gRPC share the canonical code numbering.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
-
 }  // namespace gangsched::server
 
 namespace gangsched::server {

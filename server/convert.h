@@ -16,7 +16,6 @@
 #include "gangsched/v1/scheduler.pb.h"
 #include "gangsched/v1/types.pb.h"
 #include "google/protobuf/timestamp.pb.h"
-#include "grpcpp/support/status.h"
 #include "server/spec_cache.h"
 
 namespace gangsched::server {
@@ -114,9 +113,6 @@ void QueueToProto(const Scheduler& scheduler, const Queue& in,
                   v1::QueueStatus* out);
 void NodeToProto(const Scheduler& scheduler, const Node& in,
                  v1::NodeStatus* out);
-
-// absl -> grpc status: the one place the two meet.
-grpc::Status ToGrpc(const absl::Status& status);
 
 }  // namespace gangsched::server
 

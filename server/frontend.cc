@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "server/convert.h"
+#include "server/grpc_status.h"
 #include "server/reads.h"
 #include "server/services.h"
 

@@ -12,6 +12,7 @@
 #include "openssl/sha.h"
 #include "server/arena_allocator.h"
 #include "server/convert.h"
+#include "server/grpc_status.h"
 #include "server/reads.h"
 
 namespace gangsched::server {

@@ -28,6 +28,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "openssl/sha.h"
 #include "server/convert.h"
+#include "server/grpc_status.h"
 #include "server/store_codec.h"
 #include "tests/fuzz/fuzz_util.h"
 

@@ -1,4 +1,5 @@
 #include "server/convert.h"
+#include "server/grpc_status.h"
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
