@@ -25,4 +25,4 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 fuzzers="$(awk '/^[a-z]/ { print $1 }' "$ROOT/tests/fuzz/fuzzers.txt")"
 # shellcheck disable=SC2086  # one word per target
 cmake --build "$BUILD" -j "${GANGSCHED_JOBS:-2}" --target \
-  core_tests scenario_tests server_tests $fuzzers
+  core_tests scenario_tests server_tests sim_tests $fuzzers

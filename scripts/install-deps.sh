@@ -7,6 +7,7 @@ PACKAGES=(
   build-essential cmake pkg-config ninja-build git clang-format
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libyaml-cpp-dev libsqlite3-dev libspdlog-dev libfmt-dev libssl-dev
+  nlohmann-json3-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-yaml
   python3-kubernetes python3-prometheus-client python3-pytest python3-setuptools
