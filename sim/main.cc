@@ -1,12 +1,14 @@
 // gangsched-sim: replays a trace through the real scheduling core on a
 // virtual clock, once per config, and writes what happened as CSV
 // (docs/SIMULATOR.md).
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -142,7 +144,7 @@ absl::StatusOr<Flags> Parse(int argc, char** argv) {
 // "teams-a" for "configs/teams-a.yaml"; a name given twice gets "-2", ...
 std::vector<std::string> RunNames(const std::vector<std::string>& paths) {
   std::vector<std::string> out;
-  std::map<std::string, int> seen;
+  std::set<std::string> taken;
   for (const std::string& path : paths) {
     std::string base = path.substr(path.find_last_of('/') + 1);
     for (const char* ext : {".yaml", ".yml"}) {
@@ -150,17 +152,42 @@ std::vector<std::string> RunNames(const std::vector<std::string>& paths) {
         base.resize(base.size() - std::strlen(ext));
       }
     }
-    if (base.empty() || base == "." || base == "..") base = "config";
-    const int n = ++seen[base];
-    out.push_back(n == 1 ? base : absl::StrCat(base, "-", n));
+    if (base.empty() || base == "." || base == ".." ||
+        base == "comparison.csv") {
+      base = "config";
+    }
+    // "a", "a-2", ...: never a name taken already, whoever took it.
+    std::string name = base;
+    for (int n = 2; taken.count(name) > 0; ++n) {
+      name = absl::StrCat(base, "-", n);
+    }
+    taken.insert(name);
+    out.push_back(name);
   }
   return out;
+}
+
+// A file given as an input must be one (a directory reads as nothing).
+bool RegularFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 int Main(int argc, char** argv) {
   auto flags = Parse(argc, argv);
   if (!flags.ok()) {
     std::cerr << "gangsched-sim: " << flags.status().message() << "\n";
+    return 2;
+  }
+  for (const std::string& path : flags->configs) {
+    if (!RegularFile(path)) {
+      std::cerr << "gangsched-sim: --config: " << path << " is not a file\n";
+      return 2;
+    }
+  }
+  if (!RegularFile(flags->trace)) {
+    std::cerr << "gangsched-sim: --trace: " << flags->trace
+              << " is not a file\n";
     return 2;
   }
   auto trace = ReadTraceFile(flags->trace);
@@ -179,8 +206,14 @@ int Main(int argc, char** argv) {
     configs.push_back(*std::move(config));
   }
   if (absl::Status s = MakeDir(flags->out); !s.ok()) {
-    std::cerr << "gangsched-sim: " << s.message() << "\n";
-    return 1;
+    std::cerr << "gangsched-sim: --out: " << s.message() << "\n";
+    return 2;
+  }
+  struct stat out_stat;
+  if (stat(flags->out.c_str(), &out_stat) != 0 || !S_ISDIR(out_stat.st_mode)) {
+    std::cerr << "gangsched-sim: --out: " << flags->out
+              << " is not a directory\n";
+    return 2;
   }
   const std::vector<std::string> names = RunNames(flags->configs);
   std::vector<Results> results;

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
@@ -24,8 +25,10 @@ std::string Decimal(absl::int128 value, absl::int128 unit, int digits) {
   const absl::int128 scaled = (value * scale * 2 + unit) / (unit * 2);
   const absl::int128 whole = scaled / scale;
   absl::int128 frac = scaled % scale;
-  std::string out = absl::StrCat(negative && scaled != 0 ? "-" : "",
-                                 absl::Int128Low64(whole));
+  std::ostringstream digits_of;
+  digits_of << whole;
+  std::string out =
+      absl::StrCat(negative && scaled != 0 ? "-" : "", digits_of.str());
   if (frac != 0) {
     std::string f = absl::StrFormat("%0*d", digits,
                                     static_cast<int>(absl::Int128Low64(frac)));
@@ -52,7 +55,7 @@ std::string Gpus(int64_t milli) { return Decimal(milli, 1000, 3); }
 
 std::string Seconds(Millis ms) { return Decimal(ms, 1000, 3); }
 
-std::string GpuHours(int64_t milli_gpu_ms) {
+std::string GpuHours(absl::int128 milli_gpu_ms) {
   return Decimal(milli_gpu_ms, absl::int128(1000) * 3600 * 1000, 3);
 }
 
@@ -128,7 +131,8 @@ std::string ComparisonCsv(const std::vector<NamedResults>& runs) {
   for (const NamedResults& run : runs) {
     const Results& r = *run.results;
     std::vector<Millis> waits;
-    int64_t evictions = 0, lost = 0;
+    int64_t evictions = 0;
+    absl::int128 lost = 0;
     int32_t ended = 0;
     for (const WorkloadResult& w : r.workloads) {
       if (w.start) waits.push_back(*w.start - w.arrival);

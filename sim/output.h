@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "sim/simulation.h"
 
@@ -14,7 +15,7 @@ namespace gangsched::sim {
 // Milliseconds as seconds: "12", "12.5", "0.001".
 std::string Seconds(Millis ms);
 // milli-GPU x ms as GPU-hours, to the thousandth.
-std::string GpuHours(int64_t milli_gpu_ms);
+std::string GpuHours(absl::int128 milli_gpu_ms);
 // Nearest-rank percentile (0 < p <= 100) of sorted values; "" when empty.
 std::string Percentile(const std::vector<Millis>& sorted, int p);
 

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/scheduler.h"
+#include "sim/output.h"
 
 namespace gangsched::sim {
 namespace {
@@ -23,9 +24,10 @@ absl::Time At(Millis t) { return Epoch() + absl::Milliseconds(t); }
 Millis ToMillis(absl::Time t) { return absl::ToInt64Milliseconds(t - Epoch()); }
 
 // What the driver does at a time, in this order when several fall on the
-// same tick: work that ends frees room before confirmations land, user
-// scale changes and arrivals come last (docs/SIMULATOR.md, "The model").
-enum class Kind : uint8_t { kComplete, kConfirm, kScale, kArrive };
+// same tick: work that ends frees room before confirmations land, then
+// arrivals, then user scale changes (one at its workload's arrival tick
+// applies to it) (docs/SIMULATOR.md, "The model").
+enum class Kind : uint8_t { kComplete, kConfirm, kArrive, kScale };
 
 struct Item {
   Millis at = 0;
@@ -49,11 +51,12 @@ struct Job {
   int32_t queue = -1;      // index into Results::queues
   int64_t work_total = 0;  // replica x ms
   int64_t work_done = 0;
-  int32_t rate = 0;        // replicas making progress
-  int64_t gpus = 0;        // milli-GPUs held (bound, evicting included)
-  int64_t min_gpus = 0;    // milli-GPUs of its gang minimum
-  Millis since = 0;        // rate and gpus hold since
-  int64_t run_gpu_ms = 0;  // held in the current run: lost if evicted whole
+  int32_t rate = 0;      // replicas making progress
+  int64_t gpus = 0;      // milli-GPUs held (bound, evicting included)
+  int64_t min_gpus = 0;  // milli-GPUs of its gang minimum
+  Millis since = 0;      // rate and gpus hold since
+  absl::int128 run_gpu_ms =
+      0;  // held in the current run: lost if evicted whole
   WorkloadState state = WorkloadState::kPending;
   bool arrived = false;
   bool ended = false;
@@ -105,11 +108,15 @@ class Driver {
       scheduler_.RunCycle(At(t));
       ++results_.cycles;
       std::vector<Event> events = scheduler_.TakeEvents();
-      const bool changed = !scheduler_.TakeChanges().empty();
+      // A usage refresh changes queues' records every refresh interval;
+      // that alone decides nothing in the next cycle.
+      const ChangeSet changes = scheduler_.TakeChanges();
+      const bool changed = !changes.workloads.empty() || !changes.nodes.empty();
       scheduler_.TakeWarnings();
       Observe(events, t);
       const Millis next = Next(t, !events.empty() || changed);
-      Integrate(t, next == kNever ? t : next);
+      if (absl::Status s = Integrate(t, next == kNever ? t : next); !s.ok())
+        return s;
       if (next == kNever) break;
       t = next;
     }
@@ -290,11 +297,12 @@ class Driver {
       WorkloadResult& r =
           results_.workloads[static_cast<size_t>(&j - jobs_.data())];
       j.work_done += j.rate * dt;
-      r.gpu_ms += j.gpus * dt;
+      const absl::int128 held = absl::int128(j.gpus) * dt;
+      r.gpu_ms += held;
       if (j.state == WorkloadState::kReleasing) {
-        r.lost_gpu_ms += j.gpus * dt;  // pods being deleted
+        r.lost_gpu_ms += held;  // pods being deleted
       } else {
-        j.run_gpu_ms += j.gpus * dt;
+        j.run_gpu_ms += held;
       }
     }
     j.since = t;
@@ -448,7 +456,11 @@ class Driver {
   Millis Next(Millis t, bool busy) {
     while (!items_.empty() && Stale(items_.top())) items_.pop();
     Millis next = items_.empty() ? kNever : items_.top().at;
-    if (!waiting_.empty()) {
+    // With nothing left to come nothing runs (a running workload always
+    // has its completion to come), so no victim's min runtime and no
+    // usage decay can let a waiting workload in: only the last cycle's
+    // own changes may go on.
+    if (!waiting_.empty() && !items_.empty()) {
       while (!deadlines_.empty() && deadlines_.top() <= t) deadlines_.pop();
       if (!deadlines_.empty()) next = std::min(next, Grid(deadlines_.top()));
       if (config_.usage.enabled) {
@@ -473,7 +485,7 @@ class Driver {
 
   // The state from `t` to `next` (the cycle at `t` set it): queue integrals
   // and the samples that fall in between.
-  void Integrate(Millis t, Millis next) {
+  absl::Status Integrate(Millis t, Millis next) {
     const Millis dt = next - t;
     const std::vector<Queue>& queues = scheduler_.queues();
     if (dt > 0) {
@@ -482,18 +494,25 @@ class Driver {
         QueueResult& r = results_.queues[static_cast<size_t>(queue_of_id_[i])];
         const int64_t a = queues[i].allocated.Get(kGpu);
         const int64_t f = queues[i].fair_share.Get(kGpu);
-        r.used_gpu_ms += a * dt;
-        r.deserved_gpu_ms += f * dt;
-        r.deviation_gpu_ms += (a > f ? a - f : f - a) * dt;
-        if (r.parent.empty()) results_.gpus_used_ms += a * dt;
+        r.used_gpu_ms += absl::int128(a) * dt;
+        r.deserved_gpu_ms += absl::int128(f) * dt;
+        r.deviation_gpu_ms += absl::int128(a > f ? a - f : f - a) * dt;
+        if (r.parent.empty()) results_.gpus_used_ms += absl::int128(a) * dt;
       }
     }
     // Samples at t .. next-1 show this state; the last one also shows at t.
     const Millis limit = dt > 0 ? next : t + 1;
     while (next_sample_ < limit) {
+      if (results_.cluster.size() >= kMaxSamples) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--sample: the run reaches ", Seconds(t), " s, more than ",
+            kMaxSamples, " rows of cluster.csv at one every ",
+            Seconds(options_.sample), " s; give a larger --sample"));
+      }
       Sample(next_sample_);
       next_sample_ += options_.sample;
     }
+    return absl::OkStatus();
   }
 
   void Sample(Millis at) {
@@ -539,7 +558,7 @@ class Driver {
                     [](const WorkloadResult& w) { return !w.end; })) {
       results_.end = t;
     }
-    results_.gpus_ms = cluster_gpus_ * results_.end;
+    results_.gpus_ms = absl::int128(cluster_gpus_) * results_.end;
     std::sort(results_.queue_timeline.begin(), results_.queue_timeline.end(),
               [](const QueueSample& a, const QueueSample& b) {
                 return std::tie(a.time, a.queue) < std::tie(b.time, b.queue);
@@ -569,6 +588,8 @@ class Driver {
   // Cycles in a row that change something, with nothing left to come,
   // before the run stops.
   static constexpr int kMaxBusyTicks = 100000;
+  // Rows of cluster.csv (and of the queue timeline per queue) at most.
+  static constexpr size_t kMaxSamples = 1000000;
 
   const server::Config& config_;
   const std::vector<TraceWorkload>& trace_;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/numeric/int128.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/config.h"
@@ -32,19 +33,22 @@ struct SimOptions {
   bool skip_idle = true;
 };
 
+// Integrals of milli-GPUs x ms are 128-bit: 100,000 GPUs over 100 years
+// would not fit in 64.
+
 // Per workload (workloads.csv).
 struct WorkloadResult {
   std::string id;
   std::string queue;
   std::string priority_class;
   Millis arrival = 0;
-  std::optional<Millis> start;  // first time RUNNING
-  std::optional<Millis> end;    // released after its work was done
-  int32_t evictions = 0;        // times slots of it were evicted
-  int32_t preempted = 0;        // ... of which by preemption
-  int32_t reclaimed = 0;        // ... of which by reclaim
-  int64_t lost_gpu_ms = 0;      // milli-GPU x ms of work thrown away
-  int64_t gpu_ms = 0;           // milli-GPU x ms held
+  std::optional<Millis> start;   // first time RUNNING
+  std::optional<Millis> end;     // released after its work was done
+  int32_t evictions = 0;         // times slots of it were evicted
+  int32_t preempted = 0;         // ... of which by preemption
+  int32_t reclaimed = 0;         // ... of which by reclaim
+  absl::int128 lost_gpu_ms = 0;  // milli-GPU x ms of work thrown away
+  absl::int128 gpu_ms = 0;       // milli-GPU x ms held
 };
 
 // Per queue, leaves and parents (queues.csv).
@@ -54,13 +58,13 @@ struct QueueResult {
   int32_t workloads = 0;  // submitted to it (leaves)
   int32_t started = 0;
   int32_t ended = 0;
-  std::vector<Millis> waits;     // arrival -> first start, sorted
-  int64_t used_gpu_ms = 0;       // integral of allocated GPUs (milli x ms)
-  int64_t deserved_gpu_ms = 0;   // integral of the fair share
-  int64_t deviation_gpu_ms = 0;  // integral of |allocated - fair share|
-  int32_t preemptions = 0;       // workloads of it evicted by preemption
-  int32_t reclaims = 0;          // ... by reclaim
-  int64_t lost_gpu_ms = 0;
+  std::vector<Millis> waits;          // arrival -> first start, sorted
+  absl::int128 used_gpu_ms = 0;       // integral of allocated GPUs (milli x ms)
+  absl::int128 deserved_gpu_ms = 0;   // integral of the fair share
+  absl::int128 deviation_gpu_ms = 0;  // integral of |allocated - fair share|
+  int32_t preemptions = 0;            // workloads of it evicted by preemption
+  int32_t reclaims = 0;               // ... by reclaim
+  absl::int128 lost_gpu_ms = 0;
 };
 
 // One row of cluster.csv: the state from `time` until the next row.
@@ -90,8 +94,8 @@ struct Results {
   std::vector<QueueSample> queue_timeline;
   // Over the run (0 to `end`): milli-GPUs x ms of the nodes and of what the
   // queues hold (the utilization).
-  int64_t gpus_ms = 0;
-  int64_t gpus_used_ms = 0;
+  absl::int128 gpus_ms = 0;
+  absl::int128 gpus_used_ms = 0;
   Millis end = 0;           // the last workload's end (or when it stopped)
   int64_t cycles = 0;       // RunCycle calls
   int32_t never_ended = 0;  // stopped: nothing could change any more

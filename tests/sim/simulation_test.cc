@@ -341,6 +341,68 @@ nodes:
   }
 }
 
+// With time-based fair share on, a workload that never fits still lets
+// the run end (the usage refresh alone decides nothing), and a tick as long
+// as the usage refresh does not make every cycle look busy.
+TEST(SimulationTest, UsageRefreshesDoNotKeepTheRunGoing) {
+  const server::Config config = Config(std::string(kTwoTeams) + R"(
+time_based_fair_share:
+  enabled: true
+  refresh: 1m
+)");
+  const Results r = Simulated(
+      config, Trace(Line("big", 0, 10, "a", 9) + Line("ok", 5, 100, "b", 2)));
+  EXPECT_EQ(Find(r, "ok").end, 105000);
+  EXPECT_EQ(r.never_ended, 1);
+  SimOptions slow{.tick = 60000};
+  const Results s = Simulated(config, Trace(Line("ok", 0, 100, "b", 2)), slow);
+  EXPECT_EQ(Find(s, "ok").end, 120000);
+  EXPECT_LT(s.cycles, 10);
+  EXPECT_LT(s.cluster.size(), 10u);
+}
+
+// A scale event on the tick its workload arrives applies to it.
+TEST(SimulationTest, AScaleEventAtArrivalApplies) {
+  const Results r = Simulated(
+      Config(kTwoTeams),
+      Trace(Line(
+          "e", 10, 100, "a", 4, 1, 4,
+          R"(, "scale": [{"at": 10, "group": "worker", "desired_count": 1}])")));
+  // 400 replica-seconds of work at 1 replica.
+  EXPECT_EQ(Find(r, "e").end, 410000);
+}
+
+// More rows of cluster.csv than anyone can read is refused, not written.
+TEST(SimulationTest, TooManySamplesIsAnError) {
+  auto results = Simulate(Config(kTwoTeams),
+                          Trace(Line("late", 100.0 * 365 * 86400, 1, "a", 1)),
+                          SimOptions{});
+  ASSERT_FALSE(results.ok());
+  EXPECT_THAT(results.status().message(), HasSubstr("give a larger --sample"));
+}
+
+// 4,032 GPUs for 100 years: 3,532,032,000 GPU-hours, past what 64-bit
+// milli-GPU x ms could hold.
+TEST(SimulationTest, LongRunsOfManyGpusDoNotOverflow) {
+  std::string yaml = "queues:\n  - name: a\nnodes:\n";
+  for (int i = 0; i < 63; ++i) {
+    absl::StrAppend(&yaml, "  - {name: n", i,
+                    ", allocatable: {nvidia.com/gpu: \"64\"}}\n");
+  }
+  const double century = 100.0 * 365 * 86400;
+  const Results r = Simulated(
+      Config(yaml),
+      Trace(absl::StrCat(
+          R"({"id": "big", "arrival": 0, "runtime": )", century,
+          R"(, "queue": "a", "groups": [{"name": "w", "desired_count": 63, )",
+          R"("resources": {"nvidia.com/gpu": 64}}]})", "\n")),
+      SimOptions{.sample = 3650 * 86400000LL});
+  EXPECT_EQ(GpuHours(r.queues[0].used_gpu_ms), "3532032000");
+  EXPECT_EQ(ComparisonCsv({{"c", &r}})
+                .substr(ComparisonCsv({{"c", &r}}).find('\n') + 1),
+            "c,1,1,0,3153600000,0,0,0,1,0,0,0,0\n");
+}
+
 TEST(TraceTest, ErrorsNameTheLineAndTheField) {
   auto error = [](const std::string& jsonl) {
     std::istringstream in(jsonl);

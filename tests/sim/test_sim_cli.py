@@ -70,10 +70,22 @@ def test_several_configs_side_by_side_equal_their_own_runs(tmp_path):
     assert [r.split(",")[0] for r in rows[1:]] == ["even-split",
                                                    "production-first"]
     assert not (tmp_path / "both" / "workloads.csv").exists()
-    # A config named twice gets a folder each.
+    # A config named twice gets a folder each, never one taken already.
     sim(f"--trace={TRACE}", f"--config={EVEN}", f"--config={EVEN}",
         f"--out={tmp_path / 'twice'}")
     assert (tmp_path / "twice" / "even-split-2" / "workloads.csv").exists()
+    other = tmp_path / "x"
+    other.mkdir()
+    (other / "even-split.yaml").write_text(FIRST.read_text())
+    (tmp_path / "even-split-2.yaml").write_text(EVEN.read_text())
+    sim(f"--trace={TRACE}", f"--config={EVEN}",
+        f"--config={other}/even-split.yaml",
+        f"--config={tmp_path}/even-split-2.yaml", f"--out={tmp_path / 'three'}")
+    rows = (tmp_path / "three" / "comparison.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == [
+        "even-split", "even-split-2", "even-split-2-2"]
+    assert same_files(tmp_path / "three" / "even-split-2",
+                      tmp_path / "one")
 
 
 def test_the_seed_draws_the_eviction_jitter(tmp_path):
@@ -132,7 +144,8 @@ def test_a_bad_trace_line_is_refused_by_line_and_field(tmp_path, line,
     (["--tick=fast"], "--tick: \"fast\" is not a number of seconds"),
     (["--seed=-1"], "--seed:"),
     (["--colour=red"], "unknown flag --colour"),
-    (["--config=/nonexistent.yaml"], "/nonexistent.yaml"),
+    (["--config=/nonexistent.yaml"], "/nonexistent.yaml is not a file"),
+    (["--config=/tmp"], "--config: /tmp is not a file"),
 ])
 def test_bad_flags_are_refused(tmp_path, args, message):
     done = sim(f"--trace={TRACE}", f"--config={EVEN}",
@@ -153,3 +166,16 @@ def test_a_bad_config_is_refused_with_its_field(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_out_must_be_a_directory(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    done = sim(f"--trace={TRACE}", f"--config={EVEN}", f"--out={afile}",
+               check=False)
+    assert done.returncode == 2
+    assert "is not a directory" in done.stderr
+    done = sim(f"--trace={tmp_path}", f"--config={EVEN}",
+               f"--out={tmp_path / 'o'}", check=False)
+    assert done.returncode == 2
+    assert "--trace:" in done.stderr
