@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-yaml
   python3-kubernetes python3-prometheus-client python3-pytest python3-setuptools
+  python3-matplotlib
   curl nghttp2-client libcivetweb-dev libjemalloc-dev
   chromium prometheus etcd-server golang-etcd-server-dev
   golang-go golang-github-masterminds-sprig-dev golang-github-ghodss-yaml-dev openssl

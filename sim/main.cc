@@ -1,7 +1,10 @@
 // gangsched-sim: replays a trace through the real scheduling core on a
 // virtual clock, once per config, and writes what happened as CSV
 // (docs/SIMULATOR.md).
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -25,7 +28,7 @@ namespace {
 
 constexpr char kUsage[] =
     R"(Usage: gangsched-sim --trace=FILE --config=FILE [--config=FILE ...] --out=DIR
-                     [--seed=N] [--tick=SECONDS] [more options]
+                     [--report=FILE.html] [--seed=N] [--tick=SECONDS] [more options]
 
 Replays the workloads of a trace (JSON Lines, docs/SIMULATOR.md) through
 gangsched's scheduling core on a virtual clock, once for each config (the
@@ -37,6 +40,8 @@ with a row for each. The same inputs give the same bytes.
   --trace=FILE             the workloads, one JSON object a line
   --config=FILE            a server config; repeat to compare several
   --out=DIR                where the CSV files go (created when missing)
+  --report=FILE.html       also a page with the comparison and plots, made
+                           from the CSV files by python3-matplotlib
   --seed=N                 draws the eviction jitter (default 0)
   --tick=SECONDS           cycles run at most this often (default 1)
   --eviction-delay=SECONDS from an eviction to its pods' deletion being
@@ -51,6 +56,7 @@ with a row for each. The same inputs give the same bytes.
 )";
 
 struct Flags {
+  std::string report;
   std::string trace;
   std::vector<std::string> configs;
   std::string out;
@@ -105,6 +111,9 @@ absl::StatusOr<Flags> Parse(int argc, char** argv) {
       f.configs.push_back(value);
     } else if (name == "out") {
       f.out = value;
+    } else if (name == "report") {
+      if (value.empty()) return Bad(name, "needs a file name");
+      f.report = value;
     } else if (name == "seed") {
       if (!absl::SimpleAtoi(value, &f.options.seed)) {
         return Bad(name, absl::StrCat("\"", value, "\" is not a whole number"));
@@ -165,6 +174,33 @@ std::vector<std::string> RunNames(const std::vector<std::string>& paths) {
     out.push_back(name);
   }
   return out;
+}
+
+// The report script (sim/tools/gangsched_sim_report.py), found where the
+// build put the source tree, or at $GANGSCHED_SIM_REPORT.
+int Report(const std::string& runs, const std::string& html) {
+  const char* env = std::getenv("GANGSCHED_SIM_REPORT");
+  const std::string script = env != nullptr && *env != '\0'
+                                 ? std::string(env)
+                                 : std::string(GANGSCHED_SIM_REPORT_SCRIPT);
+  const std::string runs_arg = "--runs=" + runs;
+  const std::string html_arg = "--html=" + html;
+  char* const args[] = {const_cast<char*>("/usr/bin/python3"),
+                        const_cast<char*>(script.c_str()),
+                        const_cast<char*>(runs_arg.c_str()),
+                        const_cast<char*>(html_arg.c_str()), nullptr};
+  pid_t pid = 0;
+  if (posix_spawn(&pid, args[0], nullptr, nullptr, args, environ) != 0) {
+    std::cerr << "gangsched-sim: --report: cannot run " << args[0] << "\n";
+    return 1;
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    std::cerr << "gangsched-sim: --report: " << script << " failed\n";
+    return 1;
+  }
+  return 0;
 }
 
 // A file given as an input must be one (a directory reads as nothing).
@@ -255,6 +291,7 @@ int Main(int argc, char** argv) {
     std::cerr << "gangsched-sim: " << s.message() << "\n";
     return 1;
   }
+  if (!flags->report.empty()) return Report(flags->out, flags->report);
   return 0;
 }
 
