@@ -1,8 +1,8 @@
 #include "server/convert.h"
-#include "server/grpc_status.h"
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "server/grpc_status.h"
 
 namespace gangsched::server {
 namespace {
