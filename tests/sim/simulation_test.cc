@@ -52,6 +52,14 @@ std::string Line(const std::string& id, double arrival, double runtime,
                       extra, "}\n");
 }
 
+// One queue, no quota, on one node of `gpus` GPUs.
+server::Config OneNode(int gpus) {
+  return Config(absl::StrCat(
+      "queues:\n  - name: a\nnodes:\n  - name: n1\n    allocatable: "
+      "{nvidia.com/gpu: \"",
+      gpus, "\", cpu: \"64\", memory: 256Gi}\n"));
+}
+
 // Two teams with 4 GPUs of quota each on one 8-GPU node.
 constexpr char kTwoTeams[] = R"(
 queues:
@@ -65,6 +73,14 @@ nodes:
   - name: n1
     allocatable: {nvidia.com/gpu: "8", cpu: "64", memory: 256Gi}
 )";
+
+std::string Serve(double arrival, int pods, double runtime) {
+  return absl::StrCat(
+      R"({"id": "serve", "arrival": )", arrival, R"(, "runtime": )", runtime,
+      R"(, "queue": "a", "priority_class": "inference", )",
+      R"("groups": [{"name": "worker", "desired_count": )", pods,
+      R"(, "resources": {"nvidia.com/gpu": "1"}}]})", "\n");
+}
 
 const WorkloadResult& Find(const Results& r, const std::string& id) {
   for (const WorkloadResult& w : r.workloads) {
@@ -145,14 +161,8 @@ nodes:
 // docs/SIMULATOR.md, "The model": work = replicas x time. An elastic
 // group (min 2, max 8) that gets only 4 of 8 GPUs runs twice as long.
 TEST(SimulationTest, ElasticWorkStretchesWithFewerReplicas) {
-  const Results r = Simulated(Config(R"(
-queues:
-  - name: a
-nodes:
-  - name: n1
-    allocatable: {nvidia.com/gpu: "4", cpu: "64", memory: 256Gi}
-)"),
-                              Trace(Line("e", 0, 100, "a", 8, 2, 8)));
+  const Results r =
+      Simulated(OneNode(4), Trace(Line("e", 0, 100, "a", 8, 2, 8)));
   EXPECT_EQ(Find(r, "e").start, 0);
   EXPECT_EQ(Find(r, "e").end, 200000);
 }
@@ -161,13 +171,7 @@ nodes:
 // 8 GPUs, scaled down to 4 at 50: 400 replica-seconds left at 4 = 100 s.
 TEST(SimulationTest, AScaleEventChangesTheRate) {
   const Results r = Simulated(
-      Config(R"(
-queues:
-  - name: a
-nodes:
-  - name: n1
-    allocatable: {nvidia.com/gpu: "8", cpu: "64", memory: 256Gi}
-)"),
+      OneNode(8),
       Trace(Line(
           "e", 0, 100, "a", 8, 2, 8,
           R"(, "scale": [{"at": 50, "group": "worker", "desired_count": 4}])")));
@@ -178,19 +182,7 @@ nodes:
 // to the queue and starts over once inference is done.
 TEST(SimulationTest, PreemptionByPriority) {
   const Results r = Simulated(
-      Config(R"(
-queues:
-  - name: a
-nodes:
-  - name: n1
-    allocatable: {nvidia.com/gpu: "4", cpu: "64", memory: 256Gi}
-)"),
-      Trace(
-          Line("train", 0, 100, "a", 4) +
-          absl::StrCat(R"({"id": "serve", "arrival": 30, "runtime": 20, )",
-                       R"("queue": "a", "priority_class": "inference", )",
-                       R"("groups": [{"name": "worker", "desired_count": 4, )",
-                       R"("resources": {"nvidia.com/gpu": "1"}}]})", "\n")),
+      OneNode(4), Trace(Line("train", 0, 100, "a", 4) + Serve(30, 4, 20)),
       SimOptions{.eviction_delay = 5000});
   const WorkloadResult& train = Find(r, "train");
   const WorkloadResult& serve = Find(r, "serve");
@@ -212,14 +204,6 @@ nodes:
   - name: n1
     allocatable: {nvidia.com/gpu: "4", cpu: "64", memory: 256Gi}
 )";
-
-std::string Serve(double arrival, int pods, double runtime) {
-  return absl::StrCat(
-      R"({"id": "serve", "arrival": )", arrival, R"(, "runtime": )", runtime,
-      R"(, "queue": "a", "priority_class": "inference", )",
-      R"("groups": [{"name": "worker", "desired_count": )", pods,
-      R"(, "resources": {"nvidia.com/gpu": "1"}}]})", "\n");
-}
 
 // A preemption the queue's min runtime refuses is made when the runtime
 // runs out, with nothing else happening then: train has run 45 s at 45,
@@ -244,16 +228,9 @@ TEST(SimulationTest, APreemptionWaitsForTheMinRuntime) {
 // (70 more), then 4 again: 250 left at 4 a second ends it at 117.5, the
 // next tick 118.
 TEST(SimulationTest, EvictedReplicasStopWorkingAtOnce) {
-  const Results r =
-      Simulated(Config(R"(
-queues:
-  - name: a
-nodes:
-  - name: n1
-    allocatable: {nvidia.com/gpu: "4", cpu: "64", memory: 256Gi}
-)"),
-                Trace(Line("e", 0, 100, "a", 4, 2, 4) + Serve(20, 2, 30)),
-                SimOptions{.eviction_delay = 5000});
+  const Results r = Simulated(
+      OneNode(4), Trace(Line("e", 0, 100, "a", 4, 2, 4) + Serve(20, 2, 30)),
+      SimOptions{.eviction_delay = 5000});
   EXPECT_EQ(Find(r, "serve").start, 25000);
   EXPECT_EQ(Find(r, "e").evictions, 1);
   EXPECT_EQ(Find(r, "e").lost_gpu_ms, 0);  // elastic replicas lose nothing
