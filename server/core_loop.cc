@@ -60,7 +60,8 @@ CoreLoop::CoreLoop(Options options, std::unique_ptr<Scheduler> scheduler,
       scheduler_(std::move(scheduler)),
       events_(events),
       store_(store),
-      idempotency_(options.idempotency_capacity) {}
+      idempotency_(options.idempotency_capacity),
+      test_now_(options.test_clock.value_or(absl::InfinitePast())) {}
 
 CoreLoop::~CoreLoop() { Stop(); }
 
@@ -99,6 +100,20 @@ bool CoreLoop::Post(Work apply, Work reply) {
     std::lock_guard lock(mu_);
     if (inbox_.size() >= options_.inbox_capacity || stopping_) return false;
     inbox_.push_back({std::move(apply), std::move(reply)});
+  }
+  cv_.notify_one();
+  return true;
+}
+
+bool CoreLoop::PostClock(std::optional<absl::Time> at, bool cycle,
+                         std::function<void()> done) {
+  {
+    std::lock_guard lock(mu_);
+    if (inbox_.size() >= options_.inbox_capacity || stopping_) return false;
+    inbox_.push_back(
+        {nullptr,
+         [done = std::move(done)](Context& ctx) { ctx.Defer(std::move(done)); },
+         at, cycle});
   }
   cv_.notify_one();
   return true;
@@ -161,32 +176,45 @@ void CoreLoop::Commit() {
 }
 
 void CoreLoop::Run() {
+  const bool test_clock = options_.test_clock.has_value();
   std::vector<Item> batch;
   std::vector<std::function<void()>> deferred;
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      bool woken = cv_.wait_for(lock, absl::ToChronoNanoseconds(options_.tick),
-                                [&] { return stopping_ || !inbox_.empty(); });
+      auto ready = [&] { return stopping_ || !inbox_.empty(); };
+      bool woken = true;
+      if (test_clock) {
+        cv_.wait(lock, ready);
+      } else {
+        woken =
+            cv_.wait_for(lock, absl::ToChronoNanoseconds(options_.tick), ready);
+      }
       if (inbox_.empty() && stopping_) return;
       batch.swap(inbox_);
       // A tick: also when a steady stream of reads never lets the wait time
       // out, or time-based decisions (stale gangs) and gauges would starve.
-      if (!woken || absl::Now() - last_cycle_ >= options_.tick) {
+      if (!test_clock &&
+          (!woken || absl::Now() - last_cycle_ >= options_.tick)) {
         batch.push_back({[](Context&) {}, nullptr});
       }
     }
     absl::Time start = absl::Now();
-    Context ctx{*scheduler_, idempotency_, start, cycle_, &deferred};
+    Context ctx{*scheduler_, idempotency_, test_clock ? test_now_ : start,
+                cycle_, &deferred};
     bool mutating = false;
+    bool cycle = false;  // a test clock's cycle asked for
     state_lock_.Lock();
     for (auto& item : batch) {
+      if (item.clock) test_now_ = ctx.now = *item.clock;
+      cycle |= item.cycle;
       if (item.apply) {
         item.apply(ctx);
         mutating = true;
       }
     }
-    if (mutating) {
+    // With a test clock, only the test decides when time passes.
+    if (test_clock ? cycle : mutating) {
       ++cycle_;
       last_cycle_ = start;
       scheduler_->RunCycle(ctx.now);
@@ -241,7 +269,7 @@ void CoreLoop::Run() {
       lock.unlock();
       commit_cv_.notify_one();
     }
-    if (observer_ && mutating) {
+    if (observer_ && (test_clock ? cycle : mutating)) {
       observer_({cycle_, batch.size(), absl::Now() - start}, *scheduler_,
                 events);
     }

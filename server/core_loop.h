@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,6 +104,10 @@ class CoreLoop {
     // A cycle runs at least this often even without requests, so decisions
     // that depend on time are taken.
     absl::Duration tick = absl::Seconds(1);
+    // Tests only (gangsched --test-clock): the clock starts here and moves
+    // only by PostClock, and cycles run only when PostClock asks, never on
+    // their own (docs/SIMULATOR.md, "Checked against the server").
+    std::optional<absl::Time> test_clock;
   };
 
   // `store` may be null (--ephemeral): nothing is written.
@@ -119,6 +124,12 @@ class CoreLoop {
   void Stop();
   // False when the inbox is full (the caller answers RESOURCE_EXHAUSTED).
   bool Post(Work apply, Work reply);
+  // Options::test_clock only: moves the clock to `at` (if given; requests
+  // after it are applied at that time) and, if `cycle`, runs one cycle at
+  // the clock's time. `done` runs once that batch is answered. False when
+  // the inbox is full.
+  bool PostClock(std::optional<absl::Time> at, bool cycle,
+                 std::function<void()> done);
   // Runs `read` on this thread against the scheduler when that can be done
   // without waiting: the core is not inside a batch and every batch it
   // computed has been committed and answered, so what `read` sees is
@@ -138,6 +149,8 @@ class CoreLoop {
   struct Item {
     Work apply;
     Work reply;
+    std::optional<absl::Time> clock;  // PostClock
+    bool cycle = false;               // PostClock
   };
   // A batch whose replies and events wait for its commit.
   struct Pending {
@@ -189,6 +202,7 @@ class CoreLoop {
   std::thread thread_;
   uint64_t cycle_ = 0;
   absl::Time last_cycle_ = absl::InfinitePast();
+  absl::Time test_now_;  // Options::test_clock: the core's time
 
   // Held exclusively by the core thread while it changes the scheduler,
   // shared by TryRead.

@@ -293,6 +293,10 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
          return absl::SimpleAtoi(v, &flags.watch_max_lag_events) &&
                 flags.watch_max_lag_events >= 1;
        }},
+      {"test-clock",
+       [&](const std::string& v) {
+         return absl::SimpleAtoi(v, &flags.test_clock) && flags.test_clock >= 0;
+       }},
       {"max-queue-depth",
        [&](const std::string& v) {
          return absl::SimpleAtoi(v, &flags.max_queue_depth) &&
@@ -399,6 +403,14 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
           "core on (e.g. the pod IP), not a wildcard: it is the core's "
           "leader id"));
     }
+  }
+  // A clock others can stop is a way to hold min runtimes and grace periods
+  // forever: only for a throwaway server that keeps nothing.
+  if (flags.test_clock >= 0 &&
+      (!flags.ephemeral || flags.role != "all" || flags.store != "sqlite")) {
+    return absl::InvalidArgumentError(
+        "--test-clock is a test hook: only with --ephemeral and --role=all, "
+        "never with --store=etcd");
   }
   if (!flags.core_addresses.empty() && flags.role != "frontend") {
     return absl::InvalidArgumentError(

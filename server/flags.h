@@ -50,6 +50,10 @@ struct ServerFlags {
   int64_t watch_max_lag_events = 10000;
   std::string log_level = "info";
   std::string log_format = "text";
+  // Hidden, tests only (docs/SIMULATOR.md, "Checked against the server"):
+  // the core's clock starts at this Unix time and moves only when told on
+  // standard input. -1: the real clock.
+  int64_t test_clock = -1;
   bool help = false;
   bool version = false;
 };

@@ -44,6 +44,7 @@
 #include "server/services.h"
 #include "server/sqlite_store.h"
 #include "server/status.h"
+#include "server/test_clock.h"
 #include "server/tls.h"
 
 namespace gangsched::server {
@@ -647,8 +648,12 @@ int Run(int argc, char** argv) {
   AccessControl access(&metrics, security->tokens);
   EventLog events(flags->event_window);
   SpecCache specs;  // shared by the services' answers
+  std::optional<absl::Time> test_clock;
+  if (flags->test_clock >= 0)
+    test_clock = absl::FromUnixSeconds(flags->test_clock);
   CoreLoop core({.inbox_capacity = flags->inbox_capacity,
-                 .tick = absl::Seconds(flags->tick_seconds)},
+                 .tick = absl::Seconds(flags->tick_seconds),
+                 .test_clock = test_clock},
                 std::make_unique<Scheduler>(scheduler_options), &events,
                 store.get());
   // Frontends' read caches follow the committed state from here.
@@ -788,6 +793,14 @@ int Run(int argc, char** argv) {
           .Add("error", s.message());
     }
   };
+  std::unique_ptr<TestClockInput> clock_input;
+  if (test_clock) {
+    LogLine(spdlog::level::warn,
+            "--test-clock: time moves only when standard input says so");
+    clock_input = std::make_unique<TestClockInput>(&core, *test_clock,
+                                                   STDIN_FILENO, STDOUT_FILENO);
+    clock_input->Start();
+  }
   FilePoller poller(absl::Seconds(flags->reload_poll_seconds));
   poller.Watch(flags->config, reload_config, config_text);
   poller.Watch(flags->auth_tokens, [&] {
@@ -805,6 +818,7 @@ int Run(int argc, char** argv) {
     ReloadTokens(*flags, access);
   });
   poller.Stop();
+  if (clock_input) clock_input->Stop();
   // In-flight calls get a second to be answered by the core (which keeps
   // running until after the server stops); gRPC 1.51 waits out the whole
   // deadline while any client connection is open, so it is kept short.

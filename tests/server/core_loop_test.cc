@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "server/test_clock.h"
 #include "tests/core/test_util.h"
 
 namespace gangsched::server {
@@ -253,6 +254,88 @@ TEST(CoreLoopTest, ReadCanDeclineAndIsNotCountedAsDone) {
   CoreLoop core({}, std::make_unique<Scheduler>(), &events, nullptr);
   core.Start();
   EXPECT_FALSE(core.TryRead([](const Scheduler&) { return false; }));
+  core.Stop();
+}
+
+// --test-clock (docs/SIMULATOR.md, "Checked against the server"): requests
+// are applied at the clock's time, the clock moves only when told, and a
+// cycle runs only when asked for, never on its own or per request.
+TEST(CoreLoopTest, TestClockDecidesOnlyWhenAskedAtTheTimeItWasGiven) {
+  const absl::Time t0 = absl::FromUnixSeconds(1700000000);
+  EventLog events(1000);
+  CoreLoop core({.tick = absl::Milliseconds(1), .test_clock = t0},
+                std::make_unique<Scheduler>(), &events, nullptr);
+  std::atomic<int> cycles{0};
+  core.SetCycleObserver([&](const CycleStats&, const Scheduler&,
+                            const std::vector<Event>&) { ++cycles; });
+  core.Start();
+  auto run = [&](CoreLoop::Work apply) {
+    std::promise<void> done;
+    ASSERT_TRUE(core.Post(std::move(apply), [&](CoreLoop::Context& c) {
+      c.Defer([&] { done.set_value(); });
+    }));
+    done.get_future().wait();
+  };
+  auto clock = [&](std::optional<absl::Time> at, bool cycle) {
+    std::promise<void> done;
+    ASSERT_TRUE(core.PostClock(at, cycle, [&] { done.set_value(); }));
+    done.get_future().wait();
+  };
+  absl::Time seen;
+  run([&](CoreLoop::Context& c) {
+    seen = c.now;
+    ASSERT_TRUE(c.scheduler.UpsertQueue(Queue("q")).ok());
+    c.scheduler.UpsertNodes({GpuNode("n", 8)}, c.now);
+  });
+  EXPECT_EQ(seen, t0);
+  clock(t0 + absl::Seconds(5), false);
+  run([&](CoreLoop::Context& c) {
+    seen = c.now;
+    ASSERT_TRUE(
+        c.scheduler.Submit(Workload("w", {Group("g", 1, 2, 2)}, "q"), c.now)
+            .ok());
+  });
+  EXPECT_EQ(seen, t0 + absl::Seconds(5));
+  // Many 1 ms ticks of real time later: still nothing decided.
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_EQ(cycles.load(), 0);
+  auto state = [&] {
+    WorkloadState out = WorkloadState::kReleased;
+    absl::Time since;
+    run([&](CoreLoop::Context& c) {
+      const auto* w = c.scheduler.FindWorkload("w");
+      out = w->state;
+      since = w->running_since;
+    });
+    return std::make_pair(out, since);
+  };
+  EXPECT_EQ(state().first, WorkloadState::kPending);
+  clock(std::nullopt, true);
+  EXPECT_EQ(cycles.load(), 1);
+  EXPECT_EQ(state(),
+            std::make_pair(WorkloadState::kRunning, t0 + absl::Seconds(5)));
+  core.Stop();
+}
+
+TEST(TestClockInputTest, AnswersEachLineAndRefusesWhatIsNotTime) {
+  const absl::Time t0 = absl::FromUnixSeconds(1700000000);
+  EventLog events(1000);
+  CoreLoop core({.test_clock = t0}, std::make_unique<Scheduler>(), &events,
+                nullptr);
+  core.Start();
+  TestClockInput input(&core, t0, -1, -1);
+  EXPECT_EQ(input.Handle("cycle"), "ok 1700000000");
+  EXPECT_EQ(input.Handle(" at 1700000002.25 "), "ok 1700000002.250");
+  EXPECT_EQ(input.Handle("at 1700000001"),
+            "error: at: 1700000001 is before the clock (1700000002.250): "
+            "time never goes back");
+  EXPECT_EQ(input.Handle("at soon"),
+            "error: at: \"soon\" is not a Unix time in seconds");
+  EXPECT_EQ(input.Handle("at nan"),
+            "error: at: \"nan\" is not a Unix time in seconds");
+  EXPECT_EQ(input.Handle("tick"),
+            "error: \"tick\": expected \"at SECONDS\" or \"cycle\"");
+  EXPECT_EQ(input.Handle("at 1700000003"), "ok 1700000003");
   core.Stop();
 }
 
