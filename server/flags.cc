@@ -295,7 +295,9 @@ absl::StatusOr<ServerFlags> ParseFlags(int argc, char** argv) {
        }},
       {"test-clock",
        [&](const std::string& v) {
-         return absl::SimpleAtoi(v, &flags.test_clock) && flags.test_clock >= 0;
+         // As `at` takes it (server/test_clock.h: kMaxTestClockSeconds).
+         return absl::SimpleAtoi(v, &flags.test_clock) &&
+                flags.test_clock >= 0 && flags.test_clock <= 100'000'000'000;
        }},
       {"max-queue-depth",
        [&](const std::string& v) {

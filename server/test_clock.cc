@@ -1,6 +1,8 @@
 #include "server/test_clock.h"
 
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -11,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/log.h"
 
 namespace gangsched::server {
 namespace {
@@ -33,17 +36,23 @@ void TestClockInput::Stop() {
 }
 
 std::string TestClockInput::Handle(const std::string& raw) {
+  if (raw.size() > kMaxLine) {
+    return absl::StrCat("error: a line longer than ", kMaxLine, " bytes");
+  }
   absl::string_view line = absl::StripAsciiWhitespace(raw);
   std::optional<absl::Time> at;
   bool cycle = false;
   if (line == "cycle") {
     cycle = true;
   } else if (absl::ConsumePrefix(&line, "at ")) {
+    line = absl::StripAsciiWhitespace(line);
     double seconds = 0;
-    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(line), &seconds) ||
-        !std::isfinite(seconds) || seconds < 0 || seconds > 1e11) {
-      return absl::StrCat("error: at: \"", line,
-                          "\" is not a Unix time in seconds");
+    if (line.empty() || line.size() > 20 ||
+        line.find_first_not_of("0123456789.") != absl::string_view::npos ||
+        !absl::SimpleAtod(line, &seconds) || seconds > kMaxTestClockSeconds) {
+      return absl::StrCat("error: at: \"", line.substr(0, 40),
+                          "\" is not a Unix time in seconds up to ",
+                          kMaxTestClockSeconds);
     }
     at = absl::FromUnixMillis(std::llround(seconds * 1000));
     if (*at < now_) {
@@ -51,7 +60,7 @@ std::string TestClockInput::Handle(const std::string& raw) {
                           Seconds(now_), "): time never goes back");
     }
   } else {
-    return absl::StrCat("error: \"", line,
+    return absl::StrCat("error: \"", line.substr(0, 40),
                         "\": expected \"at SECONDS\" or \"cycle\"");
   }
   std::promise<void> answered;
@@ -64,29 +73,61 @@ std::string TestClockInput::Handle(const std::string& raw) {
 }
 
 void TestClockInput::Run() {
+  // A reader gone must not kill the server (SIGPIPE): the write fails
+  // instead, here only.
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   std::string buffer;
+  bool too_long = false;  // dropping the rest of a line over kMaxLine
   char chunk[4096];
+  // Waits for room without blocking a shutdown, then writes it all.
+  auto answer = [&](std::string text) {
+    text += "\n";
+    for (size_t done = 0; done < text.size();) {
+      pollfd p{out_, POLLOUT, 0};
+      if (stopping_) return false;
+      if (poll(&p, 1, 200) <= 0) continue;
+      const ssize_t w = write(out_, text.data() + done, text.size() - done);
+      if (w <= 0) {
+        LogLine(spdlog::level::warn,
+                "--test-clock: standard output closed; the clock stays")
+            .Add("clock", Seconds(now_));
+        return false;
+      }
+      done += static_cast<size_t>(w);
+    }
+    return true;
+  };
   while (!stopping_) {
     pollfd p{in_, POLLIN, 0};
     if (poll(&p, 1, 200) <= 0) continue;
     const ssize_t n = read(in_, chunk, sizeof chunk);
-    if (n <= 0) return;  // closed: the clock stays where it is
+    if (n <= 0) {
+      // A last line without its newline still counts.
+      if (!buffer.empty() && !too_long) answer(Handle(buffer));
+      LogLine(spdlog::level::warn,
+              "--test-clock: standard input closed; the clock stays")
+          .Add("clock", Seconds(now_));
+      return;
+    }
     buffer.append(chunk, static_cast<size_t>(n));
     size_t end;
-    while ((end = buffer.find('\n')) != std::string::npos) {
-      std::string answer = Handle(buffer.substr(0, end)) + "\n";
+    while (!stopping_ && (end = buffer.find('\n')) != std::string::npos) {
+      std::string line = buffer.substr(0, end);
       buffer.erase(0, end + 1);
-      for (size_t done = 0; done < answer.size();) {
-        const ssize_t w =
-            write(out_, answer.data() + done, answer.size() - done);
-        if (w <= 0) return;
-        done += static_cast<size_t>(w);
+      if (too_long) {  // the end of the line refused already
+        too_long = false;
+        continue;
       }
+      if (line.size() > kMaxLine) line = std::string(kMaxLine + 1, ' ');
+      if (!answer(Handle(line))) return;
     }
-    if (buffer.size() > 4096) {  // no line that long is valid
+    if (buffer.size() > kMaxLine) {  // refused once, dropped to its newline
       buffer.clear();
-      static constexpr char kLong[] = "error: a line longer than 4096 bytes\n";
-      if (write(out_, kLong, sizeof kLong - 1) <= 0) return;
+      if (!too_long && !answer(Handle(std::string(kMaxLine + 1, ' ')))) return;
+      too_long = true;
     }
   }
 }

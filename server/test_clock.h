@@ -8,10 +8,14 @@
 //   cycle        one scheduling cycle at the clock's time
 //
 // Each line is answered on standard output, once what it did is answered
-// to clients: "ok SECONDS" (the clock) or "error: why".
+// to clients: "ok SECONDS" (the clock) or "error: why" (a line longer than
+// 4096 bytes gets one). Standard input closed leaves the clock where it is;
+// standard output closed too, and answers are dropped. A shutdown stops
+// reading at the next line.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <thread>
 
@@ -19,6 +23,10 @@
 #include "server/core_loop.h"
 
 namespace gangsched::server {
+
+// The latest time the test clock takes (`at` and --test-clock), in Unix
+// seconds: in the year 5138, well inside what a protobuf Timestamp holds.
+inline constexpr int64_t kMaxTestClockSeconds = 100'000'000'000;
 
 class TestClockInput {
  public:
@@ -36,6 +44,7 @@ class TestClockInput {
 
  private:
   void Run();
+  static constexpr size_t kMaxLine = 4096;
 
   CoreLoop* core_;
   absl::Time now_;

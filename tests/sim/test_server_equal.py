@@ -311,3 +311,47 @@ def test_the_test_clock_is_only_for_a_server_that_keeps_nothing(
                          capture_output=True, text=True, timeout=30)
     assert run.returncode != 0
     assert "--test-clock is a test hook: only with --ephemeral" in run.stderr
+
+
+def _start_clocked(tmp: Path) -> tuple[subprocess.Popen, gangsched.Client]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [SERVER, "--ephemeral", f"--test-clock={EPOCH}",
+         f"--listen=127.0.0.1:{port}", "--metrics-listen="],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=open(tmp / "server.stderr", "w"))
+    client = gangsched.Client(f"127.0.0.1:{port}", timeout=10)
+    wait_until(lambda: proc.poll() is not None or _serving(client), 10,
+               "the server to serve")
+    return proc, client
+
+
+def test_a_reader_gone_does_not_stop_the_server(tmp_path: Path) -> None:
+    proc, client = _start_clocked(tmp_path)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdout.close()  # nobody reads the answers any more
+        proc.stdin.write(b"cycle\ncycle\n")
+        proc.stdin.flush()
+        wait_until(lambda: b"standard output closed" in
+                   (tmp_path / "server.stderr").read_bytes(), 10,
+                   "the server to say its output is gone")
+        assert proc.poll() is None
+        assert _serving(client)
+    finally:
+        client.close()
+        proc.terminate()
+        assert proc.wait(10) == 0
+
+
+def test_answers_nobody_reads_do_not_hold_up_a_shutdown(
+        tmp_path: Path) -> None:
+    proc, client = _start_clocked(tmp_path)
+    client.close()
+    assert proc.stdin is not None
+    # Answers for more than the 64 KiB its output pipe holds, never read
+    # (and few enough lines for its input pipe to take the rest).
+    proc.stdin.write(b"cycle\n" * 12000)
+    proc.stdin.close()
+    proc.terminate()
+    assert proc.wait(10) == 0
