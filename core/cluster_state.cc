@@ -72,6 +72,7 @@ NodeId ClusterState::Apply(const NodeSpec& spec, ResourceTable& resources) {
   node.schedulable = spec.schedulable;
   topology_.SetNode(node, id.value());
   Touch(id);
+  ++spec_version_;
   return id;
 }
 
@@ -82,6 +83,7 @@ void ClusterState::Remove(NodeId id) {
   topology_.Remove(id.value());
   node = Node{};
   free_ids_.push_back(id.value());
+  ++spec_version_;
 }
 
 uint32_t ClusterState::Bind(NodeId id, const ResourceVector& pod, SlotKey key,

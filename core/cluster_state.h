@@ -35,6 +35,10 @@ class ClusterState {
     return {.index = &index_, .topology = &topology_};
   }
   const TopologyIndex* topology() const { return &topology_; }
+  // Changes whenever a node is added, changed by its spec or removed (not
+  // when what it holds changes): what depends on the nodes alone, such as
+  // whether a gang could ever fit, holds while it stays.
+  uint64_t spec_version() const { return spec_version_; }
 
   // --- the node set --------------------------------------------------------
   // Creates the node when new, then takes what `spec` says: allocatable
@@ -83,6 +87,7 @@ class ClusterState {
   std::vector<Node> nodes_;
   NodeIndex index_;  // every change of a node's free room goes through Touch
   TopologyIndex topology_;  // likewise; labels set in Apply
+  uint64_t spec_version_ = 0;
   std::vector<uint32_t> free_ids_;
   absl::flat_hash_map<std::string, NodeId> ids_;
   bool deferred_ = false;

@@ -22,6 +22,11 @@ void Scheduler::RunCycle(absl::Time now) {
   AdvanceUsage(now);
   // Resources only shrink during a cycle: a shape that failed stays failed.
   shape_failures_.clear();
+  if (fits_ever_version_ != cluster_.spec_version() ||
+      fits_ever_.size() >= kMaxFitsEver) {
+    fits_ever_.clear();
+    fits_ever_version_ = cluster_.spec_version();
+  }
   moves_left_ = options_.consolidation.max_pods_per_cycle;
   move_searches_left_ = kMoveSearchesPerCycle;
   // Commands and the restore settle what they unsettle; what is left
@@ -178,9 +183,16 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
                         resources_.Describe(need), ")");
   };
   if (!failure.ever) {
-    failure.ever =
-        TryPlaceGang(cluster_.nodes(), resources_, plan().request,
-                     {.ignore_usage = true, .topology = cluster_.topology()});
+    auto known = fits_ever_.find(cached->first);
+    if (known == fits_ever_.end()) {
+      GangPlacement ever =
+          TryPlaceGang(cluster_.nodes(), resources_, plan().request,
+                       {.ignore_usage = true, .topology = cluster_.topology()});
+      ever.nodes.clear();  // only whether and why not are read
+      ever.devices.clear();
+      known = fits_ever_.emplace(cached->first, std::move(ever)).first;
+    }
+    failure.ever = known->second;
   }
   if (failure.ever->result != PlaceResult::kPlaced) {
     if (!failure.unsatisfiable) {

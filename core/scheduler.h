@@ -888,6 +888,14 @@ class Scheduler {
     bool no_moves = false;  // no consolidation makes room for it
   };
   absl::flat_hash_map<std::string, ShapeFailure> shape_failures_;
+  // Whether each gang shape could fit the nodes were they empty
+  // (ShapeFailure::ever), kept across cycles while the nodes'
+  // spec_version() stays: a backlog of shapes that wait for room asks it
+  // on every cycle, and it walks every node for every pod. Bounded: cleared
+  // when it reaches kMaxFitsEver shapes.
+  absl::flat_hash_map<std::string, GangPlacement> fits_ever_;
+  uint64_t fits_ever_version_ = 0;
+  static constexpr size_t kMaxFitsEver = 4096;
   // Workloads whose eviction went away since SettleUnsettled last ran.
   std::vector<WorkloadId> unsettled_;
   std::vector<std::string> warnings_;
