@@ -212,6 +212,30 @@ TEST_F(SchedulerTest, ElasticGrowthTriesPinnedWorkloadsOneByOne) {
   EXPECT_TRUE(NoNodeOverCapacity(s_));
 }
 
+// Whether a shape could ever fit is remembered across cycles only while
+// the nodes stay as they are: a node added or removed asks again.
+TEST_F(SchedulerTest, NeverFitsIsAskedAgainWhenTheNodesChange) {
+  Nodes(1, 8);
+  Allocate(Workload("ray/filler", {Group("w", 1, 4, 4)}));
+  ASSERT_TRUE(
+      s_.Submit(Workload("ray/big", {Group("w", 1, 16, 16)}), Now()).ok());
+  Cycle();
+  EXPECT_EQ(s_.FindWorkload("ray/big")->pending.code,
+            PendingCode::kUnsatisfiable);
+  Cycle();  // asked from what the last cycle kept
+  EXPECT_EQ(s_.FindWorkload("ray/big")->pending.code,
+            PendingCode::kUnsatisfiable);
+  // 16 GPUs in all now, 12 of them free: it could fit, only not now.
+  s_.UpsertNodes({GpuNode("extra", 8)}, Now());
+  Cycle();
+  EXPECT_EQ(s_.FindWorkload("ray/big")->pending.code, PendingCode::kCapacity)
+      << s_.FindWorkload("ray/big")->pending.message;
+  s_.RemoveNodes({"extra"}, Now());
+  Cycle();
+  EXPECT_EQ(s_.FindWorkload("ray/big")->pending.code,
+            PendingCode::kUnsatisfiable);
+}
+
 // A cycle reuses a failed shape's placement and reason for later gangs of
 // the same shape only: one group with fewer replicas, or the same pods in
 // replicas of another size, is another shape and is tried on its own.
