@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -553,6 +554,22 @@ int Run(int argc, char** argv) {
   if (flags->version) {
     std::printf("gangsched %s\n", GANGSCHED_VERSION);
     return 0;
+  }
+  // The test clock talks over standard input and output. Closed at start,
+  // their numbers go to gRPC's own descriptors (its static set-up runs
+  // before main), which are neither pipes, files, terminals nor sockets.
+  auto usable = [](int fd) {
+    struct stat st;
+    return fstat(fd, &st) == 0 &&
+           (S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode) ||
+            S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode));
+  };
+  if (flags->test_clock >= 0 &&
+      !(usable(STDIN_FILENO) && usable(STDOUT_FILENO))) {
+    std::fprintf(stderr,
+                 "gangsched: --test-clock needs standard input and output "
+                 "open (its lines and answers)\n");
+    return 2;
   }
   ConfigureLogging(
       flags->log_format == "json" ? LogFormat::kJson : LogFormat::kText,

@@ -355,3 +355,14 @@ def test_answers_nobody_reads_do_not_hold_up_a_shutdown(
     proc.stdin.close()
     proc.terminate()
     assert proc.wait(10) == 0
+
+
+@pytest.mark.parametrize("fd", [0, 1])
+def test_the_test_clock_needs_its_input_and_output(fd: int) -> None:
+    run = subprocess.run(
+        [SERVER, "--ephemeral", f"--test-clock={EPOCH}",
+         "--listen=127.0.0.1:0", "--metrics-listen="],
+        stderr=subprocess.PIPE, text=True, timeout=30,
+        preexec_fn=lambda: os.close(fd))
+    assert run.returncode == 2
+    assert "--test-clock needs standard input and output open" in run.stderr
