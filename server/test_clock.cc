@@ -5,13 +5,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <future>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "server/log.h"
 
@@ -90,9 +91,11 @@ void TestClockInput::Run() {
       if (stopping_) return false;
       if (poll(&p, 1, 200) <= 0) continue;
       const ssize_t w = write(out_, text.data() + done, text.size() - done);
+      if (w < 0 && errno == EINTR) continue;
       if (w <= 0) {
         LogLine(spdlog::level::warn,
-                "--test-clock: standard output closed; the clock stays")
+                "--test-clock: cannot write standard output; answers stop")
+            .Add("error", w < 0 ? std::strerror(errno) : "nothing written")
             .Add("clock", Seconds(now_));
         return false;
       }
@@ -121,12 +124,11 @@ void TestClockInput::Run() {
         too_long = false;
         continue;
       }
-      if (line.size() > kMaxLine) line = std::string(kMaxLine + 1, ' ');
-      if (!answer(Handle(line))) return;
+      if (!answer(Handle(line))) return;  // too long: Handle says so
     }
     if (buffer.size() > kMaxLine) {  // refused once, dropped to its newline
+      if (!too_long && !answer(Handle(buffer))) return;
       buffer.clear();
-      if (!too_long && !answer(Handle(std::string(kMaxLine + 1, ' ')))) return;
       too_long = true;
     }
   }

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -68,23 +67,33 @@ def main() -> int:
             workloads = sum(1 for _ in f)
         out = Path(tmp) / "out"
         out.mkdir()
+        stderr = Path(tmp) / "stderr"
         start = time.monotonic()
-        try:
-            run = subprocess.run(
+        with open(stderr, "w") as err:
+            # taskset execs the simulator: its rusage is the simulator's
+            # alone (not the generator's, as RUSAGE_CHILDREN would mix in).
+            proc = subprocess.Popen(
                 ["taskset", "-c", args.cpu, SIM, f"--trace={trace}",
                  f"--config={config}", f"--out={out}"],
-                capture_output=True, text=True, timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            print(f"{workloads} workloads, {args.nodes} nodes: not done in "
-                  f"{args.timeout:.0f} s")
-            return 1
+                stdout=subprocess.DEVNULL, stderr=err)
+            while True:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid != 0:
+                    break
+                if time.monotonic() - start > args.timeout:
+                    proc.kill()
+                    proc.wait()
+                    print(f"{workloads} workloads, {args.nodes} nodes: not "
+                          f"done in {args.timeout:.0f} s")
+                    return 1
+                time.sleep(0.05)
         wall = time.monotonic() - start
-        if run.returncode != 0:
-            print(run.stderr, file=sys.stderr)
+        if os.waitstatus_to_exitcode(status) != 0:
+            print(stderr.read_text(), file=sys.stderr)
             return 1
         # "gangsched-sim: cluster: N workloads, N ended, last at T s, C cycles"
-        cycles = int(run.stderr.strip().split()[-2])
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        cycles = int(stderr.read_text().strip().split()[-2])
+        peak = usage.ru_maxrss
         with open(out / "comparison.csv") as f:
             row = next(csv.DictReader(f))
         print(f"{workloads} workloads ({args.profile}, {args.days} days, "

@@ -333,7 +333,7 @@ def test_a_reader_gone_does_not_stop_the_server(tmp_path: Path) -> None:
         proc.stdout.close()  # nobody reads the answers any more
         proc.stdin.write(b"cycle\ncycle\n")
         proc.stdin.flush()
-        wait_until(lambda: b"standard output closed" in
+        wait_until(lambda: b"cannot write standard output" in
                    (tmp_path / "server.stderr").read_bytes(), 10,
                    "the server to say its output is gone")
         assert proc.poll() is None
