@@ -282,11 +282,13 @@ class Attempt {
           node = PickNode(replica.group, left_[replica.group]);
         }
         if (!node) {
-          out->message =
-              absl::StrCat("placed ", placed_pods_, " of ", total_pods_,
-                           " pods, then no node fits the next pod of group ",
-                           group.name, " (", DescribeRejections(), ")");
-          out->rejections = RejectionCounts();
+          out->message = absl::StrCat(
+              "placed ", placed_pods_, " of ", total_pods_,
+              " pods, then no node fits the next pod of group ", group.name);
+          if (options_.reasons) {
+            absl::StrAppend(&out->message, " (", DescribeRejections(), ")");
+            out->rejections = RejectionCounts();
+          }
           out->nodes.resize(replica_begin);  // all of a replica or none
           out->devices.resize(replica_begin);
           return false;
@@ -556,7 +558,8 @@ class Attempt {
   // BINPACK through the index: the nodes this attempt already booked on
   // (their free amount changed) are scored directly; of the others the
   // first that fits in index order is the best. Empty when it finds none
-  // (the caller then scans, which also gives the full rejection counts).
+  // (the caller then scans for the full rejection counts, unless the
+  // options ask for none).
   std::optional<NodeId> PickIndexed(uint32_t group_index, int64_t pods_left) {
     const PlacementGroup& group = request_.groups[group_index];
     std::optional<Score> best;
@@ -613,6 +616,9 @@ class Attempt {
       if (std::optional<NodeId> node = PickIndexed(group_index, pods_left))
         return node;
       rejections_.clear();
+      // Every node that can take the pod is in the index or booked by this
+      // attempt, so the scan below would only count the reasons.
+      if (!options_.reasons) return std::nullopt;
     }
     std::optional<Score> best;
     for (uint32_t i = 0; i < nodes_.size(); ++i) {

@@ -95,6 +95,12 @@ struct PlacerOptions {
   // Nodes not to place on at all (a consolidation's moved pods leave
   // their nodes).
   const std::vector<NodeId>* avoid = nullptr;
+  // Count why every node turned the failing pod away, for the message.
+  // Off, the message names no counts, and a BINPACK pick that the index
+  // (when one is given) finds nothing for fails without a scan of every
+  // node: for the trial placements of a search, which read only whether
+  // they placed.
+  bool reasons = true;
 };
 
 // Resources and pods of everything the request asks for.

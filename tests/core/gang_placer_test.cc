@@ -326,6 +326,84 @@ TEST_F(GangPlacerTest, TopologyIndexGivesTheSameAnswersAsLabelScans) {
   }
 }
 
+// A victim search's trial placements add the victims' room (`freed`) and
+// walk the index without counting reasons: they place exactly where a
+// scan of every node does, and fail exactly when it fails.
+TEST_F(GangPlacerTest, TrialsWithFreedRoomPlaceAsTheFullScanDoes) {
+  std::mt19937 rng(23);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  int placed = 0, failed = 0;
+  for (int cluster = 0; cluster < 40; ++cluster) {
+    nodes_.clear();
+    int count = 4 + pick(30);
+    for (int i = 0; i < count; ++i) {
+      Labels labels;
+      if (pick(4) != 0)
+        labels.emplace_back("rack", "r" + std::to_string(i / 4));
+      AddNode(GpuNode("n" + std::to_string(i), pick(4) == 0 ? 0 : 8,
+                      std::move(labels)));
+      Node& n = nodes_.back();
+      if (n.allocatable.Get(kGpu) > 0) n.used.Set(kGpu, pick(9) * 1000);
+      n.used.Set(kCpu, pick(60) * 1000);
+      n.pods_used = pick(3);
+      n.schedulable = pick(10) != 0;
+    }
+    NodeIndex index;
+    TopologyIndex topology;
+    for (uint32_t i = 0; i < nodes_.size(); ++i) {
+      index.Update(nodes_[i], i);
+      topology.SetNode(nodes_[i], i);
+    }
+    for (int trial = 0; trial < 30; ++trial) {
+      // What victims would leave: part of what some nodes use.
+      std::vector<FreedRoom> freed;
+      for (uint32_t i = 0; i < nodes_.size(); ++i) {
+        if (pick(3) != 0) continue;
+        FreedRoom room;
+        room.node = NodeId(i);
+        room.resources.Set(
+            kGpu,
+            pick(1 + static_cast<int>(nodes_[i].used.Get(kGpu) / 1000)) * 1000);
+        room.resources.Set(
+            kCpu,
+            pick(1 + static_cast<int>(nodes_[i].used.Get(kCpu) / 1000)) * 1000);
+        room.pods = pick(1 + static_cast<int>(nodes_[i].pods_used));
+        freed.push_back(room);
+      }
+      PlacementGroup workers = GpuGroup(pick(5));  // 0: cpu-only pods
+      if (pick(4) == 0) {
+        workers.placement.topology_key = "rack";
+        workers.placement.required = pick(2) == 0;
+      }
+      GangRequest r = Request(workers, 1 + pick(12), 1 + pick(2));
+      GangPlacement scan = TryPlaceGang(nodes_, table_, r, {.freed = &freed});
+      GangPlacement trial_placement = TryPlaceGang(nodes_, table_, r,
+                                                   {.index = &index,
+                                                    .topology = &topology,
+                                                    .freed = &freed,
+                                                    .reasons = false});
+      ASSERT_EQ(scan.result, trial_placement.result) << scan.message;
+      ASSERT_EQ(scan.nodes, trial_placement.nodes) << scan.message;
+      ASSERT_EQ(scan.replicas, trial_placement.replicas);
+      if (scan.result == PlaceResult::kPlaced) {
+        ++placed;
+        continue;
+      }
+      ++failed;
+      // The same words, less the counts a trial does not make.
+      EXPECT_TRUE(trial_placement.rejections.empty());
+      EXPECT_EQ(scan.message.substr(0, trial_placement.message.size()),
+                trial_placement.message);
+      if (!scan.rejections.empty()) {
+        EXPECT_NE(scan.message, trial_placement.message);
+      }
+    }
+  }
+  // Both outcomes were seen, many times.
+  EXPECT_GT(placed, 100);
+  EXPECT_GT(failed, 100);
+}
+
 // BINPACK keeps a group's next pod on the node of its previous pod while it
 // fits, without searching again: the same nodes as placing the pods one by
 // one, each with a fresh search over the nodes as booked so far.
