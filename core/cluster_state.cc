@@ -84,6 +84,7 @@ void ClusterState::Remove(NodeId id) {
   node = Node{};
   free_ids_.push_back(id.value());
   ++spec_version_;
+  ++room_version_;
 }
 
 uint32_t ClusterState::Bind(NodeId id, const ResourceVector& pod, SlotKey key,
@@ -155,6 +156,7 @@ void ClusterState::EndBatch() {
 }
 
 void ClusterState::Touch(NodeId id) {
+  ++room_version_;
   if (deferred_) return;  // TouchAll comes
   if (batching_) {
     batched_.push_back(id.value());

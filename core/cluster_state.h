@@ -39,6 +39,10 @@ class ClusterState {
   // when what it holds changes): what depends on the nodes alone, such as
   // whether a gang could ever fit, holds while it stays.
   uint64_t spec_version() const { return spec_version_; }
+  // Changes whenever anything that makes up a node's free room changes
+  // too (every bind, unbind and reservation): what is read off the room
+  // of all nodes holds while it stays.
+  uint64_t room_version() const { return room_version_; }
 
   // --- the node set --------------------------------------------------------
   // Creates the node when new, then takes what `spec` says: allocatable
@@ -88,6 +92,7 @@ class ClusterState {
   NodeIndex index_;  // every change of a node's free room goes through Touch
   TopologyIndex topology_;  // likewise; labels set in Apply
   uint64_t spec_version_ = 0;
+  uint64_t room_version_ = 0;
   std::vector<uint32_t> free_ids_;
   absl::flat_hash_map<std::string, NodeId> ids_;
   bool deferred_ = false;

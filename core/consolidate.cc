@@ -101,9 +101,12 @@ std::optional<Scheduler::MovePlan> Scheduler::TryMoves(
     }
     const uint32_t group = u.slots.front().first;
     request.replicas.push_back({group, static_cast<int32_t>(u.slots.size())});
+    PlacerOptions options = Indexed();
+    options.freed = &taken.rooms;
+    options.avoid = &sources;
+    options.reasons = false;
     GangPlacement moved =
-        TryPlaceGang(cluster_.nodes(), resources_, request,
-                     {.freed = &taken.rooms, .avoid = &sources});
+        TryPlaceGang(cluster_.nodes(), resources_, request, options);
     if (moved.result != PlaceResult::kPlaced) return std::nullopt;
     const ResourceVector& pod = v.groups[group].pod;
     for (size_t k = 0; k < moved.nodes.size(); ++k)
@@ -116,12 +119,26 @@ std::optional<Scheduler::MovePlan> Scheduler::TryMoves(
   return out;
 }
 
-bool Scheduler::FitsFreeRoomInTotal(const ResourceVector& need) const {
+namespace {
+ResourceVector FreeRoomInTotal(const std::vector<Node>& nodes) {
   ResourceVector free;
-  for (const Node& n : cluster_.nodes()) {
+  for (const Node& n : nodes) {
     if (n.live && n.schedulable) free += FreeNow(n);
   }
-  return need.FitsIn(free);
+  return free;
+}
+}  // namespace
+
+bool Scheduler::FitsFreeRoomInTotal(const ResourceVector& need) const {
+  return need.FitsIn(FreeRoomInTotal(cluster_.nodes()));
+}
+
+bool Scheduler::FitsFreeRoomInTotalNow(const ResourceVector& need) {
+  if (free_total_version_ != cluster_.room_version()) {
+    free_total_ = FreeRoomInTotal(cluster_.nodes());
+    free_total_version_ = cluster_.room_version();
+  }
+  return need.FitsIn(free_total_);
 }
 
 std::optional<Scheduler::MovePlan> Scheduler::FindMoves(

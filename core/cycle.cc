@@ -210,7 +210,7 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
   if (options_.consolidation.enabled && !failure.no_moves && moves_left_ > 0 &&
       move_searches_left_ > 0) {
     std::optional<MovePlan> moves;
-    if (FitsFreeRoomInTotal(need)) {
+    if (FitsFreeRoomInTotalNow(need)) {
       --move_searches_left_;
       moves = FindMoves(
           w, plan(),

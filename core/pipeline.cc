@@ -20,9 +20,20 @@
 namespace gangsched {
 
 void Scheduler::CompletePipelined(absl::Time now) {
+  // The gangs victims still hold room for: one walk of the workloads when
+  // a gang waits at all, not one per waiting gang (EvictionsFor).
+  std::optional<absl::flat_hash_set<std::string>> waited_for;
   ForEachToVisit([&](Workload& w) {
     if (w.state != WorkloadState::kPipelined) return;
-    if (!EvictionsFor(w).empty()) return;  // victims still hold the room
+    if (!waited_for) {
+      waited_for.emplace();
+      for (const auto& other : workloads_) {
+        if (!other) continue;
+        for (const Eviction& e : other->evictions)
+          waited_for->insert(e.preemptor);
+      }
+    }
+    if (waited_for->contains(w.spec.id)) return;  // victims hold the room
     // Bind onto the nominated nodes; the reservation kept them free.
     std::vector<std::tuple<uint32_t, int32_t, NodeId>> planned;
     for (uint32_t g = 0; g < w.groups.size(); ++g) {

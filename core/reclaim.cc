@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -74,9 +73,10 @@ std::optional<std::pair<QueueId, QueueId>> Scheduler::MeetingChildren(
   return std::make_pair(a, b);
 }
 
-bool Scheduler::Eligible(const Workload& preemptor, const VictimUnit& unit,
-                         const ResourceVector& need,
-                         const std::vector<VictimUnit>& chosen) const {
+bool Scheduler::Eligible(
+    const Workload& preemptor, const VictimUnit& unit,
+    const ResourceVector& need,
+    const absl::flat_hash_map<uint32_t, ResourceVector>& removed) const {
   if (unit.reason == EvictionReason::kPreempt) return true;
   // Reclaim: compare the two queues where the paths meet.
   auto sides = MeetingChildren(preemptor.queue, unit.workload->queue);
@@ -85,28 +85,17 @@ bool Scheduler::Eligible(const Workload& preemptor, const VictimUnit& unit,
   const Queue& b = queues_[sides->second.value()];
   ReclaimerSide a_side = CheckReclaimer(a, preemptor.preemptible, need);
   if (!a_side.ok) return false;
-  auto under = [&](QueueId q, QueueId leaf) {
-    for (QueueId x = leaf; x.valid(); x = queues_[x.value()].parent) {
-      if (x == q) return true;
-    }
-    return false;
-  };
   // What the already chosen victims take from b's side.
-  ResourceVector removed;
-  std::set<std::pair<const Workload*, std::pair<uint32_t, int32_t>>> seen;
-  for (const VictimUnit& c : chosen) {
-    if (!under(b.id, c.workload->queue)) continue;
-    for (auto slot : c.slots) {
-      if (seen.insert({c.workload, slot}).second)
-        removed += c.workload->groups[slot.first].pod;
-    }
-  }
+  auto taken = removed.find(b.id.value());
+  auto from_b = [&](ResourceId r) {
+    return taken == removed.end() ? int64_t{0} : taken->second.Get(r);
+  };
   ResourceVector frees;
   for (auto slot : unit.slots) frees += unit.workload->groups[slot.first].pod;
   for (size_t i = 0; i < need.size(); ++i) {
     ResourceId r(static_cast<uint32_t>(i));
     if (need.Get(r) <= 0 || frees.Get(r) <= 0) continue;
-    if (VictimSideOver(b, r, removed.Get(r), a_side)) return true;
+    if (VictimSideOver(b, r, from_b(r), a_side)) return true;
   }
   return false;
 }

@@ -725,9 +725,12 @@ class Scheduler {
   // Slots already being evicted to make room for `preemptor` (a PIPELINED
   // gang that was updated and planned again): room it counts as its own.
   std::vector<VictimUnit> InheritedVictims(const Workload& preemptor) const;
-  bool Eligible(const Workload& preemptor, const VictimUnit& unit,
-                const ResourceVector& need,
-                const std::vector<VictimUnit>& chosen) const;
+  // `removed`: what the victims chosen so far take from each queue (rolled
+  // up the tree, each slot once: FreedByVictims::by_queue).
+  bool Eligible(
+      const Workload& preemptor, const VictimUnit& unit,
+      const ResourceVector& need,
+      const absl::flat_hash_map<uint32_t, ResourceVector>& removed) const;
   // The queues reclaim compares for a preemptor in leaf `a` and a victim in
   // leaf `b`: the children of their lowest common ancestor on each side
   // (roots when the trees differ); nullopt when the paths do not part.
@@ -740,9 +743,53 @@ class Scheduler {
   std::vector<uint8_t> ReclaimableResources(const Workload& preemptor,
                                             QueueId victim_leaf,
                                             const ResourceVector& need) const;
+  // The room a set of victim units frees, kept up to date as units are
+  // added and dropped, so that a search choosing hundreds of victims for a
+  // large gang never rebuilds it from the list (victims.cc). A slot is
+  // counted once however many chosen units hold it.
+  class FreedByVictims {
+   public:
+    FreedByVictims(const Scheduler& scheduler, const GangRequest& request)
+        : scheduler_(scheduler), request_(request) {}
+    void Add(const VictimUnit& unit) { Change(unit, +1); }
+    void Drop(const VictimUnit& unit) { Change(unit, -1); }
+    // Per queue id, rolled up the tree: for the queue checks.
+    const absl::flat_hash_map<uint32_t, ResourceVector>& by_queue() const {
+      return by_queue_;
+    }
+    // Per node: the placer's overlay.
+    const std::vector<FreedRoom>& rooms() const { return rooms_; }
+    // False when the request certainly does not fit: for some pod shape of
+    // it, the nodes' free room plus the freed room holds fewer such pods
+    // than it asks, counted node by node. Selectors, topology, GPU devices
+    // and GPU memory shares are left out, so true only means the placer
+    // must be asked.
+    bool MayFit();
+
+   private:
+    void Change(const VictimUnit& unit, int sign);
+    // How many pods of shapes_[s] node `node` holds with `room` freed.
+    int64_t PodsOn(uint32_t node, const FreedRoom* room, size_t s) const;
+    const Scheduler& scheduler_;
+    const GangRequest& request_;
+    absl::flat_hash_map<std::pair<const Workload*, uint64_t>, int> slots_;
+    absl::flat_hash_map<uint32_t, ResourceVector> by_queue_;
+    absl::flat_hash_map<uint32_t, size_t> room_of_;  // node id -> rooms_[i]
+    std::vector<FreedRoom> rooms_;
+    struct Shape {
+      ResourceVector pod;
+      int64_t asked = 0;  // pods of this shape in the request
+      int64_t fit = 0;    // pods of it the nodes hold, freed room included
+    };
+    std::optional<std::vector<Shape>> shapes_;  // built by the first MayFit
+  };
   bool FitsWithout(const PlannedRequest& plan,
                    const std::vector<VictimUnit>& units,
                    GangPlacement* placement) const;
+  // The placer on the nodes with `freed` added: a trial, whose failure
+  // names no reasons.
+  bool FitsWith(const PlannedRequest& plan, const std::vector<FreedRoom>& freed,
+                GangPlacement* placement) const;
   void EvictSlots(Workload& victim,
                   const std::vector<std::pair<uint32_t, int32_t>>& slots,
                   EvictionReason reason, const std::string& preemptor,
@@ -773,6 +820,11 @@ class Scheduler {
   // Whether `need` fits the free room of the schedulable nodes added up
   // (what consolidation can gather at most).
   bool FitsFreeRoomInTotal(const ResourceVector& need) const;
+  // The same for the cycle: the sum is kept while no room changes (a
+  // backlog asks it for every waiting shape).
+  bool FitsFreeRoomInTotalNow(const ResourceVector& need);
+  ResourceVector free_total_;
+  std::optional<uint64_t> free_total_version_;
   // Whether `units` moved away let `plan` fit, with every moved replica
   // placed elsewhere: the plan, or nullopt.
   std::optional<MovePlan> TryMoves(const PlannedRequest& plan,

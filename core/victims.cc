@@ -4,10 +4,9 @@
 // once its min runtime is over), the order they are taken in, the minimal
 // set, and the evictions announced for it.
 #include <algorithm>
-#include <map>
-#include <set>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/scheduler.h"
 
@@ -123,42 +122,113 @@ std::vector<Scheduler::VictimUnit> Scheduler::InheritedVictims(
   return out;
 }
 
-namespace {}  // namespace
+void Scheduler::FreedByVictims::Change(const VictimUnit& unit, int sign) {
+  const ClusterState& cluster = scheduler_.cluster_;
+  for (auto [g, i] : unit.slots) {
+    const Workload* w = unit.workload;
+    int& holders = slots_[{w, (uint64_t{g} << 32) | static_cast<uint32_t>(i)}];
+    holders += sign;
+    // Only the first unit to hold a slot frees it, and only the last to
+    // let it go takes it back.
+    if (sign > 0 ? holders != 1 : holders != 0) continue;
+    const GroupState& group = w->groups[g];
+    for (QueueId q = w->queue; q.valid();
+         q = scheduler_.queues_[q.value()].parent) {
+      by_queue_[q.value()].AddScaled(group.pod, sign);
+    }
+    NodeId node = group.slot_node[i];
+    auto [it, added] = room_of_.try_emplace(node.value(), rooms_.size());
+    if (added) {
+      rooms_.emplace_back();
+      rooms_.back().node = node;
+    }
+    FreedRoom& room = rooms_[it->second];
+    if (shapes_) {
+      for (size_t s = 0; s < shapes_->size(); ++s)
+        (*shapes_)[s].fit -= PodsOn(node.value(), &room, s);
+    }
+    const Node& n = cluster.node(node);
+    room.resources.AddScaled(group.pod, sign);
+    // A GPU memory share frees GPU room (docs/SCHEDULING.md, "GPU memory").
+    room.resources.Add(kGpu, sign * n.MemoryShareOf(group.pod));
+    room.pods += sign;
+    // Its GPU devices too (docs/SCHEDULING.md, "Fractional GPUs").
+    for (int d : DeviceIndexes(group.DevicesAt(i))) {
+      if (static_cast<int>(room.devices.size()) <= d)
+        room.devices.resize(d + 1, 0);
+      room.devices[d] +=
+          sign * static_cast<int32_t>(PerDevice(n.GpuOf(group.pod)));
+    }
+    if (shapes_) {
+      for (size_t s = 0; s < shapes_->size(); ++s)
+        (*shapes_)[s].fit += PodsOn(node.value(), &room, s);
+    }
+  }
+}
+
+int64_t Scheduler::FreedByVictims::PodsOn(uint32_t node, const FreedRoom* room,
+                                          size_t s) const {
+  const Node& n = scheduler_.cluster_.nodes()[node];
+  if (!n.live || !n.schedulable) return 0;
+  const ResourceVector& pod = (*shapes_)[s].pod;
+  int64_t fit = n.FreePods() + (room != nullptr ? room->pods : 0);
+  for (size_t r = 0; r < pod.size() && fit > 0; ++r) {
+    ResourceId rid(static_cast<uint32_t>(r));
+    int64_t each = pod.Get(rid);
+    if (each <= 0) continue;
+    int64_t free = n.allocatable.Get(rid) - n.used.Get(rid) -
+                   n.reserved.Get(rid) +
+                   (room != nullptr ? room->resources.Get(rid) : 0);
+    fit = std::min(fit, free / each);
+  }
+  return std::max<int64_t>(fit, 0);
+}
+
+bool Scheduler::FreedByVictims::MayFit() {
+  if (!shapes_) {
+    shapes_.emplace();
+    for (const PlacementReplica& replica : request_.replicas) {
+      const ResourceVector& pod = request_.groups[replica.group].pod;
+      auto same = std::find_if(shapes_->begin(), shapes_->end(),
+                               [&](const Shape& s) { return s.pod == pod; });
+      if (same == shapes_->end()) same = shapes_->insert(same, {pod});
+      same->asked += replica.pods;
+    }
+    const std::vector<Node>& nodes = scheduler_.cluster_.nodes();
+    for (uint32_t id = 0; id < nodes.size(); ++id) {
+      auto it = room_of_.find(id);
+      const FreedRoom* room =
+          it == room_of_.end() ? nullptr : &rooms_[it->second];
+      for (size_t s = 0; s < shapes_->size(); ++s)
+        (*shapes_)[s].fit += PodsOn(id, room, s);
+    }
+  }
+  for (const Shape& shape : *shapes_) {
+    if (shape.fit < shape.asked) return false;
+  }
+  return true;
+}
+
+bool Scheduler::FitsWith(const PlannedRequest& plan,
+                         const std::vector<FreedRoom>& freed,
+                         GangPlacement* placement) const {
+  // The victims' pods as room freed on their nodes: an overlay the placer
+  // adds, the nodes untouched. A trial: only whether it places is read, so
+  // a failure is not worth a walk of every node for the reasons.
+  PlacerOptions options = Indexed();
+  options.freed = &freed;
+  options.reasons = false;
+  *placement =
+      TryPlaceGang(cluster_.nodes(), resources_, plan.request, options);
+  return placement->result == PlaceResult::kPlaced;
+}
 
 bool Scheduler::FitsWithout(const PlannedRequest& plan,
                             const std::vector<VictimUnit>& units,
                             GangPlacement* placement) const {
-  std::set<std::pair<const Workload*, std::pair<uint32_t, int32_t>>> slots;
-  for (const VictimUnit& u : units) {
-    for (auto slot : u.slots) slots.insert({u.workload, slot});
-  }
-  // The victims' pods as room freed on their nodes: an overlay the placer
-  // adds, the nodes untouched.
-  absl::flat_hash_map<uint32_t, size_t> at;  // node id -> freed[i]
-  std::vector<FreedRoom> freed;
-  for (const auto& [w, slot] : slots) {
-    NodeId node = w->groups[slot.first].slot_node[slot.second];
-    auto [it, added] = at.try_emplace(node.value(), freed.size());
-    if (added) {
-      freed.emplace_back();
-      freed.back().node = node;
-    }
-    FreedRoom& f = freed[it->second];
-    const GroupState& g = w->groups[slot.first];
-    f.resources += g.pod;
-    // A GPU memory share frees GPU room (docs/SCHEDULING.md, "GPU memory").
-    f.resources.Add(kGpu, cluster_.node(node).MemoryShareOf(g.pod));
-    ++f.pods;
-    // Its GPU devices too (docs/SCHEDULING.md, "Fractional GPUs").
-    for (int d : DeviceIndexes(g.DevicesAt(slot.second))) {
-      if (static_cast<int>(f.devices.size()) <= d) f.devices.resize(d + 1, 0);
-      f.devices[d] +=
-          static_cast<int32_t>(PerDevice(cluster_.node(node).GpuOf(g.pod)));
-    }
-  }
-  *placement = TryPlaceGang(cluster_.nodes(), resources_, plan.request,
-                            {.freed = &freed});
-  return placement->result == PlaceResult::kPlaced;
+  FreedByVictims freed(*this, plan.request);
+  for (const VictimUnit& u : units) freed.Add(u);
+  return FitsWith(plan, freed.rooms(), placement);
 }
 
 std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
@@ -174,22 +244,13 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
   if (candidates.empty() && chosen.empty()) return std::nullopt;
   // The preemptor fits when the nodes have room without the victims and
   // every queue on its path stays within its limits without them.
-  auto fits = [&](const std::vector<VictimUnit>& units,
-                  GangPlacement* placement) {
-    absl::flat_hash_map<uint32_t, ResourceVector> removed;
-    std::set<std::pair<const Workload*, std::pair<uint32_t, int32_t>>> seen;
-    for (const VictimUnit& u : units) {
-      for (auto slot : u.slots) {
-        if (!seen.insert({u.workload, slot}).second) continue;
-        for (QueueId q = u.workload->queue; q.valid();
-             q = queues_[q.value()].parent) {
-          removed[q.value()] += u.workload->groups[slot.first].pod;
-        }
-      }
-    }
-    if (CheckQueues(preemptor, need, &removed).code != PendingCode::kNone)
+  FreedByVictims freed(*this, plan.request);
+  auto fits = [&](GangPlacement* placement) {
+    if (!freed.MayFit()) return false;
+    if (CheckQueues(preemptor, need, &freed.by_queue()).code !=
+        PendingCode::kNone)
       return false;
-    return FitsWithout(plan, units, placement);
+    return FitsWith(plan, freed.rooms(), placement);
   };
   ResourceVector free;  // cluster-wide, a cheap bound before placing
   for (const Node& n : cluster_.nodes()) {
@@ -204,10 +265,24 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
       taken[unit.workload->queue.value()] += pod;
     }
   };
-  for (const VictimUnit& unit : chosen) take(unit);
+  for (const VictimUnit& unit : chosen) {
+    take(unit);
+    freed.Add(unit);
+  }
   VictimPlan result;
-  bool found =
-      inherited > 0 && need.FitsIn(free) && fits(chosen, &result.placement);
+  bool found = inherited > 0 && need.FitsIn(free) && fits(&result.placement);
+  if (!found) {
+    // Taking a victim only adds room, so when every candidate taken at
+    // once would not free enough in total, no choice of them does: one sum
+    // instead of a search that takes them one by one (a large gang that
+    // waits asks this every cycle).
+    ResourceVector most = free;
+    for (const VictimUnit& unit : candidates) {
+      for (auto slot : unit.slots)
+        most += unit.workload->groups[slot.first].pod;
+    }
+    if (!need.FitsIn(most)) return std::nullopt;
+  }
 
   // Candidates per leaf in their in-queue order (elastic replicas before
   // gangs, lowest priority, newest); the leaves' order is recomputed after
@@ -268,23 +343,51 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
     if (best == nullptr) break;
     VictimUnit& unit = *best->units.back();
     best->units.pop_back();
-    if (!Eligible(preemptor, unit, need, chosen)) continue;
+    if (!Eligible(preemptor, unit, need, freed.by_queue())) continue;
     chosen.push_back(unit);
     take(unit);
+    freed.Add(unit);
     best->overshare = share_without_taken(best->leaf);
     if (!need.FitsIn(free)) continue;
-    found = fits(chosen, &result.placement);
+    found = fits(&result.placement);
   }
   if (!found) return std::nullopt;
-  // Drop every victim that can be spared, last chosen first, so the set is
-  // minimal: no single remaining victim can go and the gang still fit.
-  for (size_t i = chosen.size(); i-- > inherited;) {
-    std::vector<VictimUnit> without = chosen;
-    without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
-    GangPlacement trial;
-    if (fits(without, &trial)) chosen = std::move(without);
+  // Drop every victim that can be spared, so the set is minimal: no single
+  // remaining victim can go and the gang still fit. First, at once, the
+  // victims on none of the nodes the gang was placed on (a search for a
+  // large gang takes hundreds, most of them elsewhere), when it still fits
+  // without them; then one by one, last chosen first.
+  absl::flat_hash_set<uint32_t> used(result.placement.nodes.size());
+  for (NodeId n : result.placement.nodes) used.insert(n.value());
+  std::vector<VictimUnit> elsewhere, on_used;
+  for (size_t i = inherited; i < chosen.size(); ++i) {
+    bool on = false;
+    for (auto [g, k] : chosen[i].slots) {
+      on = on ||
+           used.contains(chosen[i].workload->groups[g].slot_node[k].value());
+    }
+    (on ? on_used : elsewhere).push_back(chosen[i]);
   }
-  fits(chosen, &result.placement);
+  if (!elsewhere.empty()) {
+    for (const VictimUnit& unit : elsewhere) freed.Drop(unit);
+    GangPlacement trial;
+    if (fits(&trial)) {
+      chosen.resize(inherited);
+      for (VictimUnit& unit : on_used) chosen.push_back(std::move(unit));
+    } else {
+      for (const VictimUnit& unit : elsewhere) freed.Add(unit);
+    }
+  }
+  for (size_t i = chosen.size(); i-- > inherited;) {
+    freed.Drop(chosen[i]);
+    GangPlacement trial;
+    if (fits(&trial)) {
+      chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      freed.Add(chosen[i]);
+    }
+  }
+  fits(&result.placement);
   result.units = std::move(chosen);
   return result;
 }

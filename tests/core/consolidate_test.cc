@@ -201,6 +201,23 @@ TEST_F(ConsolidateTest, AMovedWorkloadThatIsReleasedHoldsNoRoom) {
   EXPECT_EQ(W("big").state, WorkloadState::kRunning);
 }
 
+// The free room added up over the nodes is kept between asks only while
+// no room changes: freed room makes the gathering worth trying again.
+TEST_F(ConsolidateTest, RoomFreedAfterAFailedAskIsGatheredNextCycle) {
+  SpreadTrain();
+  Submit(Workload("filler", {Group("worker", 1, 1, 1)}, "a"));
+  Cycle();
+  ASSERT_EQ(W("filler").state, WorkloadState::kRunning);
+  SubmitBig();
+  Cycle();  // 7 GPUs free in total: nothing to gather
+  EXPECT_EQ(W("big").state, WorkloadState::kPending);
+  EXPECT_TRUE(Nominated("train").empty());
+  ASSERT_TRUE(s_->Release("filler", {}, false, Now()).ok());
+  Cycle();  // 8 free in total, 4 and 4: train's pods on n1 move to n2
+  EXPECT_EQ(Nominated("train").size(), 4u);
+  EXPECT_EQ(W("big").state, WorkloadState::kPipelined);
+}
+
 TEST_F(ConsolidateTest, AShrinkThatDropsAMovedReplicaDropsItsMove) {
   SpreadTrain();
   SubmitBig();
