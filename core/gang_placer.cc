@@ -609,9 +609,14 @@ class Attempt {
     // Selectors and topology domains are checked node by node (Check), so
     // the first node in index order that passes is still the best; they only
     // make the walk longer.
+    // Freed room can give a node a device to share that its index entry
+    // does not show, and PickIndexed takes a node with freed room that
+    // shares before walking the shared ones: a fraction with freed room
+    // scans.
     bool indexable = options_.index != nullptr && !options_.ignore_usage &&
                      !options_.ignore_reserved &&
-                     RulesOf(group.placement.strategy).fullest_first;
+                     RulesOf(group.placement.strategy).fullest_first &&
+                     !(options_.freed != nullptr && SharesGpu(group.pod));
     if (indexable) {
       if (std::optional<NodeId> node = PickIndexed(group_index, pods_left))
         return node;

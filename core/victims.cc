@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/scheduler.h"
 
@@ -352,32 +351,8 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
     found = fits(&result.placement);
   }
   if (!found) return std::nullopt;
-  // Drop every victim that can be spared, so the set is minimal: no single
-  // remaining victim can go and the gang still fit. First, at once, the
-  // victims on none of the nodes the gang was placed on (a search for a
-  // large gang takes hundreds, most of them elsewhere), when it still fits
-  // without them; then one by one, last chosen first.
-  absl::flat_hash_set<uint32_t> used(result.placement.nodes.size());
-  for (NodeId n : result.placement.nodes) used.insert(n.value());
-  std::vector<VictimUnit> elsewhere, on_used;
-  for (size_t i = inherited; i < chosen.size(); ++i) {
-    bool on = false;
-    for (auto [g, k] : chosen[i].slots) {
-      on = on ||
-           used.contains(chosen[i].workload->groups[g].slot_node[k].value());
-    }
-    (on ? on_used : elsewhere).push_back(chosen[i]);
-  }
-  if (!elsewhere.empty()) {
-    for (const VictimUnit& unit : elsewhere) freed.Drop(unit);
-    GangPlacement trial;
-    if (fits(&trial)) {
-      chosen.resize(inherited);
-      for (VictimUnit& unit : on_used) chosen.push_back(std::move(unit));
-    } else {
-      for (const VictimUnit& unit : elsewhere) freed.Add(unit);
-    }
-  }
+  // Drop every victim that can be spared, last chosen first, so the set is
+  // minimal: no single remaining victim can go and the gang still fit.
   for (size_t i = chosen.size(); i-- > inherited;) {
     freed.Drop(chosen[i]);
     GangPlacement trial;

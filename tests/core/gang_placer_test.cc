@@ -344,6 +344,12 @@ TEST_F(GangPlacerTest, TrialsWithFreedRoomPlaceAsTheFullScanDoes) {
                       std::move(labels)));
       Node& n = nodes_.back();
       if (n.allocatable.Get(kGpu) > 0) n.used.Set(kGpu, pick(9) * 1000);
+      if (n.allocatable.Get(kGpu) > 0 && pick(2) == 0) {
+        // Fractions held on device 0, one of them half a GPU.
+        n.devices.Hold(1, 500, 1);
+        n.devices.Hold(1, 250, 1);
+        n.used.Set(kGpu, std::min<int64_t>(7000, n.used.Get(kGpu)) + 750);
+      }
       n.used.Set(kCpu, pick(60) * 1000);
       n.pods_used = pick(3);
       n.schedulable = pick(10) != 0;
@@ -368,9 +374,14 @@ TEST_F(GangPlacerTest, TrialsWithFreedRoomPlaceAsTheFullScanDoes) {
             kCpu,
             pick(1 + static_cast<int>(nodes_[i].used.Get(kCpu) / 1000)) * 1000);
         room.pods = pick(1 + static_cast<int>(nodes_[i].pods_used));
+        if (nodes_[i].devices.Held(0) > 0 && pick(2) == 0) {
+          room.devices = {500};  // the half GPU on device 0 is freed
+          room.resources.Set(kGpu, room.resources.Get(kGpu) + 500);
+        }
         freed.push_back(room);
       }
       PlacementGroup workers = GpuGroup(pick(5));  // 0: cpu-only pods
+      if (pick(4) == 0) workers.pod.Set(kGpu, 250 * (1 + pick(3)));  // fraction
       if (pick(4) == 0) {
         workers.placement.topology_key = "rack";
         workers.placement.required = pick(2) == 0;
