@@ -11,15 +11,14 @@
 
 FROM debian:12 AS build
 WORKDIR /src
-# The dependencies first, so a source change does not reinstall them.
+# The dependencies first, so a source change does not reinstall them: only
+# what building needs (scripts/install-deps.sh build), not the test tools.
 COPY scripts/install-deps.sh scripts/install-deps.sh
-RUN bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
+RUN bash scripts/install-deps.sh build && rm -rf /var/lib/apt/lists/*
 COPY . .
-# Only what ships: the options are cached, so scripts/build.sh keeps them.
-RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DGANGSCHED_BUILD_TESTS=OFF -DGANGSCHED_BUILD_BENCH=OFF \
-    && GANGSCHED_BUILD_DIR=/src/build GANGSCHED_JOBS="$(nproc)" \
-       bash scripts/build.sh
+# Only what ships: no tests, no benchmarks.
+RUN GANGSCHED_BUILD_DIR=/src/build GANGSCHED_TESTS=OFF \
+      GANGSCHED_JOBS="$(nproc)" bash scripts/build.sh
 
 FROM debian:12-slim
 # The shared libraries of gangsched and gangschedctl (ldd, mapped to their

@@ -9,8 +9,9 @@ LISTEN="${GANGSCHED_LISTEN:-127.0.0.1:50051}"
 METRICS="${GANGSCHED_METRICS_LISTEN:-127.0.0.1:9090}"
 CONFIG="${GANGSCHED_CONFIG-$ROOT/config/example.yaml}"
 
-bash "$ROOT/scripts/install-deps.sh"
-bash "$ROOT/scripts/build.sh"
+# Only what building and running need: no test tools, no tests.
+bash "$ROOT/scripts/install-deps.sh" build
+GANGSCHED_TESTS=OFF bash "$ROOT/scripts/build.sh"
 
 PIDFILE="$BUILD/gangsched.pid"
 if [[ -f "$PIDFILE" ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then

@@ -106,8 +106,10 @@ def test_two_stages_on_debian_12_with_the_ci_scripts(
         stages: list[Stage]) -> None:
     assert [s.image for s in stages] == ["debian:12", "debian:12-slim"]
     build = " ".join(i.args for i in stages[0].all("RUN"))
-    assert "bash scripts/install-deps.sh" in build
+    # Only what building needs, and only what ships is built.
+    assert "bash scripts/install-deps.sh build" in build
     assert "bash scripts/build.sh" in build
+    assert "GANGSCHED_TESTS=OFF" in build
     assert stages[0].all("WORKDIR")[0].args == SOURCE
     assert f"GANGSCHED_BUILD_DIR={BUILD}" in build
     assert not installed_packages(stages[0]), "the build stage installs " \
@@ -118,6 +120,40 @@ def test_every_final_package_has_an_apt_candidate(
         stages: list[Stage]) -> None:
     packages = installed_packages(stages[-1])
     assert packages
+    out = subprocess.run(["apt-cache", "policy", *packages],
+                         capture_output=True, text=True, check=True).stdout
+    candidates = dict(re.findall(r"^(\S+):\n(?:.*\n)*?\s+Candidate: (\S+)",
+                                 out, re.M))
+    missing = [p for p in packages if candidates.get(p, "(none)") == "(none)"]
+    assert not missing, f"no apt candidate: {missing}"
+
+
+def install_sets() -> dict[str, list[str]]:
+    """scripts/install-deps.sh's package arrays, by name."""
+    with open(os.path.join(ROOT, "scripts", "install-deps.sh")) as f:
+        text = f.read()
+    return {name: body.split() for name, body in
+            re.findall(r"^(\w+_PACKAGES)=\((.*?)\)", text, re.M | re.S)}
+
+
+def test_the_build_set_leaves_the_test_tools_out() -> None:
+    """scripts/run.sh and the image install the build set only: no Go (the
+    etcd .proto files are in proto/third_party), no browser, no etcd, no
+    second compiler, no GoogleTest."""
+    sets = install_sets()
+    build, extra = sets["BUILD_PACKAGES"], sets["TEST_PACKAGES"]
+    assert build and extra and not set(build) & set(extra)
+    test_only = [p for p in build if p.startswith(("golang", "clang", "llvm"))
+                 or p in ("chromium", "etcd-server", "prometheus",
+                          "libgtest-dev", "libbenchmark-dev",
+                          "python3-matplotlib", "python3-pytest")]
+    assert not test_only, f"test tools in the build set: {test_only}"
+    with open(os.path.join(ROOT, "proto", "CMakeLists.txt")) as f:
+        assert "/usr/share/gocode" not in f.read()
+
+
+def test_every_install_deps_package_has_an_apt_candidate() -> None:
+    packages = [p for names in install_sets().values() for p in names]
     out = subprocess.run(["apt-cache", "policy", *packages],
                          capture_output=True, text=True, check=True).stdout
     candidates = dict(re.findall(r"^(\S+):\n(?:.*\n)*?\s+Candidate: (\S+)",

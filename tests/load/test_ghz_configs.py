@@ -75,9 +75,12 @@ _FILES = None  # file name -> FileDescriptorProto
 
 def load_descriptors(proto_dir):
     """protoc --descriptor_set_out over every .proto under proto_dir."""
+    # third_party/ (etcd's API, for --store=etcd) is no service of ours.
     protos = sorted(
-        os.path.relpath(p, proto_dir)
-        for p in glob.glob(os.path.join(proto_dir, "**", "*.proto"), recursive=True))
+        rel for rel in (
+            os.path.relpath(p, proto_dir)
+            for p in glob.glob(os.path.join(proto_dir, "**", "*.proto"), recursive=True))
+        if not rel.startswith("third_party" + os.sep))
     if not protos:
         raise RuntimeError("no .proto files under %r" % proto_dir)
     tmp = tempfile.mkdtemp(prefix="ghz-configs-")
