@@ -144,22 +144,62 @@ absl::StatusOr<int64_t> ParseQuantity(absl::string_view text,
   return static_cast<int64_t>(value);
 }
 
+namespace {
+
+// Decimal SI form: the largest power of 1000 that divides `n` exactly
+// ("840G", "1500", "64k"), as Kubernetes writes a DecimalSI quantity.
+struct Form {
+  int64_t mantissa = 0;
+  absl::string_view suffix;
+};
+
+Form DecimalForm(int64_t n) {
+  static constexpr absl::string_view kSuffixes[] = {"",  "k", "M", "G",
+                                                    "T", "P", "E"};
+  size_t k = 0;
+  while (n != 0 && n % 1000 == 0 && k + 1 < std::size(kSuffixes)) {
+    n /= 1000;
+    ++k;
+  }
+  return {n, kSuffixes[k]};
+}
+
+int Digits(int64_t n) {
+  int digits = 1;
+  for (; n >= 10; n /= 10) ++digits;
+  return digits;
+}
+
+}  // namespace
+
 std::string FormatQuantity(int64_t amount, QuantityScale scale) {
   if (scale == QuantityScale::kMilli) {
-    if (amount % 1000 == 0) return absl::StrCat(amount / 1000);
-    return absl::StrCat(amount, "m");
+    if (amount % 1000 != 0) return absl::StrCat(amount, "m");
+    const Form decimal = DecimalForm(amount / 1000);
+    return absl::StrCat(decimal.mantissa, decimal.suffix);
   }
-  if (amount == 0) return "0";
-  static constexpr struct {
-    absl::string_view suffix;
-    int shift;
-  } kBinary[] = {{"Ei", 60}, {"Pi", 50}, {"Ti", 40},
-                 {"Gi", 30}, {"Mi", 20}, {"Ki", 10}};
-  for (const auto& b : kBinary) {
-    int64_t unit = int64_t{1} << b.shift;
-    if (amount % unit == 0) return absl::StrCat(amount / unit, b.suffix);
+  // Kubernetes keeps the form a quantity was written in (BinarySI "16Gi",
+  // DecimalSI "840G"); only the amount is kept here, so the form with the
+  // fewer digits is chosen, the binary one on a tie: "840G", not
+  // "820312500Ki"; "16Gi"; "1000Ki", not "1024k" (docs/SCHEDULING.md,
+  // "Resources").
+  const Form decimal = DecimalForm(amount);
+  if (amount >= 1024 && amount % 1024 == 0) {
+    static constexpr struct {
+      absl::string_view suffix;
+      int shift;
+    } kBinary[] = {{"Ei", 60}, {"Pi", 50}, {"Ti", 40},
+                   {"Gi", 30}, {"Mi", 20}, {"Ki", 10}};
+    for (const auto& b : kBinary) {
+      const int64_t unit = int64_t{1} << b.shift;
+      if (amount % unit != 0) continue;
+      if (Digits(amount / unit) <= Digits(decimal.mantissa)) {
+        return absl::StrCat(amount / unit, b.suffix);
+      }
+      break;
+    }
   }
-  return absl::StrCat(amount);
+  return absl::StrCat(decimal.mantissa, decimal.suffix);
 }
 
 }  // namespace gangsched

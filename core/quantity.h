@@ -25,7 +25,9 @@ QuantityScale ScaleFor(absl::string_view resource_name);
 absl::StatusOr<int64_t> ParseQuantity(absl::string_view text,
                                       QuantityScale scale);
 
-// Shortest exact quantity string for an amount ("4", "250m", "16Gi").
+// Exact quantity string for an amount, with the suffix Kubernetes' canonical
+// form would choose ("4", "250m", "16Gi", "840G", "64k"): for bytes, the
+// binary or decimal form with the fewer digits, binary on a tie.
 std::string FormatQuantity(int64_t amount, QuantityScale scale);
 
 // Amount per whole unit of the scale (1000 milli-units, or 1 byte).

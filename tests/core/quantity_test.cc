@@ -90,14 +90,32 @@ TEST(QuantityTest, ScaleFollowsTheResourceName) {
   EXPECT_EQ(ScaleFor("example.com/foo"), QuantityScale::kMilli);
 }
 
-TEST(QuantityTest, FormatsTheShortestExactString) {
+TEST(QuantityTest, FormatsWithTheSuffixKubernetesWouldChoose) {
   EXPECT_EQ(FormatQuantity(4000, QuantityScale::kMilli), "4");
   EXPECT_EQ(FormatQuantity(250, QuantityScale::kMilli), "250m");
   EXPECT_EQ(FormatQuantity(int64_t{16} << 30, QuantityScale::kBytes), "16Gi");
   EXPECT_EQ(FormatQuantity(int64_t{3} << 29, QuantityScale::kBytes), "1536Mi");
-  EXPECT_EQ(FormatQuantity(1000, QuantityScale::kBytes), "1000");
+  EXPECT_EQ(FormatQuantity(1000, QuantityScale::kBytes), "1k");
+  EXPECT_EQ(FormatQuantity(1023, QuantityScale::kBytes), "1023");
+  EXPECT_EQ(FormatQuantity(1024, QuantityScale::kBytes), "1Ki");
+  // A node of "840G" reads 840G, not 820312500Ki (both are exact).
+  EXPECT_EQ(FormatQuantity(int64_t{840} * 1000000000, QuantityScale::kBytes),
+            "840G");
+  EXPECT_EQ(FormatQuantity(int64_t{2} * 1000000000, QuantityScale::kBytes),
+            "2G");
+  // A tie of digits keeps the binary form: 1000Ki, not 1024k.
+  EXPECT_EQ(FormatQuantity(1024000, QuantityScale::kBytes), "1000Ki");
+  EXPECT_EQ(FormatQuantity(int64_t{1500} << 20, QuantityScale::kBytes),
+            "1500Mi");
+  EXPECT_EQ(FormatQuantity(int64_t{3} * 1000000000000000000,
+                           QuantityScale::kBytes),
+            "3E");
+  EXPECT_EQ(FormatQuantity(int64_t{64000} * 1000, QuantityScale::kMilli),
+            "64k");
+  EXPECT_EQ(FormatQuantity(1500, QuantityScale::kMilli), "1500m");
+  EXPECT_EQ(FormatQuantity(0, QuantityScale::kMilli), "0");
   EXPECT_EQ(FormatQuantity(0, QuantityScale::kBytes), "0");
-  for (const char* text : {"500m", "3", "0.5", "1.5Gi", "7Ti"}) {
+  for (const char* text : {"500m", "3", "0.5", "1.5Gi", "7Ti", "840G", "1e3"}) {
     QuantityScale scale = text[0] == '1' || text[0] == '7'
                               ? QuantityScale::kBytes
                               : QuantityScale::kMilli;

@@ -76,13 +76,30 @@ def _parse(text: str, in_bytes: bool) -> int:
     return int(whole)
 
 
+def _decimal_form(n: int) -> tuple[int, str]:
+    """The largest power of 1000 dividing n exactly: (840, "G")."""
+    k = 0
+    while n != 0 and n % 1000 == 0 and k < 6:
+        n //= 1000
+        k += 1
+    return n, ["", "k", "M", "G", "T", "P", "E"][k]
+
+
 def format_quantity(amount: int, resource: str = "cpu") -> str:
-    """Shortest exact quantity string for an amount in the resource's scale."""
+    """Exact quantity string for an amount in the resource's scale, with
+    the suffix Kubernetes' canonical form would choose: for bytes, the
+    binary or decimal form with the fewer digits, binary on a tie ("840G",
+    "16Gi", "1000Ki"); the server's FormatQuantity, same rule."""
     if not is_bytes(resource):
-        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
-    if amount == 0:
-        return "0"
-    for suffix, shift in sorted(_BINARY.items(), key=lambda kv: -kv[1]):
-        if amount % (1 << shift) == 0:
-            return f"{amount >> shift}{suffix}"
-    return str(amount)
+        if amount % 1000 != 0:
+            return f"{amount}m"
+        mantissa, suffix = _decimal_form(amount // 1000)
+        return f"{mantissa}{suffix}"
+    mantissa, suffix = _decimal_form(amount)
+    if amount >= 1024 and amount % 1024 == 0:
+        for binary, shift in sorted(_BINARY.items(), key=lambda kv: -kv[1]):
+            if amount % (1 << shift) == 0:
+                if len(str(amount >> shift)) <= len(str(mantissa)):
+                    return f"{amount >> shift}{binary}"
+                break
+    return f"{mantissa}{suffix}"

@@ -55,10 +55,16 @@ def test_bad_quantities_are_refused(text: str) -> None:
         parse_quantity(text, "cpu")
 
 
-def test_format_is_shortest_exact() -> None:
+def test_format_is_exact_with_the_suffix_kubernetes_would_choose() -> None:
     assert format_quantity(1500, "cpu") == "1500m"
     assert format_quantity(4000, "cpu") == "4"
     assert format_quantity(16 << 30, "memory") == "16Gi"
+    assert format_quantity(840 * 10**9, "memory") == "840G"
+    assert format_quantity(1024000, "memory") == "1000Ki"
+    assert format_quantity(1000, "memory") == "1k"
+    assert format_quantity(1023, "memory") == "1023"
+    assert format_quantity(64000 * 1000, "cpu") == "64k"
+    assert format_quantity(0, "memory") == "0"
 
 
 @pytest.mark.parametrize("mutate,field", [
