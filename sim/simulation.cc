@@ -504,10 +504,13 @@ class Driver {
     const Millis limit = dt > 0 ? next : t + 1;
     while (next_sample_ < limit) {
       if (results_.cluster.size() >= kMaxSamples) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--sample: the run reaches ", Seconds(t), " s, more than ",
-            kMaxSamples, " rows of cluster.csv at one every ",
-            Seconds(options_.sample), " s; give a larger --sample"));
+        // Past what anyone can read: the run goes on without rows, so that
+        // the refusal names its real extent (Finish), not where it was.
+        samples_refused_ = true;
+        const Millis skipped =
+            (limit - next_sample_ + options_.sample - 1) / options_.sample;
+        next_sample_ += skipped * options_.sample;
+        break;
       }
       Sample(next_sample_);
       next_sample_ += options_.sample;
@@ -558,6 +561,16 @@ class Driver {
                     [](const WorkloadResult& w) { return !w.end; })) {
       results_.end = t;
     }
+    if (samples_refused_) {
+      // Rows at 0, s, 2s, ... up to the end: at most kMaxSamples of them.
+      const Millis least = (results_.end + kMaxSamples - 2) / (kMaxSamples - 1);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--sample: the run lasts ", Seconds(results_.end), " s, which at one row every ",
+          Seconds(options_.sample), " s makes ",
+          results_.end / options_.sample + 1, " rows of cluster.csv, more than ",
+          kMaxSamples, "; give --sample=", (least + 999) / 1000,
+          " or more"));
+    }
     results_.gpus_ms = absl::int128(cluster_gpus_) * results_.end;
     std::sort(results_.queue_timeline.begin(), results_.queue_timeline.end(),
               [](const QueueSample& a, const QueueSample& b) {
@@ -606,6 +619,7 @@ class Driver {
   absl::flat_hash_set<int32_t> waiting_;  // arrived, not running, not ended
   uint64_t seq_ = 0;
   Millis next_sample_ = 0;
+  bool samples_refused_ = false;  // more rows than kMaxSamples were due
   int busy_run_ = 0;
   int64_t cluster_gpus_ = 0;  // the config's nodes do not change
   Results results_;

@@ -1,6 +1,7 @@
 #include "sim/trace.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -243,6 +244,66 @@ absl::StatusOr<Millis> SecondsToMillis(double seconds,
   return static_cast<Millis>(std::llround(seconds * 1000.0));
 }
 
+// Parses one line, refusing a key given twice in one object: JSON leaves
+// that undefined and nlohmann keeps the last one, which would hide a typo'd
+// edit of a trace ("runtime" twice). The error names the key's path.
+absl::StatusOr<Json> ParseObject(const std::string& text) {
+  struct Frame {
+    bool array = false;
+    int next_index = 0;
+    std::string path;
+    std::set<std::string> keys;
+  };
+  std::vector<Frame> frames;
+  std::string key;  // the last key read, for the value that follows it
+  std::string duplicate;
+  // Path of the value that starts now, inside the innermost container.
+  auto child_path = [&]() -> std::string {
+    if (frames.empty()) return "";
+    Frame& parent = frames.back();
+    if (parent.array) {
+      return absl::StrCat(parent.path, "[", parent.next_index++, "]");
+    }
+    const bool plain =
+        !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+        });
+    if (!plain) return absl::StrCat(parent.path, "[\"", key, "\"]");
+    return parent.path.empty() ? key : absl::StrCat(parent.path, ".", key);
+  };
+  Json::parser_callback_t callback = [&](int, Json::parse_event_t event,
+                                         Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        frames.push_back(
+            {event == Json::parse_event_t::array_start, 0, child_path(), {}});
+        break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        if (!frames.empty()) frames.pop_back();
+        break;
+      case Json::parse_event_t::key:
+        key = parsed.get<std::string>();
+        if (!frames.empty() && !frames.back().keys.insert(key).second &&
+            duplicate.empty()) {
+          duplicate = child_path();
+        }
+        break;
+      case Json::parse_event_t::value:
+        if (!frames.empty() && frames.back().array) ++frames.back().next_index;
+        break;
+    }
+    return true;
+  };
+  Json obj = Json::parse(text, callback, /*allow_exceptions=*/false);
+  if (obj.is_discarded()) {
+    return absl::InvalidArgumentError("not a JSON object");
+  }
+  if (!duplicate.empty()) return Bad(duplicate, "given twice");
+  return obj;
+}
+
 absl::StatusOr<std::vector<TraceWorkload>> ReadTrace(std::istream& in) {
   std::vector<TraceWorkload> out;
   std::set<std::string> ids;
@@ -255,11 +316,9 @@ absl::StatusOr<std::vector<TraceWorkload>> ReadTrace(std::istream& in) {
       return absl::InvalidArgumentError(
           absl::StrCat("trace line ", line, ": ", s.message()));
     };
-    Json obj = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (obj.is_discarded()) {
-      return where(absl::InvalidArgumentError("not a JSON object"));
-    }
-    auto workload = ParseLine(obj);
+    absl::StatusOr<Json> obj = ParseObject(text);
+    if (!obj.ok()) return where(obj.status());
+    auto workload = ParseLine(*obj);
     if (!workload.ok()) return where(workload.status());
     workload->line = line;
     if (!ids.insert(workload->spec.id).second) {

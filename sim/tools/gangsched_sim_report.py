@@ -134,7 +134,10 @@ def share_plot(run: Run) -> str:
 
 
 def table(rows: list[dict], columns: list[str]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    # Long names (fair_share_deviation_gpus) may break after an underscore,
+    # so a wide table wraps its headers to fit the page.
+    head = "".join(
+        f"<th>{html.escape(c).replace('_', '_<wbr>')}</th>" for c in columns)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(r.get(c, ''))}</td>"
                          for c in columns) + "</tr>" for r in rows)
@@ -144,7 +147,8 @@ def table(rows: list[dict], columns: list[str]) -> str:
 STYLE = """
 body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1000px; }
 table { border-collapse: collapse; margin: 8px 0 20px; font-size: 13px; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
+th { vertical-align: bottom; }
 th { background: #f3f3f3; }
 td:first-child, th:first-child { text-align: left; }
 .plot { margin: 12px 0 28px; }

@@ -355,7 +355,20 @@ TEST(SimulationTest, TooManySamplesIsAnError) {
                           Trace(Line("late", 100.0 * 365 * 86400, 1, "a", 1)),
                           SimOptions{});
   ASSERT_FALSE(results.ok());
-  EXPECT_THAT(results.status().message(), HasSubstr("give a larger --sample"));
+  // The refusal names the run's real extent (its last workload's end), and
+  // the least --sample that would do, not where the rows ran out.
+  EXPECT_EQ(results.status().message(),
+            "--sample: the run lasts 3153600001 s, which at one row every 60 s "
+            "makes 52560001 rows of cluster.csv, more than 1000000; "
+            "give --sample=3154 or more");
+  // And that one does.
+  SimOptions enough;
+  enough.sample = 3154 * 1000;
+  auto fits = Simulate(Config(kTwoTeams),
+                       Trace(Line("late", 100.0 * 365 * 86400, 1, "a", 1)),
+                       enough);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_LE(fits->cluster.size(), 1000000u);
 }
 
 // 4,032 GPUs for 100 years: 3,532,032,000 GPU-hours, past what 64-bit
@@ -391,6 +404,25 @@ TEST(TraceTest, ErrorsNameTheLineAndTheField) {
   EXPECT_EQ(error(ok + "\n" + ok),
             "trace line 3: id: \"j\" is on an earlier line too");
   EXPECT_EQ(error("{"), "trace line 1: not a JSON object");
+  // A key given twice is named, however deep, instead of the last one
+  // silently winning.
+  EXPECT_EQ(
+      error(
+          R"({"id": "j", "arrival": 0, "runtime": 1, "runtime": 5, "queue": "a", "groups": []})"),
+      "trace line 1: runtime: given twice");
+  EXPECT_EQ(
+      error(
+          R"({"id": "j", "arrival": 0, "runtime": 1, "queue": "a", "groups": [{"name": "h", "desired_count": 1}, {"name": "w", "desired_count": 1, "resources": {"cpu": "1", "memory": "1Gi", "cpu": "2"}}]})"),
+      "trace line 1: groups[1].resources.cpu: given twice");
+  EXPECT_EQ(
+      error(
+          R"({"id": "j", "arrival": 0, "runtime": 1, "queue": "a", "groups": [[1, 2], {"name": "w", "labels": {"a.b/c": "1", "a.b/c": "2"}}]})"),
+      "trace line 1: groups[1].labels[\"a.b/c\"]: given twice");
+  // The same key in two objects is no duplicate.
+  EXPECT_EQ(
+      error(
+          R"({"id": "j", "arrival": 0, "runtime": 1, "queue": "a", "groups": [{"name": "h", "desired_count": 1}, {"name": "w", "desired_count": 1}]})"),
+      "ok");
   EXPECT_EQ(error("[1]"), "trace line 1: line: must be a JSON object");
   EXPECT_EQ(
       error(

@@ -4,6 +4,7 @@ screenshot is kept in build/test-artifacts/sim-report.png."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -102,3 +103,30 @@ def test_chromium_renders_the_plots(report):
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 50000  # four plots and two tables, not a blank page
+
+
+def test_the_wide_tables_fit_the_page(report, tmp_path):
+    """At the screenshot's width every table fits its column of the page:
+    nothing is cut at the right edge (as it was, its headers one unbroken
+    word each) or hidden behind a scrollbar; a narrower window scrolls the
+    table box (overflow-x). Measured by the browser in a copy of the page
+    with a script that writes each table box's widths into the DOM."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"chromium not found at {CHROMIUM}")
+    probe = tmp_path / "probe.html"
+    script = (
+        "<script>document.body.setAttribute('data-fit', JSON.stringify("
+        "[...document.querySelectorAll('.wide')].map("
+        "d => [d.scrollWidth, d.clientWidth])));</script>")
+    probe.write_text(report.read_text().replace("</body>",
+                                                script + "</body>"))
+    dom = chromium("--window-size=1100,2000", "--dump-dom",
+                   probe.as_uri())
+    assert dom.returncode == 0, dom.stderr
+    found = re.search(r'data-fit="([^"]*)"', dom.stdout)
+    assert found, dom.stdout[:2000]
+    boxes = json.loads(found.group(1).replace("&quot;", '"'))
+    assert len(boxes) == 2
+    for scroll, client in boxes:
+        assert client > 0
+        assert scroll <= client, (scroll, client)
