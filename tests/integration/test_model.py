@@ -511,6 +511,20 @@ class Model:
             if e.type != pb().EVENT_TYPE_HEARTBEAT or e.revision != before["revision"]:
                 self.fail("after the restart the watch from %d sent %s at %d"
                           % (before["revision"], pb().EventType.Name(e.type), e.revision))
+        # The event window is memory only: a watch resumed from before the
+        # restart is told to resync (README, "Watching"), never sent a gap.
+        if before["revision"] > 1:
+            call = self.sched.WatchEvents(
+                pb().WatchRequest(from_revision=before["revision"] - 1), timeout=3)
+            try:
+                e = next(iter(call))
+                self.fail("a watch from %d, before the restart, sent %s at %d"
+                          % (before["revision"] - 1, pb().EventType.Name(e.type), e.revision))
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.OUT_OF_RANGE:
+                    self.fail("a watch from before the restart: %s %s" % (e.code(), e.details()))
+            finally:
+                call.cancel()
         self.state = after
 
     # --- the run -------------------------------------------------------------
