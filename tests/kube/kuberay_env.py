@@ -292,6 +292,21 @@ class Env:
     def _agrees(self) -> bool:
         workloads, _ = self.client.list_workloads()
         by_id = {w.spec.id: w for w in workloads}
+        # Nothing of a cluster that does not name gangsched, once no pod
+        # gangsched placed for it runs.
+        for rc in self.kube.list("rayclusters"):
+            meta, spec = rc["metadata"], rc.get("spec") or {}
+            templates = [spec.get("headGroupSpec", {}).get("template", {})]
+            templates += [g.get("template", {})
+                          for g in spec.get("workerGroupSpecs") or []]
+            if any((t.get("spec") or {}).get("schedulerName") == "gangsched"
+                   for t in templates):
+                continue
+            if self.bound(meta["name"], meta.get("namespace", "default")):
+                continue
+            w = by_id.get(f"{meta.get('namespace')}/{meta['name']}")
+            if w is not None and w.state != 5:  # RELEASED
+                return False
         for p in self.kube.list("pods"):
             meta = p["metadata"]
             cluster = meta.get("labels", {}).get("ray.io/cluster")

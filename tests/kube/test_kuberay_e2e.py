@@ -582,6 +582,49 @@ def test_a_raycluster_gangsched_cannot_express_says_so(env: Env) -> None:
     assert env.client.get_workload("default/odd") is None
 
 
+def without_scheduler_name(rc: dict) -> dict:
+    spec = rc["spec"]
+    for template in [spec["headGroupSpec"]["template"]] + [
+            g["template"] for g in spec.get("workerGroupSpecs") or []]:
+        template["spec"].pop("schedulerName", None)
+    return rc
+
+
+def test_only_clusters_that_name_gangsched_are_submitted(env: Env) -> None:
+    gpu_nodes(env, 2)
+    shim = env.shim("--leader-election=false")
+    # Its pods are the default scheduler's: gangsched must book nothing for
+    # them, not even after the pods' hold and a full pass (5 s).
+    env.apply(without_scheduler_name(manifest(
+        "raycluster-autoscaler.yaml", **{"metadata.name": "plain"})))
+    env.apply(manifest("raycluster-autoscaler.yaml",
+                       **{"metadata.name": "ours"}))
+    env.wait(lambda: env.bound("ours") and not env.waiting("ours"),
+             "ours bound")
+    time.sleep(6.5)  # past FULL_PASS_SECONDS: every cluster passed again
+    assert shim.alive()
+    assert env.client.get_workload("default/plain") is None
+    assert all(not p["spec"].get("nodeName") for p in env.cluster_pods("plain"))
+
+    # "ours" stops naming gangsched. KubeRay leaves its running pods: their
+    # room stays booked while they run, and is released once they are gone.
+    rc = without_scheduler_name(env.kube.get("rayclusters", "default",
+                                             "ours"))
+    env.kube.replace(rc)
+    time.sleep(1.0)
+    assert env.client.get_workload("default/ours").state == 3  # RUNNING
+    for p in env.cluster_pods("ours"):
+        env.kube.delete("pods", "default", p["metadata"]["name"])
+    env.wait(lambda: env.client.get_workload("default/ours") is None or
+             env.client.get_workload("default/ours").state == 5,
+             "ours released")
+    # KubeRay's new pods are the default scheduler's.
+    env.wait(lambda: env.cluster_pods("ours"), "new pods of ours")
+    assert all(p["spec"].get("schedulerName") != "gangsched" and
+               not p["spec"].get("nodeName")
+               for p in env.cluster_pods("ours"))
+
+
 def test_a_preempted_rayjob_that_asks_for_it_is_suspended(env: Env) -> None:
     gpu_nodes(env, 1)
     env.shim("--leader-election=false")

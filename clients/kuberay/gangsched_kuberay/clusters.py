@@ -247,9 +247,13 @@ class ClusterReconciler:
             # shares the naming: not this shim's to release.
             self._forget(t)
             return False
+        # A cluster that never named the shim's scheduler, or stopped
+        # naming it, is wound down like a deleted one: nothing of it is
+        # submitted, and what gangsched holds is released once the pods it
+        # placed are gone.
         alive = cluster is not None and not P.meta(cluster).get(
             "deletionTimestamp") and not (cluster.get("spec") or {}).get(
-            "suspend")
+            "suspend") and mapping.opted_in(cluster, self.scheduler_name)
 
         if gang is not None and gang.state != "RELEASED":
             self._give_back(t, wid, gang, pods, cluster if alive else None)
@@ -385,7 +389,7 @@ class ClusterReconciler:
         try:
             wanted: Any = mapping.workload_from_cluster(
                 cluster, self.default_queue, self.known_classes,
-                self.taint_specs)
+                self.taint_specs, scheduler_name=self.scheduler_name)
         except (mapping.MappingError, ValueError) as e:
             wanted = e
         self._wanted_memo[t_key] = (key, wanted)

@@ -3,7 +3,9 @@ own rules; pure functions over the objects as the API returns them (dicts).
 
 The rules (README, "Run with KubeRay"; docs/SCHEDULING.md for what the
 groups mean):
-- one workload per RayCluster, id ``<namespace>/<name>``;
+- one workload per RayCluster whose head or worker template names the
+  shim's scheduler (``opted_in``), id ``<namespace>/<name>``; a group whose
+  template names another scheduler is left out;
 - group ``head``: 1 pod, min 1; one group per worker group with
   ``pods_per_replica = numOfHosts``,
   ``desired = clamp(replicas, minReplicas, maxReplicas) x numOfHosts``,
@@ -218,12 +220,33 @@ def worker_counts(group: Mapping[str, Any], autoscaling: bool,
     return minimum * hosts, desired * hosts, max_r * hosts, hosts
 
 
+def _scheduler_of(template: Mapping[str, Any]) -> str:
+    return (template.get("spec") or {}).get("schedulerName") or \
+        "default-scheduler"
+
+
+def opted_in(cluster: Mapping[str, Any], scheduler_name: str) -> bool:
+    """Whether the RayCluster's head or a worker template names the shim's
+    scheduler: only such a cluster is ever submitted (README, "Run with
+    KubeRay")."""
+    spec = cluster.get("spec") or {}
+    templates = [(spec.get("headGroupSpec") or {}).get("template") or {}]
+    templates += [g.get("template") or {}
+                  for g in spec.get("workerGroupSpecs") or []]
+    return any(_scheduler_of(t) == scheduler_name for t in templates)
+
+
 def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
                           known_classes: set[str],
-                          taint_specs: tuple[str, ...] = ()) -> dict[str, Any]:
+                          taint_specs: tuple[str, ...] = (),
+                          scheduler_name: str | None = None
+                          ) -> dict[str, Any]:
     """The WorkloadSpec dict for gangsched.workload_spec(). ``taint_specs``
     are the shim's --tolerate-taint values: a group whose pods do not
-    tolerate one is kept off the nodes that have it (taints.py)."""
+    tolerate one is kept off the nodes that have it (taints.py). With
+    ``scheduler_name``, a group whose template names another scheduler is
+    left out: its pods are that scheduler's, and booking room for them too
+    would count it twice."""
     meta = cluster.get("metadata") or {}
     spec = cluster.get("spec") or {}
     labels = meta.get("labels") or {}
@@ -250,6 +273,9 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
     _gpu_fraction(head, head_annotations, "headGroupSpec.template")
     _gpu_memory(head, head_annotations, "headGroupSpec.template")
     groups = [head]
+    if scheduler_name is not None and \
+            _scheduler_of(head_template) != scheduler_name:
+        groups = []
     for i, g in enumerate(spec.get("workerGroupSpecs") or []):
         where = f"workerGroupSpecs[{i}]"
         name = g.get("groupName") or ""
@@ -262,9 +288,12 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
         if name == names.HEAD_GROUP:
             raise MappingError(f"{where}.groupName {name!r} is the name "
                                "gangsched gives the head group; rename it")
+        template = g.get("template") or {}
+        if scheduler_name is not None and \
+                _scheduler_of(template) != scheduler_name:
+            continue
         minimum, desired, maximum, hosts = worker_counts(g, autoscaling,
                                                          where)
-        template = g.get("template") or {}
         worker_spec = dict(template.get("spec") or {})
         # KubeRay's wait-gcs-ready init container on every worker.
         worker_spec["initContainers"] = list(

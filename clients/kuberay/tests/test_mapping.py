@@ -421,3 +421,42 @@ def test_an_unexpected_bind_failure_frees_the_slot():
     t.inflight["worker/0"] = "p0"
     r._bind_one(t, "ml/rc", _pod("p0"), "worker/0", "n1", [])
     assert t.inflight == {} and marked == [("ml", "rc")]
+
+
+def named(spec, scheduler):
+    """A pod spec (or a cluster's template spec) naming a scheduler."""
+    return {**spec, "schedulerName": scheduler}
+
+
+def test_only_clusters_naming_the_scheduler_are_opted_in():
+    head = {"containers": [container({"cpu": "1"})]}
+    gpu = {"containers": [container({"cpu": "4"}, {"nvidia.com/gpu": "1"})]}
+    plain = cluster([worker(spec=gpu)], head_spec=head)
+    assert not mapping.opted_in(plain, "gangsched")
+    # Another scheduler's name is not ours either.
+    other = cluster([worker(spec=named(gpu, "kai-scheduler"))],
+                    head_spec=named(head, "kai-scheduler"))
+    assert not mapping.opted_in(other, "gangsched")
+    assert mapping.opted_in(other, "kai-scheduler")
+    # The head or any worker template naming it opts the cluster in.
+    assert mapping.opted_in(cluster([worker(spec=gpu)],
+                                    head_spec=named(head, "gangsched")),
+                            "gangsched")
+    assert mapping.opted_in(cluster([worker(spec=gpu),
+                                     worker("b", spec=named(gpu, "gangsched"))],
+                                    head_spec=head), "gangsched")
+
+
+def test_groups_of_another_scheduler_are_left_out():
+    head = {"containers": [container({"cpu": "1"})]}
+    gpu = {"containers": [container({"cpu": "4"}, {"nvidia.com/gpu": "1"})]}
+    c = cluster([worker("ours", spec=named(gpu, "gangsched")),
+                 worker("theirs", spec=gpu)], head_spec=head)
+    spec = mapping.workload_from_cluster(c, "default", set(),
+                                         scheduler_name="gangsched")
+    # The default scheduler runs the head and "theirs": booking room for
+    # them in gangsched too would count it twice.
+    assert [g["name"] for g in spec["groups"]] == ["ours"]
+    everything = mapping.workload_from_cluster(c, "default", set())
+    assert [g["name"] for g in everything["groups"]] == \
+        ["head", "ours", "theirs"]
