@@ -676,3 +676,180 @@ def test_gangsched_wiped_the_shim_resyncs(env: Env) -> None:
     env.wait(lambda: len(env.bound(TRAIN)) == 3 and not env.waiting(TRAIN),
              "training bound again")
     env.check_invariants()
+
+
+# -- day two: live edits and things in the other order ----------------------
+
+def group_view(env: Env, name: str, group: str) -> Any:
+    w = env.client.get_workload(f"default/{name}")
+    return next((g for g in w.spec.groups if g.name == group), None) \
+        if w is not None else None
+
+
+def test_a_cluster_created_before_its_queue_runs_once_the_queue_exists(
+        env: Env) -> None:
+    gpu_nodes(env, 1)
+    env.shim("--leader-election=false")
+    rc = manifest("raycluster-autoscaler.yaml", **{"metadata.name": "early"})
+    rc["metadata"]["labels"]["gangsched.io/queue"] = "late"
+    env.apply(rc)
+    env.wait(lambda: len(env.waiting("early")) == 3 and all(
+        'queue "late" not found' in condition(p).get("message", "")
+        for p in env.waiting("early")), "the refusal on every waiting pod")
+    assert env.client.get_workload("default/early") is None
+    # The admin creates the queue: the refusal is asked again (backoff)
+    # without any change to the RayCluster.
+    time.sleep(4)  # refused again and again: the refusal is remembered
+    assert not env.bound("early")
+    env.client.upsert_queue({"name": "late"})
+    env.wait(lambda: len(env.bound("early")) == 3 and not env.waiting("early"),
+             "bound once the queue exists", timeout=30)
+
+
+def test_num_of_hosts_changed_reshapes_the_group(env: Env) -> None:
+    """numOfHosts 2 -> 3: KubeRay replaces the replicas. The old two-host
+    slots go away with their pods (never placed again for pods that will
+    not come back) and the new three-host replicas bind whole."""
+    gpu_nodes(env, 3)
+    env.shim("--leader-election=false")
+    rc = manifest("raycluster-autoscaler.yaml",
+                  **{"metadata.name": "hosts",
+                     "spec.enableInTreeAutoscaling": False,
+                     "spec.workerGroupSpecs.0.numOfHosts": 2})
+    env.apply(rc)
+    env.wait(lambda: len(env.bound("hosts", group="gpu-group")) == 4 and
+             not env.waiting("hosts"), "two two-host replicas bound")
+    assert group_view(env, "hosts", "gpu-group").pods_per_replica == 2
+    rc = env.kube.get("rayclusters", "default", "hosts")
+    rc["spec"]["workerGroupSpecs"][0]["numOfHosts"] = 3
+    env.kube.replace(rc)
+    env.wait(lambda: len(env.bound("hosts", group="gpu-group")) == 6 and
+             not env.waiting("hosts"), "two three-host replicas bound",
+             timeout=30)
+    view = group_view(env, "hosts", "gpu-group")
+    assert (view.pods_per_replica, view.desired_count) == (3, 6)
+    w = env.client.get_workload("default/hosts")
+    # Room booked for exactly the live pods: 6 workers and the head.
+    assert len(w.bindings) == 7, [(b.group, b.index) for b in w.bindings]
+    for p in env.bound("hosts", group="gpu-group"):
+        host = int(p["metadata"]["labels"]["ray.io/replica-host-index"])
+        slot = int(p["metadata"]["annotations"]["gangsched.io/slot"]
+                   .split("/")[1])
+        assert slot % 3 == host, (slot, host)
+
+
+def test_a_refused_edit_of_a_running_gang_is_said_on_every_waiting_pod(
+        env: Env) -> None:
+    """A running gang moved to another queue (gangsched refuses: it has
+    bound pods) and grown in one edit: the new pod says the refusal, not
+    "every slot is taken"; the edit undone, the refusal is asked again and
+    the pod binds."""
+    gpu_nodes(env, 2)
+    env.shim("--leader-election=false")
+    env.apply(manifest("raycluster-autoscaler.yaml",
+                       **{"metadata.name": "edit",
+                          "spec.enableInTreeAutoscaling": False}))
+    env.wait(lambda: len(env.bound("edit")) == 3 and not env.waiting("edit"),
+             "bound")
+    rc = env.kube.get("rayclusters", "default", "edit")
+    rc["metadata"]["labels"]["gangsched.io/queue"] = "research-2"
+    rc["spec"]["workerGroupSpecs"][0]["replicas"] = 3
+    env.kube.replace(rc)
+    env.wait(lambda: env.waiting("edit") and all(
+        "gangsched refused the workload" in condition(p).get("message", "")
+        and "cannot move a workload with bound pods" in
+        condition(p).get("message", "") for p in env.waiting("edit")),
+        "the refusal on the waiting pod")
+    assert any(e["reason"] == "Refused" for e in env.events_for("edit"))
+    rc = env.kube.get("rayclusters", "default", "edit")
+    rc["metadata"]["labels"]["gangsched.io/queue"] = "research"
+    env.kube.replace(rc)
+    env.wait(lambda: len(env.bound("edit")) == 4 and not env.waiting("edit"),
+             "the third worker bound")
+
+
+def test_worker_resources_edited_the_group_takes_the_new_shape(
+        env: Env) -> None:
+    """The worker group asks for more GPU than gangsched books while its
+    pods run. As KubeRay's pods are replaced, each old one gives its slot
+    back for good (a shrink); the waiting new pods say so, never take an
+    old slot, and bind once the old shape is gone."""
+    gpu_nodes(env, 2)
+    env.shim("--leader-election=false")
+    env.apply(manifest("raycluster-autoscaler.yaml",
+                       **{"metadata.name": "edit",
+                          "spec.enableInTreeAutoscaling": False}))
+    env.wait(lambda: len(env.bound("edit")) == 3 and not env.waiting("edit"),
+             "bound")
+    rc = env.kube.get("rayclusters", "default", "edit")
+    res = rc["spec"]["workerGroupSpecs"][0]["template"]["spec"][
+        "containers"][0]["resources"]
+    res["requests"]["nvidia.com/gpu"] = res["limits"]["nvidia.com/gpu"] = "2"
+    env.kube.replace(rc)
+    old = env.bound("edit", group="gpu-group")
+    env.kube.delete("pods", "default", old[0]["metadata"]["name"])
+    env.wait(lambda: env.waiting("edit") and all(
+        "changes shape (resources nvidia.com/gpu 1 -> 2)" in
+        condition(p).get("message", "") for p in env.waiting("edit")),
+        "the reshape on the new pod")
+    # Its old slot is gone for good, not placed again for it.
+    w = env.client.get_workload("default/edit")
+    assert len([b for b in w.bindings if b.group == "gpu-group"]) == 1
+    env.kube.delete("pods", "default", old[1]["metadata"]["name"])
+    env.wait(lambda: len(env.bound("edit", group="gpu-group")) == 2 and
+             not env.waiting("edit"), "the new shape bound", timeout=30)
+    assert group_view(env, "edit", "gpu-group").resources[
+        "nvidia.com/gpu"] == "2"
+
+
+def test_a_worker_group_renamed_gives_the_old_slots_back_as_they_go(
+        env: Env) -> None:
+    """A renamed group is a removed one and a new one: the new group is
+    placed at once, the old one keeps the slots its pods run on and gives
+    each back for good (a shrink, below its old minimum too) as they go."""
+    gpu_nodes(env, 2)
+    env.shim("--leader-election=false")
+    env.apply(manifest("raycluster-autoscaler.yaml",
+                       **{"metadata.name": "ren",
+                          "spec.enableInTreeAutoscaling": False}))
+    env.wait(lambda: len(env.bound("ren")) == 3 and not env.waiting("ren"),
+             "bound")
+    old = env.bound("ren", group="gpu-group")
+    rc = env.kube.get("rayclusters", "default", "ren")
+    rc["spec"]["workerGroupSpecs"][0]["groupName"] = "gpu-b"
+    env.kube.replace(rc)
+    env.wait(lambda: len(env.bound("ren", group="gpu-b")) == 2,
+             "the new group bound beside the old pods")
+    assert group_view(env, "ren", "gpu-group").min_count == 0
+    for p in old:
+        env.kube.delete("pods", "default", p["metadata"]["name"])
+    env.wait(lambda: group_view(env, "ren", "gpu-group") is None,
+             "the old group gone from gangsched", timeout=30)
+    w = env.client.get_workload("default/ren")
+    assert sorted((b.group, b.index) for b in w.bindings) == \
+        [("gpu-b", 0), ("gpu-b", 1), ("head", 0)]
+
+
+def test_worker_resources_lowered_the_pods_keep_their_slots(env: Env) -> None:
+    gpu_nodes(env, 1)
+    env.shim("--leader-election=false")
+    env.apply(manifest("raycluster-autoscaler.yaml",
+                       **{"metadata.name": "less",
+                          "spec.enableInTreeAutoscaling": False}))
+    env.wait(lambda: len(env.bound("less")) == 3 and not env.waiting("less"),
+             "bound")
+    rc = env.kube.get("rayclusters", "default", "less")
+    res = rc["spec"]["workerGroupSpecs"][0]["template"]["spec"][
+        "containers"][0]["resources"]
+    res["requests"]["cpu"] = res["limits"]["cpu"] = "4"
+    env.kube.replace(rc)
+    old = env.bound("less", group="gpu-group")[0]
+    env.kube.delete("pods", "default", old["metadata"]["name"])
+    # KubeRay's smaller pod takes the slot its predecessor had; gangsched
+    # keeps the larger booking while the group has bound pods, and
+    # nothing is refused.
+    env.wait(lambda: len(env.bound("less", group="gpu-group")) == 2 and
+             not env.waiting("less"), "the smaller pod bound")
+    time.sleep(1.0)
+    assert group_view(env, "less", "gpu-group").resources["cpu"] == "8"
+    assert not any(e["reason"] == "Refused" for e in env.events_for("less"))

@@ -31,6 +31,7 @@ from typing import Any, Callable
 import grpc
 
 from gangsched import GangschedError, workload_spec
+from gangsched.quantity import format_quantity, parse_quantity
 from gangsched_kuberay import mapping, metrics, names, pods as P
 from gangsched_kuberay.gang import GangView, slot_name, spec_key, split_slot
 from gangsched_kuberay.kube import ApiError, Kube
@@ -46,6 +47,8 @@ HINTS_SECONDS = 2.0
 # A bind whose outcome is unknown (no answer, or 409: the pod may already be
 # bound) keeps its slot this long unless the pods' view shows it sooner.
 UNSURE_SECONDS = 10.0
+# The longest wait before a refused spec is sent again unchanged.
+REFUSAL_BACKOFF_MAX = 60.0
 
 
 @dataclasses.dataclass
@@ -66,12 +69,29 @@ class Tracked:
     released_uids: set[str] = dataclasses.field(default_factory=set)
     to_delete: set[str] = dataclasses.field(default_factory=set)
     deleting: set[str] = dataclasses.field(default_factory=set)
-    refused: str = ""  # the spec signature gangsched refused, and why
+    # The spec gangsched refused (its signature and the workload's revision
+    # then), why, how often in a row, and when to ask again.
+    refused: tuple[str, int] = ("", 0)
     refused_why: str = ""
+    refusals: int = 0
+    retry_at: float = 0.0
+    # Groups gangsched holds in an old shape while their pods go: group ->
+    # what changed (README, "Day two").
+    reshaping: dict[str, str] = dataclasses.field(default_factory=dict)
     last_reason: str = ""
     suspended_job: bool = False
     seen_at: float = 0.0  # first pass (monotonic), for the pods' hold
     hints_at: float = -1e9  # last gangsched.io/grantable write
+
+
+def _reshaped(view: Any, group: dict) -> bool:
+    """Whether gangsched's group (a GroupView) has another shape than the
+    RayCluster's group now: pods_per_replica, or a resource its pods now
+    ask more of than gangsched books per pod."""
+    if group.get("pods_per_replica", 1) != view.pods_per_replica:
+        return True
+    return any(parse_quantity(text, name) > view.resources.get(name, 0)
+               for name, text in (group.get("resources") or {}).items())
 
 
 def _digest(value: Any) -> str:
@@ -288,6 +308,15 @@ class ClusterReconciler:
         self._drop_orphans(t, cluster, gang, pods)
         self._evict(t, wid, cluster, gang, pods)
         notes = self._bind(t, wid, cluster, gang, pods)
+        for p in pods:
+            change = t.reshaping.get(P.group_of(p))
+            if change and P.waiting(p) and P.name(p) not in notes:
+                old = sum(1 for s in gang.bindings
+                          if split_slot(s)[0] == P.group_of(p))
+                notes[P.name(p)] = (
+                    f"gangsched: group {P.group_of(p)!r} changes shape "
+                    f"({change}); its {old} pod(s) of the old shape must go "
+                    "first")
         self._report(t, cluster, gang, pods, problem, notes)
         # Binds in flight need no pass of their own: a failed one marks
         # the cluster again (_bind_one), a landed one changes nothing a
@@ -312,18 +341,26 @@ class ClusterReconciler:
 
     def _submit(self, t: Tracked, wid: str, cluster: dict, spec: Any,
                 gang: GangView | None) -> str:
-        """Allocate the spec; "" or why gangsched refused it (a refused
-        spec is not sent again until it changes)."""
+        """Allocate the spec; "" or why gangsched refused it. A refusal is
+        asked again as soon as its cause may be gone: the spec changed, or
+        gangsched's workload did (its pods released: a group reshaped or
+        removed while pods held it); else after a backoff of 2 s doubling
+        to REFUSAL_BACKOFF_MAX, for causes the shim cannot see (a queue or
+        priority class created, a config reloaded). README, "Day two"."""
         signature = _digest([P.meta(cluster).get("uid"),
                              spec.SerializeToString().hex()])
-        if t.refused == signature:
+        memo = (signature, gang.revision if gang else 0)
+        if t.refused == memo and time.monotonic() < t.retry_at:
             return t.refused_why
         if not self.acting():
             return ""
+        # A fresh request id per try: gangsched answers a request id it has
+        # seen with the answer it gave then.
+        attempt = t.refusals if t.refused[0] == signature else 0
         try:
             self.client.allocate(
                 spec, request_id=f"allocate/{wid}/{signature}/"
-                f"{gang.revision if gang else 0}")
+                f"{memo[1]}/{attempt}")
             metrics.GANGSCHED_CALLS.labels("Allocate", "ok").inc()
         except GangschedError as e:
             metrics.GANGSCHED_CALLS.labels("Allocate", e.code.name).inc()
@@ -331,10 +368,14 @@ class ClusterReconciler:
                               grpc.StatusCode.FAILED_PRECONDITION,
                               grpc.StatusCode.NOT_FOUND):
                 raise
-            t.refused = signature
+            t.refusals = attempt + 1
+            t.refused = memo
+            t.retry_at = time.monotonic() + min(
+                REFUSAL_BACKOFF_MAX, 2.0 ** min(t.refusals, 10))
             t.refused_why = f"gangsched refused the workload: {e.details}"
             return t.refused_why
-        t.refused = ""
+        t.refused = ("", 0)
+        t.refusals = 0
         t.fresh = False
         t.known_absent = False
         return ""
@@ -409,7 +450,9 @@ class ClusterReconciler:
             seen = observed.get(g["name"])
             if seen:
                 g["resources"] = mapping.larger(g["resources"], seen)
-        counts = tuple((g["name"], g["desired_count"], g["max_count"],
+        t.reshaping = self._keep_old_shapes(held, wanted, gang)
+        counts = tuple((g["name"], g["min_count"], g["desired_count"],
+                        g["max_count"], g.get("pods_per_replica", 1),
                         tuple(sorted(g["resources"].items())))
                        for g in held["groups"])
         memo_key = (self._wanted_memo[t.key][0], counts)
@@ -420,6 +463,63 @@ class ClusterReconciler:
         key = spec_key(spec)
         self._spec_memo[t.key] = (memo_key, spec, key)
         return spec, key
+
+    @staticmethod
+    def _keep_old_shapes(held: dict, wanted: dict,
+                         gang: GangView | None) -> dict[str, str]:
+        """A group that gangsched holds bound slots of in another shape
+        than the RayCluster's now (numOfHosts, or more of a resource per
+        pod) cannot be reshaped while they are bound. Until they are gone it
+        is sent in its old shape with min_count 0 and only the slots it
+        holds, so each old pod that goes is released as a shrink (below
+        the old minimum too), never placed again; then the new shape goes
+        in. Returns the groups so kept, with what changed."""
+        if gang is None or gang.state == "RELEASED":
+            return {}
+        kept: dict[str, str] = {}
+        shapes = {g["name"]: g for g in wanted["groups"]}
+        # A group removed (or renamed) keeps its old shape the same way
+        # while it holds slots; the rest of the gang goes on.
+        for name, view in gang.groups.items():
+            if name not in shapes and any(split_slot(s)[0] == name
+                                          for s in gang.bindings):
+                held["groups"].append({
+                    "name": name, "pods_per_replica": view.pods_per_replica,
+                    "resources": {}, "min_count": 0, "desired_count": 0,
+                    "max_count": 0})
+                shapes[name] = {}
+        for g in held["groups"]:
+            view = gang.groups.get(g["name"])
+            if view is None:
+                continue
+            bound = sum(1 for s in gang.bindings
+                        if split_slot(s)[0] == g["name"])
+            if bound == 0:
+                continue
+            booked = {name: format_quantity(amount, name)
+                      for name, amount in view.resources.items() if amount}
+            if shapes[g["name"]] and not _reshaped(view, shapes[g["name"]]):
+                # Asking less per pod: the pods fit the slots they have;
+                # the larger booking stays until none is bound (asking for
+                # the smaller one now would only be refused).
+                g["resources"] = booked
+                continue
+            h = view.pods_per_replica
+            new_h = g.get("pods_per_replica", 1)
+            kept[g["name"]] = (
+                "removed from the RayCluster" if not shapes[g["name"]] else
+                f"numOfHosts {h} -> {new_h}" if new_h != h else
+                "resources " + ", ".join(
+                    f"{name} {format_quantity(view.resources.get(name, 0), name)}"
+                    f" -> {text}"
+                    for name, text in sorted(shapes[g["name"]]["resources"]
+                                             .items())
+                    if parse_quantity(text, name) >
+                    view.resources.get(name, 0)))
+            keep = -(-bound // h) * h  # whole replicas
+            g.update(pods_per_replica=h, min_count=0, desired_count=keep,
+                     max_count=keep, resources=booked)
+        return kept
 
     def _observed(self, pods: list[dict]) -> dict[str, dict[str, int]]:
         """Per group, the largest request of its live pods: what admission
@@ -454,13 +554,35 @@ class ClusterReconciler:
             raise amounts
         return amounts
 
-    def _wanted_desired(self, cluster: dict) -> dict[str, int] | None:
-        """Pods per group the RayCluster wants now (None: unmappable)."""
+    def _wanted_desired(self, cluster: dict,
+                        gang: GangView | None = None) -> dict[str, int] | None:
+        """Pods per group the RayCluster wants now (None: unmappable). A
+        group gangsched holds in another shape (other pods_per_replica, or
+        less of a resource than the template now asks per pod) wants none
+        of that shape: gangsched does not reshape a group with bound pods,
+        so its slots go away as their pods do (a shrink, never placed
+        again for pods that will not come back), and the new shape is
+        taken once none is left."""
         try:
             wanted = self._wanted(cluster)
         except (mapping.MappingError, ValueError):
             return None
-        return {g["name"]: g["desired_count"] for g in wanted["groups"]}
+        out = {}
+        for g in wanted["groups"]:
+            view = gang.groups.get(g["name"]) if gang else None
+            out[g["name"]] = 0 if view is not None and _reshaped(view, g) \
+                else g["desired_count"]
+        return out
+
+    def _old_shape(self, cluster: dict, view: Any, group: str) -> bool:
+        """Whether gangsched holds the group in a shape the RayCluster no
+        longer has (reshaped, removed or renamed)."""
+        try:
+            groups = self._wanted(cluster)["groups"]
+        except (mapping.MappingError, ValueError):
+            return False
+        wanted = next((g for g in groups if g["name"] == group), None)
+        return wanted is None or _reshaped(view, wanted)
 
     @staticmethod
     def _excess(gang: GangView, desired: dict[str, int] | None,
@@ -478,7 +600,8 @@ class ClusterReconciler:
             t.gone.clear()
             t.blocked.clear()
             return
-        desired = self._wanted_desired(cluster)
+        desired = self._wanted_desired(cluster, gang)
+        shrunk: set[str] = set()  # this pass's, not in `gang` yet
         for uid, (slot, pod_name, node) in list(t.gone.items()):
             del t.gone[uid]
             t.blocked.discard(slot)
@@ -499,6 +622,15 @@ class ClusterReconciler:
                                  "scale_down"):
                     t.to_delete.discard(pod_name)
                     t.fresh = False
+                    shrunk.update(replica)
+                    continue
+                if desired is not None and desired.get(group, 0) == 0 and \
+                        self._old_shape(cluster, view, group):
+                    # Below the old shape's minimum: shrunk next pass, once
+                    # the old shape is held with min_count 0 (_spec).
+                    t.released_uids.discard(uid)
+                    t.gone[uid] = (slot, pod_name, node)
+                    t.blocked.add(slot)
                     continue
             if self._release(wid, [slot], False, f"lost/{wid}/{uid}",
                              "pod_gone"):
@@ -517,8 +649,8 @@ class ClusterReconciler:
             for r, slots in sorted(replicas.items(), reverse=True):
                 if excess < h:
                     break
-                if any(s in occupied for s in slots) or \
-                        any(s in gang.evicting for s in slots):
+                if any(s in occupied or s in gang.evicting or s in shrunk
+                       for s in slots):
                     continue
                 replica = [slot_name(group, r * h + i) for i in range(h)]
                 if self._release(wid, replica, True,
@@ -738,8 +870,8 @@ class ClusterReconciler:
         for group, indexes in free.items():
             candidates = waiting.get(group)
             view = gang.groups.get(group)
-            if not candidates or view is None:
-                continue
+            if not candidates or view is None or group in t.reshaping:
+                continue  # a new-shape pod never takes an old-shape slot
             matched = _match(group, sorted(indexes), candidates,
                              view.pods_per_replica, occupied)
             if len(matched) < min(len(indexes), len(candidates)):
@@ -830,8 +962,11 @@ class ClusterReconciler:
         kind, reason, message = self._reason(gang)
         if problem:
             kind, reason, message = "Warning", "Refused", problem
+        # A refused spec is the reason every waiting pod waits, whatever
+        # the held gang's state: its slots were sized for the old spec.
         self._tell(t, cluster, pods, kind, reason, message,
-                   pending=gang.state != "RUNNING", gang=gang,
+                   pending=gang.state != "RUNNING" or bool(problem),
+                   gang=gang,
                    notes=notes or {},
                    key=f"{reason}:{gang.pending_code}" if not problem
                    else "")
@@ -885,6 +1020,9 @@ class ClusterReconciler:
                 if view is None:
                     text = f"gangsched: group {group!r} is not in the " \
                         "workload"
+                elif view.desired_count == 0:
+                    text = f"gangsched: group {group!r} wants no pods now " \
+                        "(scaled to 0 or suspended); this pod is not placed"
                 elif bound >= view.desired_count:
                     text = f"gangsched: every slot of group {group!r} is " \
                         f"taken ({bound} of {view.desired_count}); " \
