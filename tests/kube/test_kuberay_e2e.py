@@ -853,3 +853,56 @@ def test_worker_resources_lowered_the_pods_keep_their_slots(env: Env) -> None:
     time.sleep(1.0)
     assert group_view(env, "less", "gpu-group").resources["cpu"] == "8"
     assert not any(e["reason"] == "Refused" for e in env.events_for("less"))
+
+
+def test_a_slot_bound_twice_is_repaired(env: Env) -> None:
+    """What a second active shim (--leader-election=false twice) can do:
+    another pod bound to a slot a pod already holds. The later one is
+    deleted with an Event; the node is not left over its allocatable."""
+    gpu_nodes(env, 1)
+    env.shim("--leader-election=false")
+    env.apply(manifest("raycluster-autoscaler.yaml",
+                       **{"metadata.name": "twice",
+                          "spec.enableInTreeAutoscaling": False}))
+    env.wait(lambda: len(env.bound("twice")) == 3 and not env.waiting("twice"),
+             "bound")
+    first = env.bound("twice", group="gpu-group")[0]
+    twin = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": first["metadata"]["name"] + "-twin",
+                         "namespace": "default",
+                         "labels": dict(first["metadata"]["labels"]),
+                         "annotations": dict(first["metadata"]["annotations"])},
+            "spec": dict(first["spec"])}
+    time.sleep(1.1)  # a later creationTimestamp (whole seconds)
+    env.kube.create(twin)
+    env.wait(lambda: not any(p["metadata"]["name"].endswith("-twin")
+                             for p in env.cluster_pods("twice")),
+             "the later pod deleted")
+    assert any(p["metadata"]["name"] == first["metadata"]["name"]
+               for p in env.cluster_pods("twice"))
+    assert any(e["reason"] == "DuplicateSlot" for e in env.events_for("twice"))
+
+
+def test_two_active_shims_end_with_one_pod_per_slot(env: Env) -> None:
+    """Misconfigured: two shims both acting. Whatever they race into, it
+    ends with every pod bound once, no slot held twice, no node over."""
+    gpu_nodes(env, 3)
+    env.shim("--leader-election=false")
+    env.shim("--leader-election=false", name="second")
+    for i in range(3):
+        env.apply(manifest("raycluster-autoscaler.yaml",
+                           **{"metadata.name": f"race-{i}",
+                              "spec.enableInTreeAutoscaling": False}))
+
+    def one_pod_per_slot() -> bool:
+        seen = set()
+        for i in range(3):
+            if env.waiting(f"race-{i}") or len(env.bound(f"race-{i}")) != 3:
+                return False
+            for p in env.bound(f"race-{i}"):
+                key = (i, p["metadata"]["annotations"].get("gangsched.io/slot"))
+                if key in seen:
+                    return False
+                seen.add(key)
+        return True
+    env.wait(one_pod_per_slot, "every pod bound once", timeout=40)

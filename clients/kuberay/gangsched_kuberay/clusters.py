@@ -305,6 +305,7 @@ class ClusterReconciler:
                 self._tell(t, cluster, pods, "Warning", "Refused", problem,
                            pending=True)
             return gang is None and not problem and not t.known_absent
+        self._drop_duplicates(t, cluster, gang, pods)
         self._drop_orphans(t, cluster, gang, pods)
         self._evict(t, wid, cluster, gang, pods)
         notes = self._bind(t, wid, cluster, gang, pods)
@@ -732,6 +733,43 @@ class ClusterReconciler:
         self._spec_memo.pop(t.key, None)
 
     # -- 2b. pods bound where gangsched does not say -------------------------
+
+    def _drop_duplicates(self, t: Tracked, cluster: dict, gang: GangView,
+                         pods: list[dict]) -> None:
+        """Two live pods bound to one slot (two shims acting at once, e.g.
+        both run with --leader-election=false): the one on the node
+        gangsched holds the slot on, created first, keeps it; the other is
+        deleted with an Event, and its room counts as not gangsched's
+        while it terminates, so the node is never taken as over its
+        allocatable twice."""
+        by_slot: dict[str, list[dict]] = {}
+        for p in pods:
+            s = P.slot(p)
+            if s and P.node_of(p) and not P.terminal(p) and \
+                    not P.terminating(p) and P.uid(p) not in t.released_uids:
+                by_slot.setdefault(s, []).append(p)
+        for slot, holders in by_slot.items():
+            if len(holders) < 2:
+                continue
+            holders.sort(key=lambda p: (
+                P.node_of(p) != gang.bindings.get(slot),
+                P.meta(p).get("creationTimestamp") or "", P.name(p)))
+            keeper = holders[0]
+            for p in holders[1:]:
+                if P.name(p) in t.deleting:
+                    continue
+                log.warning("pods %s and %s/%s both hold slot %s: deleting "
+                            "the later", P.name(keeper), t.key[0], P.name(p),
+                            slot)
+                self.nodes_touched({P.node_of(p)})
+                t.released_uids.add(P.uid(p))
+                t.deleting.add(P.name(p))
+                self._delete(t, p)
+                self._event(cluster, "Warning", "DuplicateSlot",
+                            f"pods {P.name(keeper)} and {P.name(p)} were both "
+                            f"bound to slot {slot} (two shims acting at "
+                            f"once?): {P.name(p)} is deleted so it is "
+                            "scheduled again")
 
     def _drop_orphans(self, t: Tracked, cluster: dict, gang: GangView,
                       pods: list[dict]) -> None:
