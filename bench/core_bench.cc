@@ -47,22 +47,51 @@ WorkloadSpec MakeGang(const std::string& id, int pods, int gpus) {
 }
 
 // Adds `count` nodes of MakeNode.
-void AddNodes(Scheduler& s, int count, absl::Time now) {
+// A GPU pool as GKE taints it; with `avoided`, one node in eight also
+// tainted PreferNoSchedule by a team (docs/SCHEDULING.md, "Taints and
+// tolerations"). Tolerant() gangs tolerate the first, not the second.
+enum class Taints { kNone, kPool, kPoolAndAvoided };
+void Taint(NodeSpec& node, int i, Taints taints) {
+  if (taints == Taints::kNone) return;
+  node.taints.push_back(
+      {"nvidia.com/gpu", "present", TaintEffect::kNoSchedule});
+  if (taints == Taints::kPoolAndAvoided && i % 8 == 0)
+    node.taints.push_back({"team", "infra", TaintEffect::kPreferNoSchedule});
+}
+WorkloadSpec Tolerant(WorkloadSpec gang) {
+  for (GroupSpec& g : gang.groups) {
+    Toleration t;
+    t.key = "nvidia.com/gpu";
+    t.op = TolerationOperator::kExists;
+    t.effect = TaintEffect::kNoSchedule;
+    g.tolerations.push_back(t);
+  }
+  return gang;
+}
+
+void AddNodes(Scheduler& s, int count, absl::Time now,
+              Taints taints = Taints::kNone) {
   std::vector<NodeSpec> specs;
-  for (int i = 0; i < count; ++i) specs.push_back(MakeNode(i));
+  for (int i = 0; i < count; ++i) {
+    specs.push_back(MakeNode(i));
+    Taint(specs.back(), i, taints);
+  }
   s.UpsertNodes(specs, now);
 }
 
 // A cluster of `nodes` nodes, about half of the GPUs taken by 2-GPU pods.
-std::unique_ptr<Scheduler> HalfFullCluster(int nodes) {
+std::unique_ptr<Scheduler> HalfFullCluster(int nodes,
+                                           Taints taints = Taints::kNone) {
   auto s = std::make_unique<Scheduler>();
   QueueSpec queue;
   queue.name = "default";
   s->UpsertQueue(queue).IgnoreError();
   absl::Time now = absl::UnixEpoch();
-  AddNodes(*s, nodes, now);
+  AddNodes(*s, nodes, now, taints);
   for (int i = 0; i < nodes / 4; ++i) {
-    s->Submit(MakeGang("fill-" + std::to_string(i), 8, 2), now).IgnoreError();
+    WorkloadSpec fill = MakeGang("fill-" + std::to_string(i), 8, 2);
+    s->Submit(taints != Taints::kNone ? Tolerant(fill) : fill, now)
+        .IgnoreError();
   }
   s->RunCycle(now);
   s->TakeEvents();
@@ -79,6 +108,8 @@ GangRequest GangRequestOf(const Scheduler& s, const WorkloadSpec& gang) {
     group.pod = s.resources().FromKnown(gang.groups[g].resources);
     group.placement = gang.placement;
     group.name = gang.groups[g].name;
+    if (!gang.groups[g].tolerations.empty())
+      group.tolerations = &gang.groups[g].tolerations;
     request.groups.push_back(std::move(group));
     for (int32_t i = 0; i < gang.groups[g].min_count; ++i)
       request.replicas.push_back({g, 1});
@@ -89,9 +120,11 @@ GangRequest GangRequestOf(const Scheduler& s, const WorkloadSpec& gang) {
 // Placing one 8-pod gang (+ head) against a half-full cluster with the
 // Scheduler's indexes; the placer is pure, so the same request is timed
 // repeatedly without committing.
-void PlaceGang8(benchmark::State& state, bool in_zone) {
-  auto s = HalfFullCluster(static_cast<int>(state.range(0)));
+void PlaceGang8(benchmark::State& state, bool in_zone,
+                Taints taints = Taints::kNone) {
+  auto s = HalfFullCluster(static_cast<int>(state.range(0)), taints);
   WorkloadSpec gang = MakeGang("probe", 8, 4);
+  if (taints != Taints::kNone) gang = Tolerant(gang);
   if (in_zone) {
     gang.placement.topology_key = "topology.kubernetes.io/zone";
     gang.placement.required = false;
@@ -111,6 +144,30 @@ void PlaceGang8(benchmark::State& state, bool in_zone) {
 }
 void BM_PlaceGang8(benchmark::State& state) { PlaceGang8(state, false); }
 BENCHMARK(BM_PlaceGang8)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Unit(benchmark::kMicrosecond);
+
+// The same on a GKE-like pool: every node tainted and the gang tolerating
+// it. Costs what BM_PlaceGang8 costs: a NoSchedule taint is one look at a
+// node the walk passes anyway.
+void BM_PlaceGang8Tainted(benchmark::State& state) {
+  PlaceGang8(state, false, Taints::kPool);
+}
+BENCHMARK(BM_PlaceGang8Tainted)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Unit(benchmark::kMicrosecond);
+
+// And one node in eight a last choice for the gang (PreferNoSchedule), all
+// of them empty, so the BINPACK walk passes every one of them that comes
+// before the first other node with room: linear in those (bench/RESULTS.md).
+void BM_PlaceGang8AvoidedNodes(benchmark::State& state) {
+  PlaceGang8(state, false, Taints::kPoolAndAvoided);
+}
+BENCHMARK(BM_PlaceGang8AvoidedNodes)
     ->Arg(100)
     ->Arg(1000)
     ->Arg(10000)

@@ -69,6 +69,7 @@ NodeId ClusterState::Apply(const NodeSpec& spec, ResourceTable& resources) {
   node.gpu_memory = spec.gpu_memory;
   node.allocatable.Set(kGpuMemory, node.DeviceCount() * spec.gpu_memory);
   node.labels = spec.labels;
+  node.taints = spec.taints;
   node.schedulable = spec.schedulable;
   topology_.SetNode(node, id.value());
   Touch(id);

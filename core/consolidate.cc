@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/placement_strategy.h"
 #include "core/scheduler.h"
+#include "core/taints.h"
 
 namespace gangsched {
 
@@ -319,10 +320,11 @@ void Scheduler::LandMoves(absl::Time now) {
         w->state == WorkloadState::kRunning &&
         state.replica_live[k.index / state.pods_per_replica] && node.live &&
         node.schedulable &&
-        (spec.node_selector.empty() || node.Matches(spec.node_selector));
-    // Its selector, STRICT_SPREAD and required topology still hold there:
-    // labels may have changed, and a sibling may have been placed there
-    // meanwhile.
+        (spec.node_selector.empty() || node.Matches(spec.node_selector)) &&
+        FirstBlockingTaint(node.taints, spec.tolerations) == nullptr;
+    // Its selector, tolerations, STRICT_SPREAD and required topology still
+    // hold there: labels and taints may have changed, and a sibling may
+    // have been placed there meanwhile.
     if (lands && EffectivePlacement(w->spec, spec).strategy ==
                      PlacementStrategy::kStrictSpread) {
       for (NodeId n : state.slot_node) lands = lands && n != to;

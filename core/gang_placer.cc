@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "core/placement_strategy.h"
 #include "core/small_id_map.h"
+#include "core/taints.h"
 
 namespace gangsched {
 namespace {
@@ -49,9 +50,17 @@ DomainFilter MakeFilter(const TopologyIndex* topology, absl::string_view key,
 struct Rejection {
   const char* reason;
   ResourceId resource;  // for "insufficient <resource>"
+  // For kTaint: the node's taint and the group that does not tolerate it,
+  // until Reject() turns them into `detail`, an index into the attempt's
+  // texts plus one (the same taint on many nodes is one reason).
+  const Taint* taint = nullptr;
+  uint32_t group = 0;
+  uint32_t detail = 0;
   bool operator==(const Rejection&) const = default;
 };
 constexpr const char* kInsufficient = "insufficient ";
+constexpr const char* kTaint = "taint";
+const std::vector<Toleration> kNoTolerations;
 constexpr const char* kNoDevice = "no GPU device with room";
 constexpr const char* kNotShared = "GPUs not shared (no whole-GPU devices)";
 constexpr const char* kSmallDevices =
@@ -359,6 +368,16 @@ class Attempt {
   }
 
   void Reject(Rejection why) {
+    if (why.taint != nullptr) {
+      std::string text =
+          absl::StrCat("with taint ", TaintText(*why.taint), " that group ",
+                       request_.groups[why.group].name, " does not tolerate");
+      auto it = std::find(details_.begin(), details_.end(), text);
+      if (it == details_.end()) it = details_.insert(it, std::move(text));
+      why.detail = static_cast<uint32_t>(it - details_.begin()) + 1;
+      why.taint = nullptr;
+      why.group = 0;
+    }
     for (auto& [seen, count] : rejections_) {
       if (seen == why) {
         ++count;
@@ -374,6 +393,7 @@ class Attempt {
     for (const auto& [why, count] : rejections_) {
       std::string text = why.reason;
       if (why.reason == kInsufficient) text += resources_.Name(why.resource);
+      if (why.detail > 0) text = details_[why.detail - 1];
       by_text[text] += count;
     }
     return {by_text.begin(), by_text.end()};
@@ -405,6 +425,16 @@ class Attempt {
     uint32_t id = static_cast<uint32_t>(&node - nodes_.data());
     auto why = [](const char* reason) { return Rejection{reason, {}}; };
     if (!node.schedulable && !options_.ignore_usage) return why("cordoned");
+    // A taint is part of the node's spec, like its labels: a gang kept off
+    // every node by taints never fits (docs/SCHEDULING.md, "Taints and
+    // tolerations").
+    if (!node.taints.empty()) {
+      if (const Taint* taint = FirstBlockingTaint(
+              node.taints, group.tolerations != nullptr ? *group.tolerations
+                                                        : kNoTolerations)) {
+        return Rejection{kTaint, {}, taint, group_index};
+      }
+    }
     if (options_.avoid != nullptr &&
         std::find(options_.avoid->begin(), options_.avoid->end(), NodeId(id)) !=
             options_.avoid->end()) {
@@ -503,9 +533,10 @@ class Attempt {
     return *mask;
   }
 
-  // Lexicographic score, smaller is better.
+  // Lexicographic score, smaller is better: a node with an untolerated
+  // PreferNoSchedule taint last of all, then by the group's strategy.
   using Score =
-      std::tuple<int, int64_t, int, int64_t, int64_t, int64_t, uint32_t>;
+      std::tuple<int, int, int64_t, int, int64_t, int64_t, int64_t, uint32_t>;
 
   // The node's score for the next pod of the group, or nullopt (counted in
   // the rejections) when it cannot take it.
@@ -549,10 +580,17 @@ class Attempt {
     }
     // GPU pods: after the GPUs, the cpu a GPU node keeps for others.
     int64_t cpu_left = gpu_pod ? left_after(kCpu) : 0;
-    return spread ? Score{group_tier, 0,         gpu_tier, -key_left,
-                          -cpu_left,  -mem_left, i}
-                  : Score{group_tier, -holds,   gpu_tier, key_left,
-                          cpu_left,   mem_left, i};
+    const int avoid =
+        !node.taints.empty() &&
+                AvoidsNode(node.taints, group.tolerations != nullptr
+                                            ? *group.tolerations
+                                            : kNoTolerations)
+            ? 1
+            : 0;
+    return spread ? Score{avoid,     group_tier, 0,         gpu_tier,
+                          -key_left, -cpu_left,  -mem_left, i}
+                  : Score{avoid,    group_tier, -holds,   gpu_tier,
+                          key_left, cpu_left,   mem_left, i};
   }
 
   // BINPACK through the index: the nodes this attempt already booked on
@@ -563,10 +601,13 @@ class Attempt {
   std::optional<NodeId> PickIndexed(uint32_t group_index, int64_t pods_left) {
     const PlacementGroup& group = request_.groups[group_index];
     std::optional<Score> best;
+    // The walk stops at the first node that fits, unless the group would
+    // rather avoid it (PreferNoSchedule): then it goes on for one it need
+    // not avoid.
     auto consider = [&](uint32_t i) {
       std::optional<Score> score = ScoreNode(i, group_index, pods_left);
       if (score && (!best || *score < *best)) best = score;
-      return score.has_value();
+      return score.has_value() && std::get<0>(*score) == 0;
     };
     extra_.ForEach([&](uint32_t id, const ResourceVector&) { consider(id); });
     auto untouched = [&](uint32_t i) {
@@ -580,10 +621,13 @@ class Attempt {
         if (extra_.Contains(i)) return false;
         std::optional<Score> score = ScoreNode(i, group_index, pods_left);
         if (score && (!best || *score < *best)) best = score;
-        return score && std::get<2>(*score) == 0;
+        return score && std::get<0>(*score) == 0 && std::get<3>(*score) == 0;
       };
-      if (!best || std::get<2>(*best) != 0) options_.index->VisitShared(shares);
-      if (!best || std::get<2>(*best) != 0) {
+      auto settled = [&] {
+        return best && std::get<0>(*best) == 0 && std::get<3>(*best) == 0;
+      };
+      if (!settled()) options_.index->VisitShared(shares);
+      if (!settled()) {
         // GPU memory is a share only a node can say: any free GPU may do,
         // but a node with none has no device with room.
         const int64_t need = std::max<int64_t>(group.pod.Get(kGpu), 1);
@@ -594,13 +638,14 @@ class Attempt {
                                  untouched);
     } else {
       options_.index->VisitByCpu(false, group.pod.Get(kCpu), untouched);
-      // A GPU node only if no node without GPUs can take the pod.
-      if (!best || std::get<2>(*best) == 1) {
+      // A GPU node only if no node without GPUs can take the pod (or only
+      // one the group would rather avoid).
+      if (!best || std::get<0>(*best) == 1 || std::get<3>(*best) == 1) {
         options_.index->VisitByCpu(true, group.pod.Get(kCpu), untouched);
       }
     }
     if (!best) return std::nullopt;
-    return NodeId(std::get<6>(*best));
+    return NodeId(std::get<7>(*best));
   }
 
   std::optional<NodeId> PickNode(uint32_t group_index, int64_t pods_left) {
@@ -631,7 +676,7 @@ class Attempt {
       if (score && (!best || *score < *best)) best = score;
     }
     if (!best) return std::nullopt;
-    return NodeId(std::get<6>(*best));
+    return NodeId(std::get<7>(*best));
   }
 
   const std::vector<Node>& nodes_;
@@ -647,6 +692,7 @@ class Attempt {
   absl::InlinedVector<SmallIdMap<int>, 4> group_nodes_;  // per group
   // (reason, nodes) for the pod being placed: a handful of reasons.
   absl::InlinedVector<std::pair<Rejection, int32_t>, 8> rejections_;
+  std::vector<std::string> details_;      // taint reasons' texts (Reject)
   absl::InlinedVector<int64_t, 4> left_;  // pods left per group
   int64_t total_pods_ = 0;
   int64_t placed_pods_ = 0;

@@ -24,6 +24,8 @@ namespace gangsched {
 struct PlacementGroup {
   ResourceVector pod;                     // resources of one pod
   const Labels* node_selector = nullptr;  // null: any node
+  // Null: none (a tainted node takes no pod of the group).
+  const std::vector<Toleration>* tolerations = nullptr;
   PlacementSpec placement;  // effective (group's, else the workload's)
   std::string name;
   // Nodes the group's already-bound pods sit on (one entry per pod).

@@ -72,6 +72,7 @@ struct Node {
   // devices.
   int64_t gpu_memory = 0;
   Labels labels;
+  std::vector<Taint> taints;  // docs/SCHEDULING.md, "Taints and tolerations"
   bool schedulable = true;
   bool live = false;  // false: the id is free for reuse
   // Every bound slot; a slot knows its position here (GroupState::slot_pos),

@@ -636,6 +636,7 @@ GangRequest Scheduler::BaseRequest(const Workload& w) const {
     pg.pod = w.groups[g].pod;
     // No selector is no check per node.
     if (!gs.node_selector.empty()) pg.node_selector = &gs.node_selector;
+    if (!gs.tolerations.empty()) pg.tolerations = &gs.tolerations;
     // Topology is either the gang's (the whole gang in one domain) or the
     // group's own.
     pg.placement = EffectivePlacement(w.spec, gs);

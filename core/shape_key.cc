@@ -29,7 +29,8 @@ void Put(std::string& key, const PlacementSpec& p) {
 // each, with what decides where such a pod fits.
 void PutRun(std::string& key, uint32_t group, int32_t pods, int64_t count,
             const ResourceVector& pod, const PlacementSpec& placement,
-            const Labels* node_selector) {
+            const Labels* node_selector,
+            const std::vector<Toleration>* tolerations) {
   Put(key, group);
   Put(key, pods);
   Put(key, count);
@@ -44,6 +45,16 @@ void PutRun(std::string& key, uint32_t group, int32_t pods, int64_t count,
     for (const auto& [k, v] : *node_selector) {
       Put(key, k);
       Put(key, v);
+    }
+  }
+  // Tolerations decide where a pod fits as much as a selector does.
+  Put(key,
+      tolerations == nullptr ? 0 : static_cast<int64_t>(tolerations->size()));
+  if (tolerations != nullptr) {
+    for (const Toleration& t : *tolerations) {
+      Put(key, t.key);
+      Put(key, t.value);
+      Put(key, static_cast<int64_t>(t.op) * 8 + static_cast<int64_t>(t.effect));
     }
   }
 }
@@ -71,7 +82,7 @@ std::string ShapeKey(const GangRequest& request) {
     }
     const PlacementGroup& g = request.groups[replica.group];
     PutRun(key, replica.group, replica.pods, static_cast<int64_t>(end - i),
-           g.pod, g.placement, g.node_selector);
+           g.pod, g.placement, g.node_selector, g.tolerations);
   }
   return key;
 }
@@ -97,7 +108,8 @@ UnboundShape UnboundShapeOf(const Workload& w) {
     const GroupSpec& gs = w.spec.groups[g];
     PutRun(shape.key, g, w.groups[g].pods_per_replica, runs[i], w.groups[g].pod,
            EffectivePlacement(w.spec, gs),
-           gs.node_selector.empty() ? nullptr : &gs.node_selector);
+           gs.node_selector.empty() ? nullptr : &gs.node_selector,
+           gs.tolerations.empty() ? nullptr : &gs.tolerations);
   }
   return shape;
 }

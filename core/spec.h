@@ -24,6 +24,32 @@ enum class PlacementStrategy {
   kStrictSpread
 };
 
+// Kubernetes' taint effects (docs/SCHEDULING.md, "Taints and
+// tolerations"); kAny only in a toleration: every effect.
+enum class TaintEffect : uint8_t {
+  kAny,
+  kNoSchedule,
+  kPreferNoSchedule,
+  kNoExecute
+};
+
+struct Taint {
+  std::string key;
+  std::string value;
+  TaintEffect effect = TaintEffect::kNoSchedule;
+  bool operator==(const Taint&) const = default;
+};
+
+enum class TolerationOperator : uint8_t { kEqual, kExists };
+
+struct Toleration {
+  std::string key;  // empty with kExists: every key
+  TolerationOperator op = TolerationOperator::kEqual;
+  std::string value;
+  TaintEffect effect = TaintEffect::kAny;
+  bool operator==(const Toleration&) const = default;
+};
+
 struct PlacementSpec {
   PlacementStrategy strategy = PlacementStrategy::kBinpack;
   std::string topology_key;
@@ -47,6 +73,7 @@ struct GroupSpec {
   // (docs/SCHEDULING.md, "GPU memory") is nvidia.com/gpu-memory in
   // `resources`, with no nvidia.com/gpu.
   double gpu_fraction = 0;
+  std::vector<Toleration> tolerations;
   bool operator==(const GroupSpec&) const = default;
 };
 
@@ -78,6 +105,7 @@ struct NodeSpec {
   // Memory of one GPU device in bytes (docs/SCHEDULING.md, "GPU memory");
   // 0: not known.
   int64_t gpu_memory = 0;
+  std::vector<Taint> taints;
 };
 
 // Quota / limit use kUnlimited for "-1"; a missing limit is kUnlimited too.

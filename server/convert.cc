@@ -349,6 +349,9 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
     auto selector = ParseLabels(g.node_selector(), "");
     if (!selector.ok()) return Within(at(".node_selector"), selector.status());
     group.node_selector = *std::move(selector);
+    auto tolerations = ParseTolerations(g.tolerations(), at(".tolerations"));
+    if (!tolerations.ok()) return tolerations.status();
+    group.tolerations = *std::move(tolerations);
     gang_minimum += group.min_count;
     out.groups.push_back(std::move(group));
   }
@@ -477,6 +480,139 @@ absl::StatusOr<AllocateParsed> ParseAllocateRequest(
   return out;
 }
 
+namespace {
+
+// Kubernetes bounds a taint's or toleration's value like a label value.
+absl::Status CheckTaintWords(const std::string& key, const std::string& value,
+                             const std::string& at) {
+  if (!key.empty() && !IsResourceName(key)) {
+    return Invalid(absl::StrCat(at, ".key"),
+                   "a taint key is a name of [A-Za-z0-9._/-]");
+  }
+  if (value.size() > kMaxNameLength) {
+    return Invalid(absl::StrCat(at, ".value"), "value too long");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TaintEffect> ParseEffect(v1::TaintEffect in, bool any_ok,
+                                        const std::string& at) {
+  switch (in) {
+    case v1::TAINT_EFFECT_NO_SCHEDULE:
+      return TaintEffect::kNoSchedule;
+    case v1::TAINT_EFFECT_PREFER_NO_SCHEDULE:
+      return TaintEffect::kPreferNoSchedule;
+    case v1::TAINT_EFFECT_NO_EXECUTE:
+      return TaintEffect::kNoExecute;
+    case v1::TAINT_EFFECT_UNSPECIFIED:
+      if (any_ok) return TaintEffect::kAny;
+      return Invalid(absl::StrCat(at, ".effect"),
+                     "a taint needs an effect: NO_SCHEDULE, "
+                     "PREFER_NO_SCHEDULE or NO_EXECUTE");
+    default:
+      return Invalid(absl::StrCat(at, ".effect"), "unknown effect");
+  }
+}
+
+v1::TaintEffect EffectToProto(TaintEffect in) {
+  switch (in) {
+    case TaintEffect::kNoSchedule:
+      return v1::TAINT_EFFECT_NO_SCHEDULE;
+    case TaintEffect::kPreferNoSchedule:
+      return v1::TAINT_EFFECT_PREFER_NO_SCHEDULE;
+    case TaintEffect::kNoExecute:
+      return v1::TAINT_EFFECT_NO_EXECUTE;
+    case TaintEffect::kAny:
+      break;
+  }
+  return v1::TAINT_EFFECT_UNSPECIFIED;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Taint>> ParseTaints(
+    const google::protobuf::RepeatedPtrField<v1::Taint>& in,
+    absl::string_view field) {
+  if (in.size() > kMaxTaints) {
+    return Invalid(field, absl::StrCat("at most ", kMaxTaints, " taints"));
+  }
+  std::vector<Taint> out;
+  for (int i = 0; i < in.size(); ++i) {
+    const std::string at = absl::StrCat(field, "[", i, "]");
+    const v1::Taint& t = in[i];
+    if (t.key().empty()) return Invalid(absl::StrCat(at, ".key"), "empty");
+    if (auto s = CheckTaintWords(t.key(), t.value(), at); !s.ok()) return s;
+    absl::StatusOr<TaintEffect> effect = ParseEffect(t.effect(), false, at);
+    if (!effect.ok()) return effect.status();
+    out.push_back({t.key(), t.value(), *effect});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Toleration>> ParseTolerations(
+    const google::protobuf::RepeatedPtrField<v1::Toleration>& in,
+    absl::string_view field) {
+  if (in.size() > kMaxTaints) {
+    return Invalid(field, absl::StrCat("at most ", kMaxTaints, " tolerations"));
+  }
+  std::vector<Toleration> out;
+  for (int i = 0; i < in.size(); ++i) {
+    const std::string at = absl::StrCat(field, "[", i, "]");
+    const v1::Toleration& t = in[i];
+    if (auto s = CheckTaintWords(t.key(), t.value(), at); !s.ok()) return s;
+    Toleration tol;
+    tol.key = t.key();
+    tol.value = t.value();
+    switch (t.operator_()) {
+      case v1::TOLERATION_OPERATOR_UNSPECIFIED:
+      case v1::TOLERATION_OPERATOR_EQUAL:
+        tol.op = TolerationOperator::kEqual;
+        if (t.key().empty()) {
+          return Invalid(absl::StrCat(at, ".key"),
+                         "empty; only EXISTS tolerates every key");
+        }
+        break;
+      case v1::TOLERATION_OPERATOR_EXISTS:
+        tol.op = TolerationOperator::kExists;
+        if (!t.value().empty()) {
+          return Invalid(absl::StrCat(at, ".value"), "EXISTS takes no value");
+        }
+        break;
+      default:
+        return Invalid(absl::StrCat(at, ".operator"), "unknown operator");
+    }
+    absl::StatusOr<TaintEffect> effect = ParseEffect(t.effect(), true, at);
+    if (!effect.ok()) return effect.status();
+    tol.effect = *effect;
+    out.push_back(std::move(tol));
+  }
+  return out;
+}
+
+void TaintsToProto(const std::vector<Taint>& in,
+                   google::protobuf::RepeatedPtrField<v1::Taint>* out) {
+  for (const Taint& t : in) {
+    v1::Taint* p = out->Add();
+    p->set_key(t.key);
+    p->set_value(t.value);
+    p->set_effect(EffectToProto(t.effect));
+  }
+}
+
+void TolerationsToProto(
+    const std::vector<Toleration>& in,
+    google::protobuf::RepeatedPtrField<v1::Toleration>* out) {
+  for (const Toleration& t : in) {
+    v1::Toleration* p = out->Add();
+    p->set_key(t.key);
+    p->set_value(t.value);
+    p->set_operator_(t.op == TolerationOperator::kExists
+                         ? v1::TOLERATION_OPERATOR_EXISTS
+                         : v1::TOLERATION_OPERATOR_EQUAL);
+    p->set_effect(EffectToProto(t.effect));
+  }
+}
+
 absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in,
                                    absl::string_view field) {
   NodeSpec out;
@@ -519,6 +655,9 @@ absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in,
   auto labels = ParseLabels(in.labels(), absl::StrCat(field, ".labels"));
   if (!labels.ok()) return labels.status();
   out.labels = *std::move(labels);
+  auto taints = ParseTaints(in.taints(), absl::StrCat(field, ".taints"));
+  if (!taints.ok()) return taints.status();
+  out.taints = *std::move(taints);
   out.schedulable = !in.has_schedulable() || in.schedulable();
   return out;
 }
@@ -741,6 +880,7 @@ void ToProto(const WorkloadSpec& in, v1::WorkloadSpec* out) {
     if (g.placement) ToProto(*g.placement, group->mutable_placement());
     for (const auto& [k, v] : g.node_selector)
       (*group->mutable_node_selector())[k] = v;
+    TolerationsToProto(g.tolerations, group->mutable_tolerations());
   }
 }
 
@@ -898,6 +1038,7 @@ void NodeToProto(const Scheduler& scheduler, const Node& in,
   ResourcesToProto(table, in.allocatable, node->mutable_allocatable());
   GpuMemoryToProto(in, node);
   for (const auto& [k, v] : in.labels) (*node->mutable_labels())[k] = v;
+  TaintsToProto(in.taints, node->mutable_taints());
   node->set_schedulable(in.schedulable);
   ResourcesToProto(table, in.used, out->mutable_allocated());
   ResourceVector free, awaiting;

@@ -30,6 +30,9 @@ inline constexpr int64_t kMaxPodsPerWorkload = 100000;
 inline constexpr int64_t kMaxGpuMemory = int64_t{1} << 40;
 inline constexpr int kMaxGroups = 256;
 inline constexpr size_t kMaxNameLength = 253;
+// Taints of one node, tolerations of one group (Kubernetes' nodes carry a
+// handful).
+inline constexpr int kMaxTaints = 64;
 
 absl::StatusOr<NamedResources> ParseResources(
     const google::protobuf::Map<std::string, std::string>& in,
@@ -43,6 +46,19 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadRequest(const v1::WorkloadSpec& in);
 absl::StatusOr<std::vector<NodeSpec>> ParseNodeList(
     const google::protobuf::RepeatedPtrField<v1::Node>& nodes);
 absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in, absl::string_view field);
+// Node taints and group tolerations (docs/SCHEDULING.md, "Taints and
+// tolerations"), checked as Kubernetes checks them; `field` names the list.
+absl::StatusOr<std::vector<Taint>> ParseTaints(
+    const google::protobuf::RepeatedPtrField<v1::Taint>& in,
+    absl::string_view field);
+absl::StatusOr<std::vector<Toleration>> ParseTolerations(
+    const google::protobuf::RepeatedPtrField<v1::Toleration>& in,
+    absl::string_view field);
+void TaintsToProto(const std::vector<Taint>& in,
+                   google::protobuf::RepeatedPtrField<v1::Taint>* out);
+void TolerationsToProto(
+    const std::vector<Toleration>& in,
+    google::protobuf::RepeatedPtrField<v1::Toleration>* out);
 // The longest preempt/reclaim min runtime a queue may set (docs/SCHEDULING.md,
 // "Taking resources back", minimum runtime): far past any useful value, and
 // well inside what the store keeps exactly (int64 nanoseconds, about 292

@@ -361,6 +361,7 @@ std::string EncodeNode(const Scheduler& scheduler, const Node& node) {
           FormatQuantity(node.max_pods * 1000, QuantityScale::kMilli);
     }
     for (const auto& [k, v] : node.labels) (*out.mutable_labels())[k] = v;
+    TaintsToProto(node.taints, out.mutable_taints());
     out.set_schedulable(node.schedulable);
   });
 }

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/scheduler.h"
+#include "core/taints.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"
 
@@ -101,6 +102,7 @@ NodeSpec SpecOf(const Scheduler& s, const Node& n) {
     std::sort(spec.allocatable.begin(), spec.allocatable.end());
   }
   spec.labels = n.labels;
+  spec.taints = n.taints;
   spec.schedulable = n.schedulable;
   return spec;
 }
@@ -111,6 +113,8 @@ std::string Describe(const NodeSpec& n) {
   for (const auto& [k, v] : n.allocatable)
     absl::StrAppend(&out, " ", k, "=", v);
   for (const auto& [k, v] : n.labels) absl::StrAppend(&out, " ", k, ":", v);
+  for (const Taint& t : n.taints)
+    absl::StrAppend(&out, " taint ", TaintText(t));
   return out;
 }
 
@@ -321,6 +325,32 @@ class RandomRun {
     g.gpu_fraction = static_cast<double>(milli) / 1000;
   }
 
+  // Taints and tolerations (docs/SCHEDULING.md, "Taints and
+  // tolerations"): a node in three carries a team taint of a random effect,
+  // a worker group in three tolerates one team, or every effect of it.
+  TaintEffect AnyEffect() {
+    static constexpr TaintEffect kEffects[] = {TaintEffect::kNoSchedule,
+                                               TaintEffect::kPreferNoSchedule,
+                                               TaintEffect::kNoExecute};
+    return kEffects[Pick(3)];
+  }
+  void MaybeTainted(NodeSpec& n) {
+    if (Pick(3) == 0)
+      n.taints.push_back({"team", Pick(2) ? "a" : "b", AnyEffect()});
+  }
+  void MaybeTolerant(GroupSpec& g) {
+    if (Pick(3) != 0) return;
+    Toleration t;
+    t.key = "team";
+    if (Pick(2) == 0) {
+      t.op = TolerationOperator::kExists;
+    } else {
+      t.value = Pick(2) ? "a" : "b";
+    }
+    t.effect = Pick(2) ? TaintEffect::kAny : AnyEffect();
+    g.tolerations.push_back(std::move(t));
+  }
+
   void Step(int step) {
     now_ += absl::Seconds(Pick(4) == 0 ? Pick(40) : 1);
     int ops = 1 + Pick(3);  // a batch of operations, then one cycle
@@ -512,6 +542,7 @@ class RandomRun {
              Group("w", 1 + Pick(3), min, desired, desired + h * Pick(2), h)},
             leaves_[Pick(leaves_.size())], kClasses[Pick(4)]);
         MaybeFractional(spec.groups[1]);
+        MaybeTolerant(spec.groups[1]);
         if (Pick(4) == 0) {
           spec.placement.topology_key = "zone";
           spec.placement.required = Pick(2) == 0;
@@ -546,6 +577,7 @@ class RandomRun {
         NodeSpec n = GpuNode(absl::StrCat("n", Pick(6)), 4 * (1 + Pick(2)),
                              {{"zone", Pick(2) ? "a" : "b"}});
         n.gpu_memory = int64_t{20} * Pick(5) * kGi;  // 0 (unknown) to 80Gi
+        MaybeTainted(n);
         s_->UpsertNodes({n}, now_);
         break;
       }

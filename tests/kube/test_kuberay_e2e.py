@@ -906,3 +906,98 @@ def test_two_active_shims_end_with_one_pod_per_slot(env: Env) -> None:
                 seen.add(key)
         return True
     env.wait(one_pod_per_slot, "every pod bound once", timeout=40)
+
+
+# -- Kubernetes' filters on clusters as they really are -------------------------
+
+def gke_like_nodes(env: Env, gpu_nodes_count: int = 2) -> None:
+    """As GKE makes a GPU pool: every node tainted
+    nvidia.com/gpu=present:NoSchedule, labelled with its accelerator,
+    instance type and zone; a CPU pool untainted."""
+    for i in range(gpu_nodes_count):
+        env.add_node(f"gke-gpu-{i}", gpus=4, cpu="48", memory="340Gi",
+                     labels={"cloud.google.com/gke-accelerator":
+                             "nvidia-l4",
+                             "node.kubernetes.io/instance-type":
+                             "g2-standard-48",
+                             "topology.kubernetes.io/zone": f"us-c1-{'ab'[i % 2]}"},
+                     taints=[{"key": "nvidia.com/gpu", "value": "present",
+                              "effect": "NoSchedule"}])
+    env.add_node("gke-cpu-0", gpus=0, cpu="16", memory="64Gi",
+                 labels={"node.kubernetes.io/instance-type": "e2-standard-16",
+                         "topology.kubernetes.io/zone": "us-c1-a"})
+
+
+def test_a_gke_gpu_pool_takes_the_pods_that_tolerate_its_taint(
+        env: Env) -> None:
+    """No flag: the sample's workers tolerate nvidia.com/gpu (as GKE adds
+    it to GPU pods) and go to the tainted pool; the head, which tolerates
+    nothing, goes to the CPU node. A gang whose workers lack the toleration
+    is UNSATISFIABLE, and its pods name the taint."""
+    gke_like_nodes(env)
+    env.shim("--leader-election=false")
+    env.apply(manifest("raycluster-autoscaler.yaml",
+                       **{"metadata.name": "gke",
+                          "spec.enableInTreeAutoscaling": False}))
+    env.wait(lambda: len(env.bound("gke")) == 3 and not env.waiting("gke"),
+             "bound on the GKE-like cluster")
+    head = env.bound("gke", group="head")[0]
+    assert head["spec"]["nodeName"] == "gke-cpu-0"
+    assert all(p["spec"]["nodeName"].startswith("gke-gpu-")
+               for p in env.bound("gke", group="gpu-group"))
+
+    bare = manifest("raycluster-autoscaler.yaml",
+                    **{"metadata.name": "bare",
+                       "spec.enableInTreeAutoscaling": False})
+    bare["spec"]["workerGroupSpecs"][0]["template"]["spec"].pop("tolerations")
+    env.apply(bare)
+    env.wait(lambda: len(env.waiting("bare")) == 3 and all(
+        "UNSATISFIABLE" in condition(p).get("message", "") and
+        "with taint nvidia.com/gpu=present:NoSchedule that group gpu-group "
+        "does not tolerate" in condition(p).get("message", "")
+        for p in env.waiting("bare")), "the taint named on every pod")
+    assert "cordoned" not in condition(env.waiting("bare")[0])["message"]
+
+    # Day two: the user adds the toleration to the RayCluster and deletes
+    # the waiting pods (KubeRay does not replace pods for a template
+    # change): the new pods carry it and the gang binds.
+    rc = env.kube.get("rayclusters", "default", "bare")
+    rc["spec"]["workerGroupSpecs"][0]["template"]["spec"]["tolerations"] = [
+        {"key": "nvidia.com/gpu", "operator": "Exists",
+         "effect": "NoSchedule"}]
+    env.kube.replace(rc)
+    env.wait(lambda: group_view(env, "bare", "gpu-group") is not None and
+             len(group_view(env, "bare", "gpu-group").tolerations) == 1,
+             "the toleration in gangsched")
+    for p in env.waiting("bare"):
+        env.kube.delete("pods", "default", p["metadata"]["name"])
+    env.wait(lambda: len(env.bound("bare")) == 3 and not env.waiting("bare"),
+             "the gang bound with the toleration")
+
+
+def test_a_taint_added_to_a_node_keeps_new_pods_off_it(env: Env) -> None:
+    """A team taint added to a node after the cluster runs: gangsched
+    learns it and places no new pod there; a cordon-free message."""
+    gpu_nodes(env, 1)
+    env.shim("--leader-election=false")
+    env.apply(manifest("raycluster-autoscaler.yaml",
+                       **{"metadata.name": "team",
+                          "spec.enableInTreeAutoscaling": False}))
+    env.wait(lambda: len(env.bound("team")) == 3, "bound")
+    node = env.kube.get("nodes", None, "gpu-0")
+    node["spec"]["taints"] = [{"key": "team", "value": "infra",
+                               "effect": "NoSchedule"}]
+    env.kube.replace(node)
+    env.wait(lambda: any(
+        n.node.name == "gpu-0" and len(n.node.taints) == 1
+        for n in env.client.cluster_snapshot().nodes), "the taint in gangsched")
+    # The running pods stay (NoSchedule evicts nothing); a new gang does not
+    # go there, and its pods say which taint keeps it out.
+    env.apply(manifest("raycluster-autoscaler.yaml",
+                       **{"metadata.name": "later",
+                          "spec.enableInTreeAutoscaling": False}))
+    env.wait(lambda: len(env.waiting("later")) == 3 and all(
+        "with taint team=infra:NoSchedule that group" in
+        condition(p).get("message", "") for p in env.waiting("later")),
+        "the new pods say which taint")
+    assert len(env.bound("team")) == 3

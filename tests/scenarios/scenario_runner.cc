@@ -193,10 +193,20 @@ PlacementSpec ParsePlacement(const YAML::Node& node, const std::string& where) {
   return p;
 }
 
+TaintEffect EffectNamed(const std::string& name, const std::string& at) {
+  if (name == "NoSchedule") return TaintEffect::kNoSchedule;
+  if (name == "PreferNoSchedule") return TaintEffect::kPreferNoSchedule;
+  if (name == "NoExecute") return TaintEffect::kNoExecute;
+  if (name.empty()) return TaintEffect::kAny;
+  Fail(at + ".effect", absl::StrCat("\"", name, "\" is not an effect"));
+  return TaintEffect::kAny;
+}
+
 GroupSpec ParseGroup(const YAML::Node& node, const std::string& where) {
   CheckKeys(node, where,
             {"name", "resources", "min", "desired", "max", "pods_per_replica",
-             "placement", "node_selector", "gpu_fraction", "gpu_memory"});
+             "placement", "node_selector", "gpu_fraction", "gpu_memory",
+             "tolerations"});
   GroupSpec g;
   if (!node["name"]) Fail(where, "a group needs a name");
   g.name = Str(node["name"], where + ".name");
@@ -238,6 +248,26 @@ GroupSpec ParseGroup(const YAML::Node& node, const std::string& where) {
     g.placement = ParsePlacement(node["placement"], where + ".placement");
   }
   g.node_selector = LabelsOf(node["node_selector"], where + ".node_selector");
+  if (const YAML::Node& list = node["tolerations"]) {
+    // Kubernetes' own spelling: {key, operator: Equal|Exists, value,
+    // effect: NoSchedule|PreferNoSchedule|NoExecute (empty: every effect)}.
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string at = absl::StrCat(where, ".tolerations[", i, "]");
+      CheckKeys(list[i], at, {"key", "operator", "value", "effect"});
+      Toleration t;
+      if (list[i]["key"]) t.key = Str(list[i]["key"], at + ".key");
+      if (list[i]["value"]) t.value = Str(list[i]["value"], at + ".value");
+      const std::string op = list[i]["operator"]
+                                 ? Str(list[i]["operator"], at + ".operator")
+                                 : "Equal";
+      if (op != "Equal" && op != "Exists") Fail(at + ".operator", op);
+      t.op = op == "Exists" ? TolerationOperator::kExists
+                            : TolerationOperator::kEqual;
+      if (list[i]["effect"])
+        t.effect = EffectNamed(Str(list[i]["effect"], at + ".effect"), at);
+      g.tolerations.push_back(std::move(t));
+    }
+  }
   return g;
 }
 
@@ -312,8 +342,9 @@ QueueSpec ParseQueue(const YAML::Node& node, const std::string& where) {
 }
 
 NodeSpec ParseNode(const YAML::Node& node, const std::string& where) {
-  CheckKeys(node, where,
-            {"name", "allocatable", "labels", "schedulable", "gpu_memory"});
+  CheckKeys(
+      node, where,
+      {"name", "allocatable", "labels", "schedulable", "gpu_memory", "taints"});
   NodeSpec n;
   if (!node["name"]) Fail(where, "a node needs a name");
   n.name = Str(node["name"], where + ".name");
@@ -325,6 +356,19 @@ NodeSpec ParseNode(const YAML::Node& node, const std::string& where) {
   }
   if (node["schedulable"]) {
     n.schedulable = Bool(node["schedulable"], where + ".schedulable");
+  }
+  if (const YAML::Node& list = node["taints"]) {
+    // {key, value, effect}, as kubectl shows a node's taints.
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string at = absl::StrCat(where, ".taints[", i, "]");
+      CheckKeys(list[i], at, {"key", "value", "effect"});
+      Taint t;
+      t.key = Str(list[i]["key"], at + ".key");
+      if (list[i]["value"]) t.value = Str(list[i]["value"], at + ".value");
+      t.effect = EffectNamed(Str(list[i]["effect"], at + ".effect"), at);
+      if (t.effect == TaintEffect::kAny) Fail(at + ".effect", "required");
+      n.taints.push_back(std::move(t));
+    }
   }
   return n;
 }
@@ -786,9 +830,10 @@ class Runner {
                      const std::string& at,
                      std::vector<std::string>* failures) const {
     const Scheduler& s = *scheduler_;
-    CheckKeys(want, at,
-              {"state", "bound", "pending", "nodes", "evicting", "node_count",
-               "node_labels", "devices", "nominated"});
+    CheckKeys(
+        want, at,
+        {"state", "bound", "pending", "pending_message", "nodes", "evicting",
+         "node_count", "node_labels", "devices", "nominated"});
     const Workload* w = s.FindWorkload(id);
     if (w == nullptr) {
       failures->push_back(absl::StrCat("workload ", id, ": not found"));
@@ -815,6 +860,16 @@ class Runner {
              absl::StrCat("\"", code, "\" is not a pending code"));
       }
       diff("pending", code, CodeName(w->pending.code));
+    }
+    if (want["pending_message"]) {
+      // A part of the message: what it must say, not all of its wording.
+      const std::string part =
+          Str(want["pending_message"], at + ".pending_message");
+      if (w->pending.message.find(part) == std::string::npos) {
+        failures->push_back(absl::StrCat(
+            "workload ", id, " pending message: expected to say \"", part,
+            "\", got \"", w->pending.message, "\""));
+      }
     }
     std::vector<Binding> bindings = s.BindingsOf(*w);
     if (want["bound"]) {

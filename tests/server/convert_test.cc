@@ -219,6 +219,57 @@ TEST(ConvertTest, NodesDefaultToSchedulable) {
             absl::string_view::npos);
 }
 
+TEST(ConvertTest, TaintsAndTolerationsAreCheckedAndGoBackAsTheyCame) {
+  v1::Node n;
+  n.set_name("gpu-1");
+  (*n.mutable_allocatable())["nvidia.com/gpu"] = "8";
+  v1::Taint* taint = n.add_taints();
+  taint->set_key("nvidia.com/gpu");
+  taint->set_value("present");
+  taint->set_effect(v1::TAINT_EFFECT_NO_SCHEDULE);
+  auto parsed = ParseNode(n, "nodes[0]");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->taints.size(), 1u);
+  EXPECT_EQ(parsed->taints[0],
+            (Taint{"nvidia.com/gpu", "present", TaintEffect::kNoSchedule}));
+  // A taint says what it does, and has a key.
+  taint->set_effect(v1::TAINT_EFFECT_UNSPECIFIED);
+  auto no_effect = ParseNode(n, "nodes[2]");
+  ASSERT_FALSE(no_effect.ok());
+  EXPECT_NE(no_effect.status().message().find("nodes[2].taints[0].effect"),
+            absl::string_view::npos)
+      << no_effect.status();
+  taint->set_effect(v1::TAINT_EFFECT_NO_EXECUTE);
+  taint->set_key("");
+  EXPECT_FALSE(ParseNode(n, "nodes[0]").ok());
+
+  v1::WorkloadSpec spec = ValidSpec();
+  v1::Toleration* tol = spec.mutable_groups(1)->add_tolerations();
+  tol->set_key("nvidia.com/gpu");
+  tol->set_operator_(v1::TOLERATION_OPERATOR_EXISTS);
+  auto ok = ParseWorkloadSpec(spec);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(ok->groups[1].tolerations.size(), 1u);
+  EXPECT_EQ(ok->groups[1].tolerations[0].effect, TaintEffect::kAny);
+  // Back to the wire as it came (an unspecified effect stays every effect).
+  v1::WorkloadSpec back;
+  ToProto(*ok, &back);
+  ASSERT_EQ(back.groups(1).tolerations_size(), 1);
+  EXPECT_EQ(back.groups(1).tolerations(0).operator_(),
+            v1::TOLERATION_OPERATOR_EXISTS);
+  EXPECT_EQ(back.groups(1).tolerations(0).effect(),
+            v1::TAINT_EFFECT_UNSPECIFIED);
+  // Exists takes no value; Equal needs a key.
+  tol->set_value("x");
+  ExpectInvalid(spec, "workload.groups[1].tolerations[0].value");
+  tol->set_value("");
+  tol->set_key("");
+  tol->set_operator_(v1::TOLERATION_OPERATOR_EQUAL);
+  ExpectInvalid(spec, "workload.groups[1].tolerations[0].key");
+  tol->set_key("bad key");
+  ExpectInvalid(spec, "workload.groups[1].tolerations[0].key");
+}
+
 TEST(ConvertTest, AbslCodesMapOneToOneToGrpc) {
   EXPECT_EQ(ToGrpc(absl::NotFoundError("x")).error_code(),
             grpc::StatusCode::NOT_FOUND);

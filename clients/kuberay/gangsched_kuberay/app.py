@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import gangsched
 from gangsched import GangschedError, Resync
-from gangsched_kuberay import metrics, names, pods as P
+from gangsched_kuberay import metrics, names, pods as P, taints
 from gangsched_kuberay.clusters import ClusterReconciler, Key
 from gangsched_kuberay.informer import Informer
 from gangsched_kuberay.kube import Kube
@@ -65,7 +65,7 @@ class App:
         self.jobs = [Informer(kube, "rayjobs", ns, lambda *a: None)
                      for ns in scopes]
         self.node_reconciler = NodeReconciler(
-            client, scheduler_name, tolerated_taints,
+            client, scheduler_name,
             nodes=self.nodes_informer.items,
             node=lambda n: self.nodes_informer.get(("", n)),
             pods_on=self._pods_on)
@@ -78,6 +78,7 @@ class App:
             nodes_touched=self._nodes_touched)
         self.node_reconciler.booked = self.reconciler.booked
         self.reconciler.taint_specs = tuple(tolerated_taints)
+        self.tolerated_taints = tuple(tolerated_taints)
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         self.leader = None
         if leader_election:
@@ -176,12 +177,15 @@ class App:
 
     def _tolerated(self, pod: dict, node_name: str) -> bool:
         """Whether the pod tolerates every NoSchedule / NoExecute taint of
-        the node (those --tolerate-taint lets gangsched use included)."""
+        the node, itself or through --tolerate-taint (which never covers
+        NoExecute unless it names it): a taint the node got after gangsched
+        placed the slot keeps the pod off."""
         node = self.nodes_informer.get(("", node_name))
         if node is None:
             return True
         spec = pod.get("spec") or {}
-        return all(P.tolerates(spec, t)
+        return all(P.tolerates(spec, t) or
+                   any(taints.matches(s, t) for s in self.tolerated_taints)
                    for t in (node.get("spec") or {}).get("taints") or []
                    if t.get("effect") in ("NoSchedule", "NoExecute"))
 

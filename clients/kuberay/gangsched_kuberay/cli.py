@@ -75,10 +75,12 @@ def parser() -> argparse.ArgumentParser:
                    "(or kai.scheduler/queue) label (default %(default)s)")
     p.add_argument("--tolerate-taint", metavar="KEY[=VALUE][:EFFECT]",
                    action="append", default=[],
-                   help="a NoSchedule/NoExecute taint that does not make a "
-                   "node unschedulable for gangsched (e.g. nvidia.com/gpu); "
-                   "a pod is still bound only to nodes whose taints it "
-                   "tolerates; repeatable")
+                   help="an override: pods may go to nodes with this "
+                   "taint even when their templates lack the toleration "
+                   "(without an effect: NoSchedule and PreferNoSchedule; "
+                   "NoExecute only when named, as it evicts pods that do not "
+                   "tolerate it themselves); a pod that tolerates what it "
+                   "needs needs no flag; repeatable")
     p.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="log line format (default %(default)s)")
     p.add_argument("--log-level", default="INFO",

@@ -110,6 +110,9 @@ def spec_key(spec: Any) -> tuple:
             tuple(sorted(g.node_selector.items())),
             round(g.gpu_fraction * 1000),
             parse_quantity(g.gpu_memory, "nvidia.com/gpu-memory")
-            if g.gpu_memory else 0))
+            if g.gpu_memory else 0,
+            # The server answers an unspecified operator as EQUAL.
+            tuple((t.key, t.operator or 1, t.value, t.effect)
+                  for t in g.tolerations)))
     return (spec.id, spec.queue, spec.priority_class, tuple(groups),
             placement(spec.placement))

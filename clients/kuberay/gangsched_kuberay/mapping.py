@@ -241,9 +241,9 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
                           taint_specs: tuple[str, ...] = (),
                           scheduler_name: str | None = None
                           ) -> dict[str, Any]:
-    """The WorkloadSpec dict for gangsched.workload_spec(). ``taint_specs``
-    are the shim's --tolerate-taint values: a group whose pods do not
-    tolerate one is kept off the nodes that have it (taints.py). With
+    """The WorkloadSpec dict for gangsched.workload_spec(). Each group
+    carries its pod template's tolerations, plus those ``taint_specs`` (the
+    shim's --tolerate-taint values) stand for (taints.py). With
     ``scheduler_name``, a group whose template names another scheduler is
     left out: its pods are that scheduler's, and booking room for them too
     would count it twice."""
@@ -261,10 +261,8 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
     head = {"name": names.HEAD_GROUP,
             "resources": pod_request(head_spec),
             "min_count": 1, "desired_count": 1, "max_count": 1,
-            "node_selector": {
-                **_selector(head_template, "headGroupSpec"),
-                **taints.selector(head_template.get("spec") or {},
-                                  taint_specs)}}
+            "node_selector": _selector(head_template, "headGroupSpec"),
+            "tolerations": _tolerations(head_template, taint_specs)}
     head_annotations = (head_template.get("metadata") or {}).get(
         "annotations") or {}
     head_placement = _placement(head_annotations, "headGroupSpec.template")
@@ -302,10 +300,8 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
                  "resources": pod_request(worker_spec),
                  "min_count": minimum, "desired_count": desired,
                  "max_count": maximum, "pods_per_replica": hosts,
-                 "node_selector": {
-                     **_selector(template, where),
-                     **taints.selector(template.get("spec") or {},
-                                       taint_specs)}}
+                 "node_selector": _selector(template, where),
+                 "tolerations": _tolerations(template, taint_specs)}
         template_annotations = (template.get("metadata") or {}).get(
             "annotations") or {}
         placement = _placement(template_annotations, f"{where}.template")
@@ -416,6 +412,17 @@ def _selector(template: Mapping[str, Any], where: str) -> dict[str, str]:
         return node_selector(template.get("spec") or {})
     except MappingError as e:
         raise MappingError(f"{where}: {e}") from None
+
+
+def _tolerations(template: Mapping[str, Any],
+                 taint_specs: tuple[str, ...]) -> list[dict[str, str]]:
+    """The pod template's tolerations as they are (Kubernetes' matching is
+    gangsched's too; tolerationSeconds dropped), then the overrides."""
+    out = []
+    for t in (template.get("spec") or {}).get("tolerations") or []:
+        out.append({k: str(t[k]) for k in ("key", "operator", "value",
+                                            "effect") if t.get(k)})
+    return out + taints.tolerations(taint_specs)
 
 
 def _cap_max(groups: list[dict[str, Any]]) -> None:

@@ -3,9 +3,9 @@
 A node's allocatable for gangsched is its allocatable minus what pods
 gangsched did not place already request there (DaemonSets, pods of other
 schedulers, pods bound without a slot), so a node is never overcommitted;
-"pods" counts them too. A node is unschedulable when cordoned or tainted
-NoSchedule / NoExecute with a taint not given with --tolerate-taint.
-Labels pass through. Changes go out batched (UpsertNodes / RemoveNodes);
+"pods" counts them too. A node is unschedulable when cordoned; its labels
+and taints pass through (gangsched keeps pods off taints they do not
+tolerate). Changes go out batched (UpsertNodes / RemoveNodes);
 a full SyncNodes on start, on leadership and when gangsched was reset.
 """
 
@@ -16,25 +16,22 @@ import threading
 from typing import Any, Callable, Mapping
 
 from gangsched.quantity import format_quantity, parse_quantity
-from gangsched_kuberay import mapping, metrics, names, pods as P, taints
+from gangsched_kuberay import mapping, metrics, names, pods as P
 
 log = logging.getLogger(__name__)
 
-NO_SCHEDULE = ("NoSchedule", "NoExecute")
 DEFAULT_PODS = 110
 MAX_GPU_MEMORY_MIB = 1 << 20  # 1Ti, the server's bound
 
 
 class NodeReconciler:
     def __init__(self, client: Any, scheduler_name: str,
-                 tolerated_taints: list[str],
                  nodes: Callable[[], list[dict]],
                  node: Callable[[str], dict | None],
                  pods_on: Callable[[str], list[dict]],
                  booked: Callable[[dict], bool] = lambda pod: True) -> None:
         self.client = client
         self.scheduler_name = scheduler_name
-        self.tolerated_taints = tolerated_taints
         self.nodes = nodes
         self.node = node
         self.pods_on = pods_on
@@ -54,14 +51,6 @@ class NodeReconciler:
         longer holds there) take their room out of the node."""
         return P.scheduler(pod) == self.scheduler_name and \
             bool(P.slot(pod)) and self.booked(pod)
-
-    def taint_tolerated(self, taint: dict) -> bool:
-        return any(taints.matches(s, taint) for s in self.tolerated_taints)
-
-    def untolerated_taints(self, node: dict) -> list[dict]:
-        return [t for t in (node.get("spec") or {}).get("taints") or []
-                if t.get("effect") in NO_SCHEDULE and
-                not self.taint_tolerated(t)]
 
     def message(self, node: dict) -> Any:
         from gangsched import node as make_node
@@ -90,14 +79,15 @@ class NodeReconciler:
                 amounts["pods"] -= 1000  # one pod, in milli-units
         out = {name: format_quantity(max(0, v), name)
                for name, v in amounts.items()}
-        schedulable = not (node.get("spec") or {}).get("unschedulable") \
-            and not self.untolerated_taints(node)
+        # Taints go to gangsched as they are: it keeps the pods that do not
+        # tolerate them off (docs/SCHEDULING.md, "Taints and tolerations").
+        spec = node.get("spec") or {}
+        schedulable = not spec.get("unschedulable")
         labels = {k: str(v) for k, v in (meta.get("labels") or {}).items()}
-        labels.update(taints.node_labels(
-            (node.get("spec") or {}).get("taints") or [],
-            self.tolerated_taints))
         return make_node(meta["name"], out, labels, schedulable,
-                         gpu_memory=self.gpu_memory(meta))
+                         gpu_memory=self.gpu_memory(meta),
+                         taints=[t for t in spec.get("taints") or []
+                                 if t.get("key") and t.get("effect")])
 
     @staticmethod
     def gpu_memory(meta: Mapping[str, Any]) -> str:

@@ -208,31 +208,50 @@ def test_tolerations_match_as_kubernetes_does():
     assert not tolerates({}, taint)
 
 
-def test_a_tolerated_taint_keeps_groups_that_do_not_tolerate_it_away():
+def test_tolerations_pass_through_and_the_flag_adds_overrides():
+    from gangsched import workload_spec
     from gangsched_kuberay import taints
-    specs = ("nvidia.com/gpu",)
-    gpu_taint = {"key": "nvidia.com/gpu", "value": "present",
-                 "effect": "NoSchedule"}
-    no_schedule = taints.label("nvidia.com/gpu:NoSchedule")
-    no_execute = taints.label("nvidia.com/gpu:NoExecute")
-    # A node lacks the label of each taint it has; others have it.
-    assert taints.node_labels([gpu_taint], specs) == {no_execute: "true"}
-    assert taints.node_labels([], specs) == {no_schedule: "true",
-                                             no_execute: "true"}
-    assert taints.node_labels([{**gpu_taint, "effect": "PreferNoSchedule"}],
-                              specs) == {no_schedule: "true",
-                                         no_execute: "true"}
-    # The head (no toleration) must avoid both; GPU workers that tolerate
-    # NoSchedule only must avoid NoExecute nodes.
+    gke = [{"key": "nvidia.com/gpu", "operator": "Exists",
+            "effect": "NoSchedule", "tolerationSeconds": 30}]
     spec = mapping.workload_from_cluster(cluster(
         [worker(spec={"containers": [container({"nvidia.com/gpu": "1"})],
-                      "tolerations": [{"key": "nvidia.com/gpu",
-                                       "operator": "Exists",
-                                       "effect": "NoSchedule"}]})]),
-        "q", set(), specs)
-    assert groups(spec)["head"]["node_selector"] == {no_schedule: "true",
-                                                     no_execute: "true"}
-    assert groups(spec)["gpu"]["node_selector"] == {no_execute: "true"}
+                      "tolerations": gke})]), "q", set())
+    # As the template says (tolerationSeconds only times NoExecute
+    # evictions), and nothing on the head, which tolerates nothing.
+    assert groups(spec)["gpu"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists",
+         "effect": "NoSchedule"}]
+    assert groups(spec)["head"]["tolerations"] == []
+    message = workload_spec(spec)
+    gpu = [g for g in message.groups if g.name == "gpu"][0]
+    assert gpu.tolerations[0].operator == 2  # TOLERATION_OPERATOR_EXISTS
+    assert gpu.tolerations[0].effect == 1  # TAINT_EFFECT_NO_SCHEDULE
+    # --tolerate-taint: an override on every group; without an effect it
+    # covers NoSchedule and PreferNoSchedule, never NoExecute.
+    assert taints.tolerations(["team=a"]) == [
+        {"key": "team", "operator": "Equal", "value": "a",
+         "effect": "NoSchedule"},
+        {"key": "team", "operator": "Equal", "value": "a",
+         "effect": "PreferNoSchedule"}]
+    assert taints.tolerations(["maint:NoExecute"]) == [
+        {"key": "maint", "operator": "Exists", "effect": "NoExecute"}]
+    with_flag = mapping.workload_from_cluster(cluster([worker()]), "q", set(),
+                                              ("nvidia.com/gpu",))
+    assert len(groups(with_flag)["head"]["tolerations"]) == 2
+    assert not taints.matches("nvidia.com/gpu", {
+        "key": "nvidia.com/gpu", "effect": "NoExecute"})
+    assert taints.matches("nvidia.com/gpu", {
+        "key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"})
+
+
+def test_bad_tolerations_are_refused_naming_the_field():
+    from gangsched import SpecError, workload_spec
+    spec = mapping.workload_from_cluster(cluster(
+        [worker(spec={"containers": [container({"cpu": "1"})],
+                      "tolerations": [{"operator": "Equal", "value": "x"}]})]),
+        "q", set())
+    with pytest.raises(SpecError, match=r"groups\[1\]\.tolerations\[0\]\.key"):
+        workload_spec(spec)
 
 
 def test_a_group_name_kuberay_cannot_name_pods_after_is_refused():

@@ -83,6 +83,79 @@ def _labels(value: Mapping[str, Any] | None, field: str) -> dict[str, str]:
     return out
 
 
+# Kubernetes' spelling and the proto's, both taken.
+_EFFECTS = {"NoSchedule": "TAINT_EFFECT_NO_SCHEDULE",
+            "PreferNoSchedule": "TAINT_EFFECT_PREFER_NO_SCHEDULE",
+            "NoExecute": "TAINT_EFFECT_NO_EXECUTE"}
+_OPERATORS = {"Equal": "TOLERATION_OPERATOR_EQUAL",
+              "Exists": "TOLERATION_OPERATOR_EXISTS"}
+
+
+def _enum(value: Any, names: dict[str, str], field: str) -> str:
+    text = str(value or "")
+    if text in names:
+        return names[text]
+    if text in names.values():
+        return text
+    raise SpecError(field, f"{text!r}: one of {', '.join(names)}")
+
+
+def _taint_words(item: Mapping[str, Any], field: str,
+                 known: tuple[str, ...]) -> tuple[str, str]:
+    unknown = sorted(set(item) - set(known))
+    if unknown:
+        raise SpecError(field, f"unknown fields {unknown}")
+    key, value = str(item.get("key") or ""), str(item.get("value") or "")
+    if key and not is_resource_name(key):
+        raise SpecError(f"{field}.key", "a taint key is a name of "
+                        "[A-Za-z0-9._/-]")
+    if len(value) > MAX_NAME:
+        raise SpecError(f"{field}.value", "value too long")
+    return key, value
+
+
+def taint_list(value: Any, field: str = "node.taints") -> list[Any]:
+    """Taint messages from Kubernetes' node.spec.taints (dicts with key,
+    value, effect); timeAdded is ignored."""
+    out = []
+    for i, item in enumerate(value or []):
+        at = f"{field}[{i}]"
+        key, text = _taint_words(item, at,
+                                 ("key", "value", "effect", "timeAdded"))
+        if not key:
+            raise SpecError(f"{at}.key", "empty")
+        if not item.get("effect"):
+            raise SpecError(f"{at}.effect", "a taint needs an effect")
+        out.append(_stubs.types_pb2.Taint(
+            key=key, value=text,
+            effect=_enum(item["effect"], _EFFECTS, f"{at}.effect")))
+    return out
+
+
+def toleration_list(value: Any,
+                    field: str = "group.tolerations") -> list[Any]:
+    """Toleration messages from a pod's spec.tolerations (dicts with key,
+    operator, value, effect); tolerationSeconds, which only says how long
+    a NoExecute taint is borne, is ignored."""
+    out = []
+    for i, item in enumerate(value or []):
+        at = f"{field}[{i}]"
+        key, text = _taint_words(item, at, ("key", "operator", "value",
+                                            "effect", "tolerationSeconds"))
+        op = _enum(item.get("operator") or "Equal", _OPERATORS,
+                   f"{at}.operator")
+        if op.endswith("EQUAL") and not key:
+            raise SpecError(f"{at}.key", "empty; only Exists tolerates "
+                            "every key")
+        if op.endswith("EXISTS") and text:
+            raise SpecError(f"{at}.value", "Exists takes no value")
+        effect = _enum(item["effect"], _EFFECTS, f"{at}.effect") \
+            if item.get("effect") else "TAINT_EFFECT_UNSPECIFIED"
+        out.append(_stubs.types_pb2.Toleration(
+            key=key, operator=op, value=text, effect=effect))
+    return out
+
+
 def _placement(value: Mapping[str, Any] | None, field: str) -> Any:
     types = _stubs.types_pb2
     value = dict(value or {})
@@ -184,6 +257,8 @@ def group_spec(value: Mapping[str, Any], field: str = "group") -> Any:
                         "memory with gpu_memory (it is not a resource of its "
                         "own on the nodes)")
     memory = _gpu_memory(value.pop("gpu_memory", ""), f"{field}.gpu_memory")
+    tolerated = toleration_list(value.pop("tolerations", None),
+                                f"{field}.tolerations")
     if memory and (fraction or GPU in resources):
         raise SpecError(f"{field}.gpu_memory", "give one of gpu_memory, "
                         'gpu_fraction or resources["nvidia.com/gpu"], not '
@@ -194,7 +269,7 @@ def group_spec(value: Mapping[str, Any], field: str = "group") -> Any:
         name=name, resources=resources, min_count=min_count,
         desired_count=desired, max_count=max_count,
         pods_per_replica=per_replica, node_selector=selector,
-        gpu_fraction=fraction, gpu_memory=memory)
+        gpu_fraction=fraction, gpu_memory=memory, tolerations=tolerated)
     if placement is not None:
         group.placement.CopyFrom(_placement(placement, f"{field}.placement"))
     return group
@@ -241,9 +316,11 @@ def workload_spec(value: Mapping[str, Any]) -> Any:
 
 def node(name: str, allocatable: Mapping[str, Any],
          labels: Mapping[str, Any] | None = None,
-         schedulable: bool = True, gpu_memory: Any = "") -> Any:
+         schedulable: bool = True, gpu_memory: Any = "",
+         taints: Any = None) -> Any:
     """A Node message, checked like a WorkloadSpec. `gpu_memory` is the
-    memory of one of its GPU devices (a quantity such as "80Gi")."""
+    memory of one of its GPU devices (a quantity such as "80Gi");
+    `taints` Kubernetes' node.spec.taints."""
     resources = _resources(allocatable, "node.allocatable")
     if GPU_MEMORY in resources:
         raise SpecError(f'node.allocatable["{GPU_MEMORY}"]', "give the "
@@ -251,4 +328,5 @@ def node(name: str, allocatable: Mapping[str, Any],
     return _stubs.types_pb2.Node(
         name=_name(name, "node.name"), allocatable=resources,
         labels=_labels(labels, "node.labels"), schedulable=schedulable,
-        gpu_memory=_gpu_memory(gpu_memory, "node.gpu_memory"))
+        gpu_memory=_gpu_memory(gpu_memory, "node.gpu_memory"),
+        taints=taint_list(taints, "node.taints"))

@@ -141,6 +141,33 @@ def test_gpu_memory_pods_take_their_share_of_each_nodes_devices(
         assert e.value.field == 'node.allocatable["nvidia.com/gpu-memory"]'
 
 
+def test_taints_and_tolerations_as_kubernetes_writes_them(
+        server: Any) -> None:
+    """Node taints and group tolerations in Kubernetes' own spelling: the
+    server keeps untolerating pods off and says which taint."""
+    with _client(server) as c:
+        c.upsert_nodes([{"name": "tainted", "allocatable": {
+            "cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4"},
+            "taints": [{"key": "nvidia.com/gpu", "value": "present",
+                        "effect": "NoSchedule"}]}])
+        spec = _spec("ray/bare", workers=1)
+        spec["groups"][0]["tolerations"] = [{"operator": "Exists"}]
+        reply = c.allocate(spec)
+        assert "with taint nvidia.com/gpu=present:NoSchedule that group " \
+            "worker does not tolerate" in reply.pending.message
+        assert reply.state == 1  # PENDING (UNSATISFIABLE)
+        spec = _spec("ray/tolerant", workers=1)
+        spec["groups"][0]["tolerations"] = [{"operator": "Exists"}]
+        spec["groups"][1]["tolerations"] = [{
+            "key": "nvidia.com/gpu", "operator": "Exists",
+            "effect": "NoSchedule", "tolerationSeconds": 5}]
+        assert c.allocate(spec).state == 3  # RUNNING
+        with pytest.raises(SpecError) as e:
+            c.upsert_nodes([{"name": "x", "allocatable": {"cpu": "1"},
+                             "taints": [{"key": "a", "effect": "Sometimes"}]}])
+        assert e.value.field == "node.taints[0].effect"
+
+
 # -- calls ------------------------------------------------------------------
 
 def test_allocate_release_and_explain(server: Any) -> None:
