@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, with Debian's clang 14, AddressSanitizer (and its leak checker)
 # and UBSan, into ./build-asan: the unit, property and scenario tests
-# (ctest's asan.unit runs them) and the libFuzzer targets of tests/fuzz
+# (ctest's asan.* tests run them) and the libFuzzer targets of tests/fuzz
 # (ctest's fuzz.<target> runs each for 30 s; scripts/fuzz.sh for longer).
 # One sanitized build serves both: the code is compiled with
 # -fsanitize=fuzzer-no-link, and only the fuzz targets link libFuzzer.

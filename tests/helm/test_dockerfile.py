@@ -120,12 +120,16 @@ def test_every_final_package_has_an_apt_candidate(
         stages: list[Stage]) -> None:
     packages = installed_packages(stages[-1])
     assert packages
+    assert not without_candidate(packages)
+
+
+def without_candidate(packages: list[str]) -> list[str]:
+    """The packages apt has no candidate version of."""
     out = subprocess.run(["apt-cache", "policy", *packages],
                          capture_output=True, text=True, check=True).stdout
     candidates = dict(re.findall(r"^(\S+):\n(?:.*\n)*?\s+Candidate: (\S+)",
                                  out, re.M))
-    missing = [p for p in packages if candidates.get(p, "(none)") == "(none)"]
-    assert not missing, f"no apt candidate: {missing}"
+    return [p for p in packages if candidates.get(p, "(none)") == "(none)"]
 
 
 def install_sets() -> dict[str, list[str]]:
@@ -154,12 +158,7 @@ def test_the_build_set_leaves_the_test_tools_out() -> None:
 
 def test_every_install_deps_package_has_an_apt_candidate() -> None:
     packages = [p for names in install_sets().values() for p in names]
-    out = subprocess.run(["apt-cache", "policy", *packages],
-                         capture_output=True, text=True, check=True).stdout
-    candidates = dict(re.findall(r"^(\S+):\n(?:.*\n)*?\s+Candidate: (\S+)",
-                                 out, re.M))
-    missing = [p for p in packages if candidates.get(p, "(none)") == "(none)"]
-    assert not missing, f"no apt candidate: {missing}"
+    assert not without_candidate(packages)
 
 
 def owning_packages(paths: set[str]) -> set[str]:

@@ -686,6 +686,16 @@ def group_view(env: Env, name: str, group: str) -> Any:
         if w is not None else None
 
 
+def fixed_cluster(env: Env, name: str, pods: int = 3) -> None:
+    """The autoscaler sample without autoscaling (a head and two GPU
+    workers), applied and bound."""
+    env.apply(manifest("raycluster-autoscaler.yaml",
+                       **{"metadata.name": name,
+                          "spec.enableInTreeAutoscaling": False}))
+    env.wait(lambda: len(env.bound(name)) == pods and not env.waiting(name),
+             f"{name} bound")
+
+
 def test_a_cluster_created_before_its_queue_runs_once_the_queue_exists(
         env: Env) -> None:
     gpu_nodes(env, 1)
@@ -746,11 +756,7 @@ def test_a_refused_edit_of_a_running_gang_is_said_on_every_waiting_pod(
     the pod binds."""
     gpu_nodes(env, 2)
     env.shim("--leader-election=false")
-    env.apply(manifest("raycluster-autoscaler.yaml",
-                       **{"metadata.name": "edit",
-                          "spec.enableInTreeAutoscaling": False}))
-    env.wait(lambda: len(env.bound("edit")) == 3 and not env.waiting("edit"),
-             "bound")
+    fixed_cluster(env, "edit")
     rc = env.kube.get("rayclusters", "default", "edit")
     rc["metadata"]["labels"]["gangsched.io/queue"] = "research-2"
     rc["spec"]["workerGroupSpecs"][0]["replicas"] = 3
@@ -776,11 +782,7 @@ def test_worker_resources_edited_the_group_takes_the_new_shape(
     old slot, and bind once the old shape is gone."""
     gpu_nodes(env, 2)
     env.shim("--leader-election=false")
-    env.apply(manifest("raycluster-autoscaler.yaml",
-                       **{"metadata.name": "edit",
-                          "spec.enableInTreeAutoscaling": False}))
-    env.wait(lambda: len(env.bound("edit")) == 3 and not env.waiting("edit"),
-             "bound")
+    fixed_cluster(env, "edit")
     rc = env.kube.get("rayclusters", "default", "edit")
     res = rc["spec"]["workerGroupSpecs"][0]["template"]["spec"][
         "containers"][0]["resources"]
@@ -809,11 +811,7 @@ def test_a_worker_group_renamed_gives_the_old_slots_back_as_they_go(
     each back for good (a shrink, below its old minimum too) as they go."""
     gpu_nodes(env, 2)
     env.shim("--leader-election=false")
-    env.apply(manifest("raycluster-autoscaler.yaml",
-                       **{"metadata.name": "ren",
-                          "spec.enableInTreeAutoscaling": False}))
-    env.wait(lambda: len(env.bound("ren")) == 3 and not env.waiting("ren"),
-             "bound")
+    fixed_cluster(env, "ren")
     old = env.bound("ren", group="gpu-group")
     rc = env.kube.get("rayclusters", "default", "ren")
     rc["spec"]["workerGroupSpecs"][0]["groupName"] = "gpu-b"
@@ -833,11 +831,7 @@ def test_a_worker_group_renamed_gives_the_old_slots_back_as_they_go(
 def test_worker_resources_lowered_the_pods_keep_their_slots(env: Env) -> None:
     gpu_nodes(env, 1)
     env.shim("--leader-election=false")
-    env.apply(manifest("raycluster-autoscaler.yaml",
-                       **{"metadata.name": "less",
-                          "spec.enableInTreeAutoscaling": False}))
-    env.wait(lambda: len(env.bound("less")) == 3 and not env.waiting("less"),
-             "bound")
+    fixed_cluster(env, "less")
     rc = env.kube.get("rayclusters", "default", "less")
     res = rc["spec"]["workerGroupSpecs"][0]["template"]["spec"][
         "containers"][0]["resources"]
@@ -861,11 +855,7 @@ def test_a_slot_bound_twice_is_repaired(env: Env) -> None:
     deleted with an Event; the node is not left over its allocatable."""
     gpu_nodes(env, 1)
     env.shim("--leader-election=false")
-    env.apply(manifest("raycluster-autoscaler.yaml",
-                       **{"metadata.name": "twice",
-                          "spec.enableInTreeAutoscaling": False}))
-    env.wait(lambda: len(env.bound("twice")) == 3 and not env.waiting("twice"),
-             "bound")
+    fixed_cluster(env, "twice")
     first = env.bound("twice", group="gpu-group")[0]
     twin = {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": first["metadata"]["name"] + "-twin",

@@ -758,18 +758,10 @@ class ClusterReconciler:
             for p in holders[1:]:
                 if P.name(p) in t.deleting:
                     continue
-                log.warning("pods %s and %s/%s both hold slot %s: deleting "
-                            "the later", P.name(keeper), t.key[0], P.name(p),
-                            slot)
-                self.nodes_touched({P.node_of(p)})
-                t.released_uids.add(P.uid(p))
-                t.deleting.add(P.name(p))
-                self._delete(t, p)
-                self._event(cluster, "Warning", "DuplicateSlot",
-                            f"pods {P.name(keeper)} and {P.name(p)} were both "
-                            f"bound to slot {slot} (two shims acting at "
-                            f"once?): {P.name(p)} is deleted so it is "
-                            "scheduled again")
+                self._drop(t, cluster, p, "DuplicateSlot",
+                           f"pods {P.name(keeper)} and {P.name(p)} were both "
+                           f"bound to slot {slot} (two shims acting at "
+                           f"once?)")
 
     def _drop_orphans(self, t: Tracked, cluster: dict, gang: GangView,
                       pods: list[dict]) -> None:
@@ -785,18 +777,24 @@ class ClusterReconciler:
                 continue
             if P.name(p) in t.deleting:
                 continue
-            log.warning("pod %s/%s runs on %s as slot %s, which gangsched "
-                        "does not hold there: deleting it", t.key[0],
-                        P.name(p), P.node_of(p), slot)
-            self.nodes_touched({P.node_of(p)})
-            t.released_uids.add(P.uid(p))
-            t.deleting.add(P.name(p))
-            self._delete(t, p)
-            self._event(cluster, "Warning", "Orphaned",
-                        f"gangsched no longer holds slot {slot} on node "
-                        f"{P.node_of(p)} (the node was removed, or "
-                        f"gangsched's state was lost or restored): pod "
-                        f"{P.name(p)} is deleted so it is scheduled again")
+            self._drop(t, cluster, p, "Orphaned",
+                       f"gangsched no longer holds slot {slot} on node "
+                       f"{P.node_of(p)} (the node was removed, or "
+                       f"gangsched's state was lost or restored)")
+
+    def _drop(self, t: Tracked, cluster: dict, pod: dict, reason: str,
+              why: str) -> None:
+        """Deletes a bound pod whose room gangsched does not book, with an
+        Event; its room counts as not gangsched's (its node is looked at
+        again) until it is gone, and KubeRay makes it again."""
+        log.warning("%s/%s: %s: deleting it", t.key[0], P.name(pod), why)
+        self.nodes_touched({P.node_of(pod)})
+        t.released_uids.add(P.uid(pod))
+        t.deleting.add(P.name(pod))
+        self._delete(t, pod)
+        self._event(cluster, "Warning", reason,
+                    f"{why}: pod {P.name(pod)} is deleted so it is scheduled "
+                    "again")
 
     # -- 3. evictions -----------------------------------------------------------
 
