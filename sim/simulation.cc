@@ -564,12 +564,12 @@ class Driver {
     if (samples_refused_) {
       // Rows at 0, s, 2s, ... up to the end: at most kMaxSamples of them.
       const Millis least = (results_.end + kMaxSamples - 2) / (kMaxSamples - 1);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--sample: the run lasts ", Seconds(results_.end), " s, which at one row every ",
-          Seconds(options_.sample), " s makes ",
-          results_.end / options_.sample + 1, " rows of cluster.csv, more than ",
-          kMaxSamples, "; give --sample=", (least + 999) / 1000,
-          " or more"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sample: the run lasts ", Seconds(results_.end),
+                       " s, which at one row every ", Seconds(options_.sample),
+                       " s makes ", results_.end / options_.sample + 1,
+                       " rows of cluster.csv, more than ", kMaxSamples,
+                       "; give --sample=", (least + 999) / 1000, " or more"));
     }
     results_.gpus_ms = absl::int128(cluster_gpus_) * results_.end;
     std::sort(results_.queue_timeline.begin(), results_.queue_timeline.end(),

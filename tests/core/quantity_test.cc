@@ -107,9 +107,9 @@ TEST(QuantityTest, FormatsWithTheSuffixKubernetesWouldChoose) {
   EXPECT_EQ(FormatQuantity(1024000, QuantityScale::kBytes), "1000Ki");
   EXPECT_EQ(FormatQuantity(int64_t{1500} << 20, QuantityScale::kBytes),
             "1500Mi");
-  EXPECT_EQ(FormatQuantity(int64_t{3} * 1000000000000000000,
-                           QuantityScale::kBytes),
-            "3E");
+  EXPECT_EQ(
+      FormatQuantity(int64_t{3} * 1000000000000000000, QuantityScale::kBytes),
+      "3E");
   EXPECT_EQ(FormatQuantity(int64_t{64000} * 1000, QuantityScale::kMilli),
             "64k");
   EXPECT_EQ(FormatQuantity(1500, QuantityScale::kMilli), "1500m");

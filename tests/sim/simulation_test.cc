@@ -364,9 +364,9 @@ TEST(SimulationTest, TooManySamplesIsAnError) {
   // And that one does.
   SimOptions enough;
   enough.sample = 3154 * 1000;
-  auto fits = Simulate(Config(kTwoTeams),
-                       Trace(Line("late", 100.0 * 365 * 86400, 1, "a", 1)),
-                       enough);
+  auto fits =
+      Simulate(Config(kTwoTeams),
+               Trace(Line("late", 100.0 * 365 * 86400, 1, "a", 1)), enough);
   ASSERT_TRUE(fits.ok()) << fits.status();
   EXPECT_LE(fits->cluster.size(), 1000000u);
 }
