@@ -50,9 +50,17 @@ WorkloadSpec MakeGang(const std::string& id, int pods, int gpus) {
 // A GPU pool as GKE taints it; with `avoided`, one node in eight also
 // tainted PreferNoSchedule by a team (docs/SCHEDULING.md, "Taints and
 // tolerations"). Tolerant() gangs tolerate the first, not the second.
-enum class Taints { kNone, kPool, kPoolAndAvoided };
+// With `affinity`, every node also carries one of four instance types,
+// and Affine() gangs require three of them (an In over several types, as
+// Ray users write it; docs/SCHEDULING.md, "Node affinity").
+enum class Taints { kNone, kPool, kPoolAndAvoided, kPoolAndAffinity };
+constexpr const char* kInstanceType = "node.kubernetes.io/instance-type";
 void Taint(NodeSpec& node, int i, Taints taints) {
   if (taints == Taints::kNone) return;
+  if (taints == Taints::kPoolAndAffinity) {
+    node.labels.emplace_back(kInstanceType, "type-" + std::to_string(i % 4));
+    std::sort(node.labels.begin(), node.labels.end());
+  }
   node.taints.push_back(
       {"nvidia.com/gpu", "present", TaintEffect::kNoSchedule});
   if (taints == Taints::kPoolAndAvoided && i % 8 == 0)
@@ -65,6 +73,15 @@ WorkloadSpec Tolerant(WorkloadSpec gang) {
     t.op = TolerationOperator::kExists;
     t.effect = TaintEffect::kNoSchedule;
     g.tolerations.push_back(t);
+  }
+  return gang;
+}
+
+WorkloadSpec Affine(WorkloadSpec gang) {
+  for (GroupSpec& g : gang.groups) {
+    AffinityExpression e{
+        kInstanceType, AffinityOperator::kIn, {"type-0", "type-1", "type-3"}};
+    g.node_affinity.required.push_back({{e}});
   }
   return gang;
 }
@@ -110,6 +127,8 @@ GangRequest GangRequestOf(const Scheduler& s, const WorkloadSpec& gang) {
     group.name = gang.groups[g].name;
     if (!gang.groups[g].tolerations.empty())
       group.tolerations = &gang.groups[g].tolerations;
+    if (!gang.groups[g].node_affinity.empty())
+      group.node_affinity = &gang.groups[g].node_affinity;
     request.groups.push_back(std::move(group));
     for (int32_t i = 0; i < gang.groups[g].min_count; ++i)
       request.replicas.push_back({g, 1});
@@ -125,6 +144,7 @@ void PlaceGang8(benchmark::State& state, bool in_zone,
   auto s = HalfFullCluster(static_cast<int>(state.range(0)), taints);
   WorkloadSpec gang = MakeGang("probe", 8, 4);
   if (taints != Taints::kNone) gang = Tolerant(gang);
+  if (taints == Taints::kPoolAndAffinity) gang = Affine(gang);
   if (in_zone) {
     gang.placement.topology_key = "topology.kubernetes.io/zone";
     gang.placement.required = false;
@@ -168,6 +188,17 @@ void BM_PlaceGang8AvoidedNodes(benchmark::State& state) {
   PlaceGang8(state, false, Taints::kPoolAndAvoided);
 }
 BENCHMARK(BM_PlaceGang8AvoidedNodes)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Unit(benchmark::kMicrosecond);
+
+// The tainted pool of four instance types, the gang requiring three of
+// them: one look at a node's label per node the walk passes.
+void BM_PlaceGang8Affinity(benchmark::State& state) {
+  PlaceGang8(state, false, Taints::kPoolAndAffinity);
+}
+BENCHMARK(BM_PlaceGang8Affinity)
     ->Arg(100)
     ->Arg(1000)
     ->Arg(10000)

@@ -15,9 +15,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "core/node_filter.h"
 #include "core/placement_strategy.h"
 #include "core/scheduler.h"
-#include "core/taints.h"
 
 namespace gangsched {
 
@@ -316,15 +316,12 @@ void Scheduler::LandMoves(absl::Time now) {
     // room now, and room beside the nominations once the victims left.
     const Node& node = cluster_.node(to);
     const GroupSpec& spec = w->spec.groups[k.group];
-    bool lands =
-        w->state == WorkloadState::kRunning &&
-        state.replica_live[k.index / state.pods_per_replica] && node.live &&
-        node.schedulable &&
-        (spec.node_selector.empty() || node.Matches(spec.node_selector)) &&
-        FirstBlockingTaint(node.taints, spec.tolerations) == nullptr;
-    // Its selector, tolerations, STRICT_SPREAD and required topology still
-    // hold there: labels and taints may have changed, and a sibling may
-    // have been placed there meanwhile.
+    bool lands = w->state == WorkloadState::kRunning &&
+                 state.replica_live[k.index / state.pods_per_replica] &&
+                 node.live && node.schedulable && Admits(node, spec);
+    // Its selector, tolerations, node affinity, STRICT_SPREAD and required
+    // topology still hold there: labels and taints may have changed, and a
+    // sibling may have been placed there meanwhile.
     if (lands && EffectivePlacement(w->spec, spec).strategy ==
                      PlacementStrategy::kStrictSpread) {
       for (NodeId n : state.slot_node) lands = lands && n != to;

@@ -165,11 +165,27 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
       return;
     }
     if (lost) {  // re-placed when room frees up; stale after the grace
+      // Pods that no node they may use could ever hold (taints, affinity,
+      // selector) wait in vain: said so, like for a pending gang.
+      // Other work may leave; the gang's own bound pods stay.
+      std::vector<FreedRoom> own;
+      for (const GroupState& group : w.groups) {
+        for (NodeId n : group.slot_node) {
+          if (n.valid()) own.push_back({n, group.pod * -1, -1, {}});
+        }
+      }
+      GangPlacement ever =
+          TryPlaceGang(cluster_.nodes(), resources_, plan().request,
+                       {.ignore_usage = true,
+                        .topology = cluster_.topology(),
+                        .freed = &own});
       SetPending(w,
-                 lost_reason(placement.result == PlaceResult::kNeverFits
-                                 ? PendingCode::kUnsatisfiable
-                                 : PendingCode::kCapacity,
-                             placement.message),
+                 ever.result == PlaceResult::kPlaced
+                     ? lost_reason(PendingCode::kCapacity, placement.message)
+                     : lost_reason(PendingCode::kUnsatisfiable,
+                                   absl::StrCat("they can never fit the "
+                                                "current nodes: ",
+                                                ever.message)),
                  now);
       return;
     }

@@ -9,6 +9,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/node_filter.h"
 #include "core/placement_strategy.h"
 #include "core/small_id_map.h"
 #include "core/taints.h"
@@ -50,9 +51,10 @@ DomainFilter MakeFilter(const TopologyIndex* topology, absl::string_view key,
 struct Rejection {
   const char* reason;
   ResourceId resource;  // for "insufficient <resource>"
-  // For kTaint: the node's taint and the group that does not tolerate it,
-  // until Reject() turns them into `detail`, an index into the attempt's
-  // texts plus one (the same taint on many nodes is one reason).
+  // For kTaint: the node's taint and the group that does not tolerate it
+  // (for kAffinity, the group), until Reject() turns them into `detail`, an
+  // index into the attempt's texts plus one (the same taint on many nodes
+  // is one reason).
   const Taint* taint = nullptr;
   uint32_t group = 0;
   uint32_t detail = 0;
@@ -60,7 +62,9 @@ struct Rejection {
 };
 constexpr const char* kInsufficient = "insufficient ";
 constexpr const char* kTaint = "taint";
-const std::vector<Toleration> kNoTolerations;
+constexpr const char* kAffinity = "affinity";
+// Past this JudgeCost a node's filter verdict is remembered per attempt.
+constexpr int64_t kRememberVerdictCost = 8;
 constexpr const char* kNoDevice = "no GPU device with room";
 constexpr const char* kNotShared = "GPUs not shared (no whole-GPU devices)";
 constexpr const char* kSmallDevices =
@@ -155,6 +159,17 @@ class Attempt {
         domain_(std::move(domain)) {
     group_nodes_.resize(request.groups.size());
     group_domain_.resize(request.groups.size());
+    filters_.resize(request.groups.size());
+    for (size_t g = 0; g < request.groups.size(); ++g) {
+      const PlacementGroup& group = request.groups[g];
+      GroupFilter& f = filters_[g];
+      f.filter = {group.node_selector, group.tolerations, group.node_affinity};
+      if (group.node_affinity != nullptr)
+        f.max_preferred = MaxPreferred(*group.node_affinity);
+      // JudgeCost(filter, taints) is fixed + taints * per_taint.
+      f.fixed = JudgeCost(f.filter, 0);
+      f.per_taint = JudgeCost(f.filter, 1) - f.fixed;
+    }
     for (size_t g = 0; g < request.groups.size(); ++g) {
       for (NodeId n : request.groups[g].bound_nodes) {
         ++group_nodes_[g][n.value()];
@@ -368,10 +383,15 @@ class Attempt {
   }
 
   void Reject(Rejection why) {
-    if (why.taint != nullptr) {
+    if (why.reason == kTaint || why.reason == kAffinity) {
+      const PlacementGroup& group = request_.groups[why.group];
       std::string text =
-          absl::StrCat("with taint ", TaintText(*why.taint), " that group ",
-                       request_.groups[why.group].name, " does not tolerate");
+          why.reason == kTaint
+              ? absl::StrCat("with taint ", TaintText(*why.taint),
+                             " that group ", group.name, " does not tolerate")
+              : absl::StrCat("outside the node affinity of group ", group.name,
+                             " (", AffinityText(group.node_affinity->required),
+                             ")");
       auto it = std::find(details_.begin(), details_.end(), text);
       if (it == details_.end()) it = details_.insert(it, std::move(text));
       why.detail = static_cast<uint32_t>(it - details_.begin()) + 1;
@@ -418,30 +438,33 @@ class Attempt {
 
   // Reason the node cannot take a pod of `group`, or empty when it can.
   // `free`: FreeOn(node), which the caller needs too.
+  // `verdict`, when given, gets the node's filter verdict (for the score).
   std::optional<Rejection> Check(const Node& node, const Free& free,
-                                 uint32_t group_index,
-                                 int64_t pods_left) const {
+                                 uint32_t group_index, int64_t pods_left,
+                                 FilterVerdict* verdict = nullptr) const {
     const PlacementGroup& group = request_.groups[group_index];
     uint32_t id = static_cast<uint32_t>(&node - nodes_.data());
     auto why = [](const char* reason) { return Rejection{reason, {}}; };
     if (!node.schedulable && !options_.ignore_usage) return why("cordoned");
-    // A taint is part of the node's spec, like its labels: a gang kept off
-    // every node by taints never fits (docs/SCHEDULING.md, "Taints and
-    // tolerations").
-    if (!node.taints.empty()) {
-      if (const Taint* taint = FirstBlockingTaint(
-              node.taints, group.tolerations != nullptr ? *group.tolerations
-                                                        : kNoTolerations)) {
-        return Rejection{kTaint, {}, taint, group_index};
-      }
+    // Taints, selector and affinity are the node's spec, like its labels: a
+    // gang they keep off every node never fits (docs/SCHEDULING.md, "Node
+    // filters").
+    const FilterVerdict filtered = Verdict(node, id, group_index);
+    if (verdict != nullptr) *verdict = filtered;
+    switch (filtered.kind) {
+      case FilterVerdict::kFits:
+        break;
+      case FilterVerdict::kTaint:
+        return Rejection{kTaint, {}, filtered.taint, group_index};
+      case FilterVerdict::kSelector:
+        return why("node selector mismatch");
+      case FilterVerdict::kAffinity:
+        return Rejection{kAffinity, {}, nullptr, group_index};
     }
     if (options_.avoid != nullptr &&
         std::find(options_.avoid->begin(), options_.avoid->end(), NodeId(id)) !=
             options_.avoid->end()) {
       return why("left by moved pods");
-    }
-    if (group.node_selector && !node.Matches(*group.node_selector)) {
-      return why("node selector mismatch");
     }
     if (domain_ && !InDomain(node, id, *domain_)) {
       return why("outside topology domain");
@@ -533,10 +556,30 @@ class Attempt {
     return *mask;
   }
 
+  // The filter verdict of `node` (id `id`) for group `g`: worked out on
+  // every call when that is cheap, else once per attempt.
+  FilterVerdict Verdict(const Node& node, uint32_t id, uint32_t g) const {
+    const GroupFilter& f = filters_[g];
+    if (f.filter.empty() && node.taints.empty()) return {};
+    if (f.fixed + static_cast<int64_t>(node.taints.size()) * f.per_taint <=
+        kRememberVerdictCost)
+      return Judge(node, f.filter);
+    // Sized only when some filter is costly: the usual attempt needs none.
+    if (verdicts_.empty()) verdicts_.resize(request_.groups.size());
+    if (const FilterVerdict* known = verdicts_[g].Find(id)) return *known;
+    return verdicts_[g][id] = Judge(node, f.filter);
+  }
+
   // Lexicographic score, smaller is better: a node with an untolerated
-  // PreferNoSchedule taint last of all, then by the group's strategy.
-  using Score =
-      std::tuple<int, int, int64_t, int, int64_t, int64_t, int64_t, uint32_t>;
+  // PreferNoSchedule taint last of all, then one matching less preferred
+  // affinity weight (both in the first number), then by the group's
+  // strategy.
+  using Score = std::tuple<int64_t, int, int64_t, int, int64_t, int64_t,
+                           int64_t, uint32_t>;
+  // Where the node stands on filters alone: no node scores better there.
+  bool BestFiltered(const Score& score, uint32_t g) const {
+    return std::get<0>(score) == -filters_[g].max_preferred;
+  }
 
   // The node's score for the next pod of the group, or nullopt (counted in
   // the rejections) when it cannot take it.
@@ -545,7 +588,8 @@ class Attempt {
     const Node& node = nodes_[i];
     if (!node.live) return std::nullopt;
     const Free free = FreeOn(node);
-    if (auto why = Check(node, free, group_index, pods_left)) {
+    FilterVerdict verdict;
+    if (auto why = Check(node, free, group_index, pods_left, &verdict)) {
       Reject(*why);
       return std::nullopt;
     }
@@ -580,16 +624,12 @@ class Attempt {
     }
     // GPU pods: after the GPUs, the cpu a GPU node keeps for others.
     int64_t cpu_left = gpu_pod ? left_after(kCpu) : 0;
-    const int avoid =
-        !node.taints.empty() &&
-                AvoidsNode(node.taints, group.tolerations != nullptr
-                                            ? *group.tolerations
-                                            : kNoTolerations)
-            ? 1
-            : 0;
-    return spread ? Score{avoid,     group_tier, 0,         gpu_tier,
+    // An avoided node is last whatever its preferred weight (at most 3,200).
+    const int64_t filtered =
+        (verdict.avoid ? int64_t{1} << 32 : 0) - verdict.preferred;
+    return spread ? Score{filtered,  group_tier, 0,         gpu_tier,
                           -key_left, -cpu_left,  -mem_left, i}
-                  : Score{avoid,    group_tier, -holds,   gpu_tier,
+                  : Score{filtered, group_tier, -holds,   gpu_tier,
                           key_left, cpu_left,   mem_left, i};
   }
 
@@ -602,12 +642,12 @@ class Attempt {
     const PlacementGroup& group = request_.groups[group_index];
     std::optional<Score> best;
     // The walk stops at the first node that fits, unless the group would
-    // rather avoid it (PreferNoSchedule): then it goes on for one it need
-    // not avoid.
+    // rather avoid it (PreferNoSchedule) or prefers others (preferred
+    // affinity): then it goes on for one that is best on those.
     auto consider = [&](uint32_t i) {
       std::optional<Score> score = ScoreNode(i, group_index, pods_left);
       if (score && (!best || *score < *best)) best = score;
-      return score.has_value() && std::get<0>(*score) == 0;
+      return score.has_value() && BestFiltered(*score, group_index);
     };
     extra_.ForEach([&](uint32_t id, const ResourceVector&) { consider(id); });
     auto untouched = [&](uint32_t i) {
@@ -621,10 +661,12 @@ class Attempt {
         if (extra_.Contains(i)) return false;
         std::optional<Score> score = ScoreNode(i, group_index, pods_left);
         if (score && (!best || *score < *best)) best = score;
-        return score && std::get<0>(*score) == 0 && std::get<3>(*score) == 0;
+        return score && BestFiltered(*score, group_index) &&
+               std::get<3>(*score) == 0;
       };
       auto settled = [&] {
-        return best && std::get<0>(*best) == 0 && std::get<3>(*best) == 0;
+        return best && BestFiltered(*best, group_index) &&
+               std::get<3>(*best) == 0;
       };
       if (!settled()) options_.index->VisitShared(shares);
       if (!settled()) {
@@ -639,8 +681,9 @@ class Attempt {
     } else {
       options_.index->VisitByCpu(false, group.pod.Get(kCpu), untouched);
       // A GPU node only if no node without GPUs can take the pod (or only
-      // one the group would rather avoid).
-      if (!best || std::get<0>(*best) == 1 || std::get<3>(*best) == 1) {
+      // one the group would rather avoid, or prefers less).
+      if (!best || !BestFiltered(*best, group_index) ||
+          std::get<3>(*best) == 1) {
         options_.index->VisitByCpu(true, group.pod.Get(kCpu), untouched);
       }
     }
@@ -692,7 +735,16 @@ class Attempt {
   absl::InlinedVector<SmallIdMap<int>, 4> group_nodes_;  // per group
   // (reason, nodes) for the pod being placed: a handful of reasons.
   absl::InlinedVector<std::pair<Rejection, int32_t>, 8> rejections_;
-  std::vector<std::string> details_;      // taint reasons' texts (Reject)
+  std::vector<std::string> details_;  // taint, affinity texts (Reject)
+  // Per group: its filters, and what the best node could score on them.
+  struct GroupFilter {
+    NodeFilter filter;
+    int32_t max_preferred = 0;
+    int64_t fixed = 0, per_taint = 0;  // JudgeCost's terms
+  };
+  absl::InlinedVector<GroupFilter, 4> filters_;
+  // Per group: node id -> verdict, for filters costly to work out.
+  mutable absl::InlinedVector<SmallIdMap<FilterVerdict>, 4> verdicts_;
   absl::InlinedVector<int64_t, 4> left_;  // pods left per group
   int64_t total_pods_ = 0;
   int64_t placed_pods_ = 0;

@@ -26,6 +26,7 @@ struct PlacementGroup {
   const Labels* node_selector = nullptr;  // null: any node
   // Null: none (a tainted node takes no pod of the group).
   const std::vector<Toleration>* tolerations = nullptr;
+  const NodeAffinity* node_affinity = nullptr;  // null: any node
   PlacementSpec placement;  // effective (group's, else the workload's)
   std::string name;
   // Nodes the group's already-bound pods sit on (one entry per pod).

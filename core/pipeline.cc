@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "core/node_filter.h"
 #include "core/placement_strategy.h"
 #include "core/scheduler.h"
 
@@ -52,6 +53,14 @@ void Scheduler::CompletePipelined(absl::Time now) {
       if (!cluster_.nodes()[n].live ||
           !amount.FitsIn(cluster_.nodes()[n].Free()))
         fits = false;
+    }
+    // A node cordoned, tainted or relabelled since the plan may no longer
+    // take the pods (docs/SCHEDULING.md, "Pipelining and confirmation"):
+    // the gang is then planned again, like any pending gang.
+    for (size_t k = 0; fits && k < planned.size(); ++k) {
+      auto [g, i, n] = planned[k];
+      const Node& node = cluster_.node(n);
+      fits = node.schedulable && Admits(node, w.spec.groups[g]);
     }
     // GPU devices, chosen now (docs/SCHEDULING.md, "Fractional GPUs"): the
     // reservation kept enough of them untouched.

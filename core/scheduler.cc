@@ -637,6 +637,7 @@ GangRequest Scheduler::BaseRequest(const Workload& w) const {
     // No selector is no check per node.
     if (!gs.node_selector.empty()) pg.node_selector = &gs.node_selector;
     if (!gs.tolerations.empty()) pg.tolerations = &gs.tolerations;
+    if (!gs.node_affinity.empty()) pg.node_affinity = &gs.node_affinity;
     // Topology is either the gang's (the whole gang in one domain) or the
     // group's own.
     pg.placement = EffectivePlacement(w.spec, gs);

@@ -30,7 +30,8 @@ void Put(std::string& key, const PlacementSpec& p) {
 void PutRun(std::string& key, uint32_t group, int32_t pods, int64_t count,
             const ResourceVector& pod, const PlacementSpec& placement,
             const Labels* node_selector,
-            const std::vector<Toleration>* tolerations) {
+            const std::vector<Toleration>* tolerations,
+            const NodeAffinity* affinity) {
   Put(key, group);
   Put(key, pods);
   Put(key, count);
@@ -57,6 +58,27 @@ void PutRun(std::string& key, uint32_t group, int32_t pods, int64_t count,
       Put(key, static_cast<int64_t>(t.op) * 8 + static_cast<int64_t>(t.effect));
     }
   }
+  // So does node affinity, required and preferred.
+  auto put_term = [&](const AffinityTerm& term) {
+    Put(key, static_cast<int64_t>(term.expressions.size()));
+    for (const AffinityExpression& e : term.expressions) {
+      Put(key, e.key);
+      Put(key, static_cast<int64_t>(e.op) * 2 + e.on_name);
+      Put(key, static_cast<int64_t>(e.values.size()));
+      for (const std::string& v : e.values) Put(key, v);
+    }
+  };
+  if (affinity == nullptr) {
+    Put(key, int64_t{-1});
+    return;
+  }
+  Put(key, static_cast<int64_t>(affinity->required.size()));
+  for (const AffinityTerm& term : affinity->required) put_term(term);
+  Put(key, static_cast<int64_t>(affinity->preferred.size()));
+  for (const WeightedAffinityTerm& p : affinity->preferred) {
+    Put(key, static_cast<int64_t>(p.weight));
+    put_term(p.term);
+  }
 }
 
 }  // namespace
@@ -82,7 +104,7 @@ std::string ShapeKey(const GangRequest& request) {
     }
     const PlacementGroup& g = request.groups[replica.group];
     PutRun(key, replica.group, replica.pods, static_cast<int64_t>(end - i),
-           g.pod, g.placement, g.node_selector, g.tolerations);
+           g.pod, g.placement, g.node_selector, g.tolerations, g.node_affinity);
   }
   return key;
 }
@@ -109,7 +131,8 @@ UnboundShape UnboundShapeOf(const Workload& w) {
     PutRun(shape.key, g, w.groups[g].pods_per_replica, runs[i], w.groups[g].pod,
            EffectivePlacement(w.spec, gs),
            gs.node_selector.empty() ? nullptr : &gs.node_selector,
-           gs.tolerations.empty() ? nullptr : &gs.tolerations);
+           gs.tolerations.empty() ? nullptr : &gs.tolerations,
+           gs.node_affinity.empty() ? nullptr : &gs.node_affinity);
   }
   return shape;
 }

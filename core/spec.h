@@ -50,6 +50,48 @@ struct Toleration {
   bool operator==(const Toleration&) const = default;
 };
 
+// Kubernetes' node affinity (docs/SCHEDULING.md, "Node affinity").
+enum class AffinityOperator : uint8_t {
+  kIn,
+  kNotIn,
+  kExists,
+  kDoesNotExist,
+  kGt,
+  kLt
+};
+
+// One requirement on a node: on its label `key`, or with `on_name`
+// (Kubernetes' matchFields on metadata.name) on its name.
+struct AffinityExpression {
+  std::string key;
+  AffinityOperator op = AffinityOperator::kIn;
+  std::vector<std::string> values;  // sorted; one integer for Gt / Lt
+  int64_t number = 0;               // Gt / Lt: values[0] read as an integer
+  bool on_name = false;
+  bool operator==(const AffinityExpression&) const = default;
+};
+
+// Expressions that must all hold (ANDed); never empty.
+struct AffinityTerm {
+  std::vector<AffinityExpression> expressions;
+  bool operator==(const AffinityTerm&) const = default;
+};
+
+struct WeightedAffinityTerm {
+  int32_t weight = 1;  // 1..100
+  AffinityTerm term;
+  bool operator==(const WeightedAffinityTerm&) const = default;
+};
+
+// `required`: a node must match one term (ORed; none listed: any node);
+// `preferred`: among nodes that fit, those matching more weight first.
+struct NodeAffinity {
+  std::vector<AffinityTerm> required;
+  std::vector<WeightedAffinityTerm> preferred;
+  bool empty() const { return required.empty() && preferred.empty(); }
+  bool operator==(const NodeAffinity&) const = default;
+};
+
 struct PlacementSpec {
   PlacementStrategy strategy = PlacementStrategy::kBinpack;
   std::string topology_key;
@@ -74,6 +116,7 @@ struct GroupSpec {
   // `resources`, with no nvidia.com/gpu.
   double gpu_fraction = 0;
   std::vector<Toleration> tolerations;
+  NodeAffinity node_affinity;
   bool operator==(const GroupSpec&) const = default;
 };
 

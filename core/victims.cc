@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "core/node_filter.h"
 #include "core/scheduler.h"
 
 namespace gangsched {
@@ -334,6 +335,26 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
       return x.workload->submit_seq > y.workload->submit_seq;
     return a.leaf < b.leaf;
   };
+  // A victim whose pods sit only on nodes the preemptor may not use
+  // (taints, selector, affinity, cordon) frees nothing for it: taking it
+  // would only spend what its queue may give (docs/SCHEDULING.md, "Node
+  // filters").
+  absl::flat_hash_map<uint32_t, bool> usable_node;
+  auto Usable = [&](const VictimUnit& unit) {
+    for (auto [g, i] : unit.slots) {
+      const NodeId n = unit.workload->groups[g].slot_node[i];
+      if (!n.valid()) continue;
+      auto [it, added] = usable_node.try_emplace(n.value(), false);
+      if (added) {
+        const Node& node = cluster_.node(n);
+        for (const GroupSpec& group : preemptor.spec.groups) {
+          if (node.schedulable && Admits(node, group)) it->second = true;
+        }
+      }
+      if (it->second) return true;
+    }
+    return false;
+  };
   while (!found) {
     LeafCandidates* best = nullptr;
     for (LeafCandidates& l : leaves) {
@@ -342,6 +363,7 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
     if (best == nullptr) break;
     VictimUnit& unit = *best->units.back();
     best->units.pop_back();
+    if (!Usable(unit)) continue;
     if (!Eligible(preemptor, unit, need, freed.by_queue())) continue;
     chosen.push_back(unit);
     take(unit);

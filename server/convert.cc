@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/quantity.h"
@@ -352,6 +353,12 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
     auto tolerations = ParseTolerations(g.tolerations(), at(".tolerations"));
     if (!tolerations.ok()) return tolerations.status();
     group.tolerations = *std::move(tolerations);
+    if (g.has_node_affinity()) {
+      auto affinity =
+          ParseNodeAffinity(g.node_affinity(), at(".node_affinity"));
+      if (!affinity.ok()) return affinity.status();
+      group.node_affinity = *std::move(affinity);
+    }
     gang_minimum += group.min_count;
     out.groups.push_back(std::move(group));
   }
@@ -482,15 +489,51 @@ absl::StatusOr<AllocateParsed> ParseAllocateRequest(
 
 namespace {
 
-// Kubernetes bounds a taint's or toleration's value like a label value.
+// Kubernetes' label value: at most 63 characters of [A-Za-z0-9._-],
+// beginning and ending with an alphanumeric; empty is one.
+bool IsLabelValue(absl::string_view v) {
+  if (v.empty()) return true;
+  if (v.size() > 63) return false;
+  auto alnum = [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c));
+  };
+  if (!alnum(v.front()) || !alnum(v.back())) return false;
+  return std::all_of(v.begin(), v.end(), [&](char c) {
+    return alnum(c) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+// Kubernetes' qualified name (a taint's or a label's key): an optional DNS
+// subdomain prefix and '/', then a name of at most 63 characters of
+// [A-Za-z0-9._-] beginning and ending with an alphanumeric.
+bool IsQualifiedName(absl::string_view key) {
+  absl::string_view name = key;
+  if (size_t slash = key.find('/'); slash != absl::string_view::npos) {
+    absl::string_view prefix = key.substr(0, slash);
+    name = key.substr(slash + 1);
+    if (prefix.empty() || prefix.size() > kMaxNameLength) return false;
+    for (char c : prefix) {
+      if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+            c == '.')) {
+        return false;
+      }
+    }
+  }
+  return !name.empty() && IsLabelValue(name);
+}
+
 absl::Status CheckTaintWords(const std::string& key, const std::string& value,
                              const std::string& at) {
-  if (!key.empty() && !IsResourceName(key)) {
+  if (!key.empty() && !IsQualifiedName(key)) {
     return Invalid(absl::StrCat(at, ".key"),
-                   "a taint key is a name of [A-Za-z0-9._/-]");
+                   "not a Kubernetes qualified name ([prefix/]name, the name "
+                   "at most 63 characters of [A-Za-z0-9._-], alphanumeric at "
+                   "both ends)");
   }
-  if (value.size() > kMaxNameLength) {
-    return Invalid(absl::StrCat(at, ".value"), "value too long");
+  if (!IsLabelValue(value)) {
+    return Invalid(absl::StrCat(at, ".value"),
+                   "not a Kubernetes label value (at most 63 characters of "
+                   "[A-Za-z0-9._-], alphanumeric at both ends)");
   }
   return absl::OkStatus();
 }
@@ -544,6 +587,12 @@ absl::StatusOr<std::vector<Taint>> ParseTaints(
     if (auto s = CheckTaintWords(t.key(), t.value(), at); !s.ok()) return s;
     absl::StatusOr<TaintEffect> effect = ParseEffect(t.effect(), false, at);
     if (!effect.ok()) return effect.status();
+    // Kubernetes keeps one taint per key and effect.
+    for (const Taint& seen : out) {
+      if (seen.key == t.key() && seen.effect == *effect) {
+        return Invalid(at, "a taint with this key and effect is listed twice");
+      }
+    }
     out.push_back({t.key(), t.value(), *effect});
   }
   return out;
@@ -610,6 +659,179 @@ void TolerationsToProto(
                          ? v1::TOLERATION_OPERATOR_EXISTS
                          : v1::TOLERATION_OPERATOR_EQUAL);
     p->set_effect(EffectToProto(t.effect));
+  }
+}
+
+namespace {
+
+absl::StatusOr<AffinityExpression> ParseRequirement(
+    const v1::NodeSelectorRequirement& in, bool field, const std::string& at) {
+  AffinityExpression e;
+  e.on_name = field;
+  if (field) {
+    if (in.key() != "metadata.name") {
+      return Invalid(absl::StrCat(at, ".key"),
+                     "the only field is metadata.name");
+    }
+    if (in.operator_() != v1::AFFINITY_OPERATOR_IN &&
+        in.operator_() != v1::AFFINITY_OPERATOR_NOT_IN) {
+      return Invalid(absl::StrCat(at, ".operator"),
+                     "metadata.name takes IN or NOT_IN");
+    }
+    if (in.values_size() != 1) {
+      return Invalid(absl::StrCat(at, ".values"),
+                     "metadata.name takes exactly one value");
+    }
+  } else {
+    if (!IsQualifiedName(in.key())) {
+      return Invalid(absl::StrCat(at, ".key"),
+                     in.key().empty() ? "empty" : "not a label key");
+    }
+    e.key = in.key();
+  }
+  if (in.values_size() > kMaxAffinityValues) {
+    return Invalid(absl::StrCat(at, ".values"),
+                   absl::StrCat("at most ", kMaxAffinityValues, " values"));
+  }
+  for (int i = 0; i < in.values_size(); ++i) {
+    if (in.values(i).size() > kMaxNameLength) {
+      return Invalid(absl::StrCat(at, ".values[", i, "]"), "too long");
+    }
+  }
+  switch (in.operator_()) {
+    case v1::AFFINITY_OPERATOR_IN:
+    case v1::AFFINITY_OPERATOR_NOT_IN:
+      e.op = in.operator_() == v1::AFFINITY_OPERATOR_IN
+                 ? AffinityOperator::kIn
+                 : AffinityOperator::kNotIn;
+      if (in.values().empty()) {
+        return Invalid(absl::StrCat(at, ".values"),
+                       "IN and NOT_IN need at least one value");
+      }
+      break;
+    case v1::AFFINITY_OPERATOR_EXISTS:
+    case v1::AFFINITY_OPERATOR_DOES_NOT_EXIST:
+      e.op = in.operator_() == v1::AFFINITY_OPERATOR_EXISTS
+                 ? AffinityOperator::kExists
+                 : AffinityOperator::kDoesNotExist;
+      if (!in.values().empty()) {
+        return Invalid(absl::StrCat(at, ".values"),
+                       "EXISTS and DOES_NOT_EXIST take no values");
+      }
+      break;
+    case v1::AFFINITY_OPERATOR_GT:
+    case v1::AFFINITY_OPERATOR_LT:
+      e.op = in.operator_() == v1::AFFINITY_OPERATOR_GT ? AffinityOperator::kGt
+                                                        : AffinityOperator::kLt;
+      if (in.values_size() != 1 || !absl::SimpleAtoi(in.values(0), &e.number)) {
+        return Invalid(absl::StrCat(at, ".values"),
+                       "GT and LT take exactly one integer value");
+      }
+      break;
+    case v1::AFFINITY_OPERATOR_UNSPECIFIED:
+      return Invalid(absl::StrCat(at, ".operator"),
+                     "needed: IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT or LT");
+    default:
+      return Invalid(absl::StrCat(at, ".operator"), "unknown operator");
+  }
+  e.values.assign(in.values().begin(), in.values().end());
+  std::sort(e.values.begin(), e.values.end());
+  e.values.erase(std::unique(e.values.begin(), e.values.end()), e.values.end());
+  return e;
+}
+
+absl::StatusOr<AffinityTerm> ParseTerm(const v1::NodeSelectorTerm& in,
+                                       const std::string& at) {
+  AffinityTerm term;
+  if (in.match_expressions_size() + in.match_fields_size() == 0) {
+    return Invalid(at,
+                   "an empty term matches no node: give match_expressions or "
+                   "match_fields");
+  }
+  if (in.match_expressions_size() + in.match_fields_size() >
+      kMaxAffinityExpressions) {
+    return Invalid(
+        at, absl::StrCat("at most ", kMaxAffinityExpressions, " requirements"));
+  }
+  for (int i = 0; i < in.match_expressions_size(); ++i) {
+    auto e = ParseRequirement(in.match_expressions(i), false,
+                              absl::StrCat(at, ".match_expressions[", i, "]"));
+    if (!e.ok()) return e.status();
+    term.expressions.push_back(*std::move(e));
+  }
+  for (int i = 0; i < in.match_fields_size(); ++i) {
+    auto e = ParseRequirement(in.match_fields(i), true,
+                              absl::StrCat(at, ".match_fields[", i, "]"));
+    if (!e.ok()) return e.status();
+    term.expressions.push_back(*std::move(e));
+  }
+  return term;
+}
+
+v1::AffinityOperator OperatorToProto(AffinityOperator op) {
+  switch (op) {
+    case AffinityOperator::kIn:
+      return v1::AFFINITY_OPERATOR_IN;
+    case AffinityOperator::kNotIn:
+      return v1::AFFINITY_OPERATOR_NOT_IN;
+    case AffinityOperator::kExists:
+      return v1::AFFINITY_OPERATOR_EXISTS;
+    case AffinityOperator::kDoesNotExist:
+      return v1::AFFINITY_OPERATOR_DOES_NOT_EXIST;
+    case AffinityOperator::kGt:
+      return v1::AFFINITY_OPERATOR_GT;
+    case AffinityOperator::kLt:
+      return v1::AFFINITY_OPERATOR_LT;
+  }
+  return v1::AFFINITY_OPERATOR_UNSPECIFIED;
+}
+
+void TermToProto(const AffinityTerm& in, v1::NodeSelectorTerm* out) {
+  for (const AffinityExpression& e : in.expressions) {
+    v1::NodeSelectorRequirement* r =
+        e.on_name ? out->add_match_fields() : out->add_match_expressions();
+    r->set_key(e.on_name ? "metadata.name" : e.key);
+    r->set_operator_(OperatorToProto(e.op));
+    for (const std::string& v : e.values) r->add_values(v);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<NodeAffinity> ParseNodeAffinity(const v1::NodeAffinity& in,
+                                               absl::string_view field) {
+  NodeAffinity out;
+  if (in.required_size() > kMaxAffinityTerms ||
+      in.preferred_size() > kMaxAffinityTerms) {
+    return Invalid(field, absl::StrCat("at most ", kMaxAffinityTerms,
+                                       " required and preferred terms each"));
+  }
+  for (int i = 0; i < in.required_size(); ++i) {
+    auto term =
+        ParseTerm(in.required(i), absl::StrCat(field, ".required[", i, "]"));
+    if (!term.ok()) return term.status();
+    out.required.push_back(*std::move(term));
+  }
+  for (int i = 0; i < in.preferred_size(); ++i) {
+    const std::string at = absl::StrCat(field, ".preferred[", i, "]");
+    const v1::PreferredSchedulingTerm& p = in.preferred(i);
+    if (p.weight() < 1 || p.weight() > 100) {
+      return Invalid(absl::StrCat(at, ".weight"), "from 1 to 100");
+    }
+    auto term = ParseTerm(p.preference(), absl::StrCat(at, ".preference"));
+    if (!term.ok()) return term.status();
+    out.preferred.push_back({p.weight(), *std::move(term)});
+  }
+  return out;
+}
+
+void NodeAffinityToProto(const NodeAffinity& in, v1::NodeAffinity* out) {
+  for (const AffinityTerm& term : in.required)
+    TermToProto(term, out->add_required());
+  for (const WeightedAffinityTerm& p : in.preferred) {
+    v1::PreferredSchedulingTerm* t = out->add_preferred();
+    t->set_weight(p.weight);
+    TermToProto(p.term, t->mutable_preference());
   }
 }
 
@@ -881,6 +1103,8 @@ void ToProto(const WorkloadSpec& in, v1::WorkloadSpec* out) {
     for (const auto& [k, v] : g.node_selector)
       (*group->mutable_node_selector())[k] = v;
     TolerationsToProto(g.tolerations, group->mutable_tolerations());
+    if (!g.node_affinity.empty())
+      NodeAffinityToProto(g.node_affinity, group->mutable_node_affinity());
   }
 }
 

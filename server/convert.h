@@ -33,6 +33,11 @@ inline constexpr size_t kMaxNameLength = 253;
 // Taints of one node, tolerations of one group (Kubernetes' nodes carry a
 // handful).
 inline constexpr int kMaxTaints = 64;
+// Node affinity of one group (docs/SCHEDULING.md, "Node affinity"): terms
+// of each kind, requirements per term, values per requirement.
+inline constexpr int kMaxAffinityTerms = 32;
+inline constexpr int kMaxAffinityExpressions = 32;
+inline constexpr int kMaxAffinityValues = 256;
 
 absl::StatusOr<NamedResources> ParseResources(
     const google::protobuf::Map<std::string, std::string>& in,
@@ -54,6 +59,11 @@ absl::StatusOr<std::vector<Taint>> ParseTaints(
 absl::StatusOr<std::vector<Toleration>> ParseTolerations(
     const google::protobuf::RepeatedPtrField<v1::Toleration>& in,
     absl::string_view field);
+// A group's node affinity, checked as Kubernetes checks it; `field` names
+// it ("workload.groups[0].node_affinity").
+absl::StatusOr<NodeAffinity> ParseNodeAffinity(const v1::NodeAffinity& in,
+                                               absl::string_view field);
+void NodeAffinityToProto(const NodeAffinity& in, v1::NodeAffinity* out);
 void TaintsToProto(const std::vector<Taint>& in,
                    google::protobuf::RepeatedPtrField<v1::Taint>* out);
 void TolerationsToProto(

@@ -16,10 +16,13 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/node_filter.h"
 #include "core/scheduler.h"
 #include "core/taints.h"
 #include "gtest/gtest.h"
@@ -351,16 +354,164 @@ class RandomRun {
     g.tolerations.push_back(std::move(t));
   }
 
+  // Node affinity (docs/SCHEDULING.md, "Node affinity"): nodes carry a
+  // generation label 1 to 3 (or none); a worker group in four requires a
+  // zone, a generation above one, or not a node by name, and may prefer a
+  // zone.
+  void MaybeGenerational(NodeSpec& n) {
+    if (Pick(4) == 0) return;
+    n.labels.emplace_back("gen", absl::StrCat(1 + Pick(3)));
+    std::sort(n.labels.begin(), n.labels.end());
+  }
+  void MaybeAffine(GroupSpec& g) {
+    if (Pick(4) != 0) return;
+    AffinityExpression e;
+    switch (Pick(4)) {
+      case 0:
+        e.key = "zone";
+        e.op = Pick(2) ? AffinityOperator::kIn : AffinityOperator::kNotIn;
+        e.values = {Pick(2) ? "a" : "b"};
+        break;
+      case 1:
+        e.key = "gen";
+        e.op = Pick(2) ? AffinityOperator::kGt : AffinityOperator::kLt;
+        e.number = 1 + Pick(2);
+        e.values = {absl::StrCat(e.number)};
+        break;
+      case 2:
+        e.key = "gen";
+        e.op = Pick(2) ? AffinityOperator::kExists
+                       : AffinityOperator::kDoesNotExist;
+        break;
+      default:
+        e.on_name = true;
+        e.op = AffinityOperator::kNotIn;
+        e.values = {absl::StrCat("n", Pick(6))};
+        break;
+    }
+    g.node_affinity.required.push_back({{std::move(e)}});
+    if (Pick(2) == 0) {
+      AffinityExpression zone{"zone", AffinityOperator::kIn, {"b"}};
+      g.node_affinity.preferred.push_back({1 + Pick(100), {{zone}}});
+    }
+  }
+
+  // Whether `node` may take a pod of `g`, written out here apart from the
+  // core's rules (core/node_filter.*) so that a break there shows: its
+  // NoSchedule / NoExecute taints tolerated, its labels and name matching
+  // the selector and one required affinity term.
+  static bool MayTake(const Node& node, const GroupSpec& g) {
+    if (!node.schedulable) return false;
+    for (const Taint& taint : node.taints) {
+      if (taint.effect == TaintEffect::kPreferNoSchedule) continue;
+      bool tolerated = false;
+      for (const Toleration& t : g.tolerations) {
+        tolerated |=
+            (t.effect == TaintEffect::kAny || t.effect == taint.effect) &&
+            (t.op == TolerationOperator::kExists
+                 ? t.key.empty() || t.key == taint.key
+                 : t.key == taint.key && t.value == taint.value);
+      }
+      if (!tolerated) return false;
+    }
+    auto label = [&](const std::string& key) -> std::optional<std::string> {
+      for (const auto& [k, v] : node.labels) {
+        if (k == key) return v;
+      }
+      return std::nullopt;
+    };
+    for (const auto& [k, v] : g.node_selector) {
+      if (label(k) != v) return false;
+    }
+    if (g.node_affinity.required.empty()) return true;
+    for (const AffinityTerm& term : g.node_affinity.required) {
+      bool all = true;
+      for (const AffinityExpression& e : term.expressions) {
+        std::optional<std::string> v =
+            e.on_name ? std::optional<std::string>(node.name) : label(e.key);
+        const bool listed = v && std::find(e.values.begin(), e.values.end(),
+                                           *v) != e.values.end();
+        int64_t n = 0;
+        const bool number = v && absl::SimpleAtoi(*v, &n);
+        switch (e.op) {
+          case AffinityOperator::kIn:
+            all &= listed;
+            break;
+          case AffinityOperator::kNotIn:
+            all &= !listed;
+            break;
+          case AffinityOperator::kExists:
+            all &= v.has_value();
+            break;
+          case AffinityOperator::kDoesNotExist:
+            all &= !v.has_value();
+            break;
+          case AffinityOperator::kGt:
+            all &= number && n > e.number;
+            break;
+          case AffinityOperator::kLt:
+            all &= number && n < e.number;
+            break;
+        }
+      }
+      if (all) return true;
+    }
+    return false;
+  }
+
+  // Every pod bound in a cycle went to a node that may take it then:
+  // schedulable, its taints tolerated, its selector and affinity matched.
+  std::string CheckBindings(const std::vector<Event>& events) const {
+    for (const Event& e : events) {
+      if (e.type != EventType::kBound) continue;
+      const gangsched::Workload* w = s_->FindWorkload(e.workload);
+      if (w == nullptr) continue;
+      for (const Binding& b : e.bindings) {
+        const Node* node = s_->FindNode(b.node);
+        if (node == nullptr) return absl::StrCat("bound to unknown ", b.node);
+        for (const GroupSpec& g : w->spec.groups) {
+          if (g.name == b.group && !MayTake(*node, g)) {
+            std::string why = absl::StrCat(
+                e.workload, " ", b.group, "/", b.index, " bound to ", b.node,
+                node->schedulable ? "" : " (cordoned)",
+                ", which may not take "
+                "it: node",
+                ::gangsched::Describe(SpecOf(*s_, *node)), "; affinity ",
+                AffinityText(g.node_affinity.required), "; tolerations");
+            for (const Toleration& t : g.tolerations)
+              absl::StrAppend(&why, " ", t.key, "=", t.value, "/",
+                              static_cast<int>(t.op), "/",
+                              static_cast<int>(t.effect));
+            return why;
+          }
+        }
+      }
+    }
+    return "";
+  }
+
   void Step(int step) {
     now_ += absl::Seconds(Pick(4) == 0 ? Pick(40) : 1);
     int ops = 1 + Pick(3);  // a batch of operations, then one cycle
+    std::vector<Event> events;
+    // Bindings are checked against the nodes as they were when made: an
+    // operation may bind (a confirmation completes a PIPELINED gang), and
+    // the next may taint the node.
+    auto take_events = [&] {
+      std::vector<Event> now = s_->TakeEvents();
+      const std::string misplaced = CheckBindings(now);
+      EXPECT_EQ(misplaced, "");
+      events.insert(events.end(), now.begin(), now.end());
+    };
     for (int i = 0; i < ops; ++i) {
       Operate(step);
+      take_events();
       if (getenv("PROP_TRACE"))
         fprintf(stderr, "  after op: %s\n", Check().c_str());
     }
     s_->RunCycle(now_);
-    for (const Event& e : s_->TakeEvents()) {
+    take_events();
+    for (const Event& e : events) {
       for (const Eviction& ev : e.evictions)
         moved_ += ev.reason == EvictionReason::kConsolidate;
     }
@@ -543,6 +694,7 @@ class RandomRun {
             leaves_[Pick(leaves_.size())], kClasses[Pick(4)]);
         MaybeFractional(spec.groups[1]);
         MaybeTolerant(spec.groups[1]);
+        MaybeAffine(spec.groups[1]);
         if (Pick(4) == 0) {
           spec.placement.topology_key = "zone";
           spec.placement.required = Pick(2) == 0;
@@ -578,6 +730,7 @@ class RandomRun {
                              {{"zone", Pick(2) ? "a" : "b"}});
         n.gpu_memory = int64_t{20} * Pick(5) * kGi;  // 0 (unknown) to 80Gi
         MaybeTainted(n);
+        MaybeGenerational(n);
         s_->UpsertNodes({n}, now_);
         break;
       }

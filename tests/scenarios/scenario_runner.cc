@@ -202,11 +202,77 @@ TaintEffect EffectNamed(const std::string& name, const std::string& at) {
   return TaintEffect::kAny;
 }
 
+// A node affinity term, in the API's spelling: {match_expressions:
+// [{key, operator: In|NotIn|Exists|DoesNotExist|Gt|Lt, values}],
+// match_fields: [{key: metadata.name, operator, values}]}.
+AffinityTerm ParseTerm(const YAML::Node& node, const std::string& where) {
+  CheckKeys(node, where, {"match_expressions", "match_fields"});
+  AffinityTerm term;
+  for (const char* kind : {"match_expressions", "match_fields"}) {
+    const YAML::Node& list = node[kind];
+    if (!list) continue;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string at = absl::StrCat(where, ".", kind, "[", i, "]");
+      CheckKeys(list[i], at, {"key", "operator", "values"});
+      AffinityExpression e;
+      e.on_name = std::string(kind) == "match_fields";
+      if (!e.on_name) e.key = Str(list[i]["key"], at + ".key");
+      const std::string op = Str(list[i]["operator"], at + ".operator");
+      static const std::vector<std::pair<std::string, AffinityOperator>> kOps =
+          {{"In", AffinityOperator::kIn},
+           {"NotIn", AffinityOperator::kNotIn},
+           {"Exists", AffinityOperator::kExists},
+           {"DoesNotExist", AffinityOperator::kDoesNotExist},
+           {"Gt", AffinityOperator::kGt},
+           {"Lt", AffinityOperator::kLt}};
+      auto it = std::find_if(kOps.begin(), kOps.end(),
+                             [&](const auto& o) { return o.first == op; });
+      if (it == kOps.end()) Fail(at + ".operator", op);
+      e.op = it->second;
+      if (const YAML::Node& values = list[i]["values"]) {
+        for (size_t v = 0; v < values.size(); ++v)
+          e.values.push_back(Str(values[v], at + ".values"));
+      }
+      // As the server's edge keeps them: sorted, once each.
+      std::sort(e.values.begin(), e.values.end());
+      e.values.erase(std::unique(e.values.begin(), e.values.end()),
+                     e.values.end());
+      if (e.op == AffinityOperator::kGt || e.op == AffinityOperator::kLt) {
+        if (e.values.size() != 1 || !absl::SimpleAtoi(e.values[0], &e.number))
+          Fail(at + ".values", "Gt and Lt take one integer");
+      }
+      term.expressions.push_back(std::move(e));
+    }
+  }
+  if (term.expressions.empty()) Fail(where, "an empty term");
+  return term;
+}
+
+NodeAffinity ParseAffinity(const YAML::Node& node, const std::string& where) {
+  CheckKeys(node, where, {"required", "preferred"});
+  NodeAffinity a;
+  if (const YAML::Node& list = node["required"]) {
+    for (size_t i = 0; i < list.size(); ++i)
+      a.required.push_back(
+          ParseTerm(list[i], absl::StrCat(where, ".required[", i, "]")));
+  }
+  if (const YAML::Node& list = node["preferred"]) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string at = absl::StrCat(where, ".preferred[", i, "]");
+      CheckKeys(list[i], at, {"weight", "preference"});
+      a.preferred.push_back(
+          {static_cast<int32_t>(Int(list[i]["weight"], at + ".weight")),
+           ParseTerm(list[i]["preference"], at + ".preference")});
+    }
+  }
+  return a;
+}
+
 GroupSpec ParseGroup(const YAML::Node& node, const std::string& where) {
   CheckKeys(node, where,
             {"name", "resources", "min", "desired", "max", "pods_per_replica",
              "placement", "node_selector", "gpu_fraction", "gpu_memory",
-             "tolerations"});
+             "tolerations", "node_affinity"});
   GroupSpec g;
   if (!node["name"]) Fail(where, "a group needs a name");
   g.name = Str(node["name"], where + ".name");
@@ -267,6 +333,10 @@ GroupSpec ParseGroup(const YAML::Node& node, const std::string& where) {
         t.effect = EffectNamed(Str(list[i]["effect"], at + ".effect"), at);
       g.tolerations.push_back(std::move(t));
     }
+  }
+  if (node["node_affinity"]) {
+    g.node_affinity =
+        ParseAffinity(node["node_affinity"], where + ".node_affinity");
   }
   return g;
 }

@@ -1,5 +1,9 @@
 #include "server/convert.h"
 
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/grpc_status.h"
@@ -268,6 +272,155 @@ TEST(ConvertTest, TaintsAndTolerationsAreCheckedAndGoBackAsTheyCame) {
   ExpectInvalid(spec, "workload.groups[1].tolerations[0].key");
   tol->set_key("bad key");
   ExpectInvalid(spec, "workload.groups[1].tolerations[0].key");
+}
+
+// Kubernetes' syntax for taint keys and values, and one taint per key and
+// effect (docs/SCHEDULING.md, "Taints and tolerations").
+TEST(ConvertTest, TaintWordsFollowKubernetesSyntax) {
+  auto parse = [](const std::string& key, const std::string& value) {
+    v1::Node n;
+    n.set_name("n");
+    v1::Taint* t = n.add_taints();
+    t->set_key(key);
+    t->set_value(value);
+    t->set_effect(v1::TAINT_EFFECT_NO_SCHEDULE);
+    return ParseNode(n, "nodes[0]");
+  };
+  EXPECT_TRUE(parse("nvidia.com/gpu", "present").ok());
+  EXPECT_TRUE(parse("dedicated", "").ok());
+  EXPECT_TRUE(parse("team", "ml-infra_v1.2").ok());
+  for (const auto& [key, value, field] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"team", std::string(64, 'v'), "taints[0].value"},
+           {"team", "-ml", "taints[0].value"},
+           {"team", "a b", "taints[0].value"},
+           {"team", "a/b", "taints[0].value"},
+           {std::string(64, 'k'), "", "taints[0].key"},
+           {"/gpu", "", "taints[0].key"},
+           {"nvidia.com/", "", "taints[0].key"},
+           {"a_b.com/gpu", "", "taints[0].key"},
+           {"gpu-", "", "taints[0].key"}}) {
+    auto bad = parse(key, value);
+    ASSERT_FALSE(bad.ok()) << key << "=" << value;
+    EXPECT_NE(bad.status().message().find(field), absl::string_view::npos)
+        << bad.status();
+  }
+  v1::Node n;
+  n.set_name("n");
+  for (int i = 0; i < 2; ++i) {
+    v1::Taint* t = n.add_taints();
+    t->set_key("team");
+    t->set_value(i == 0 ? "a" : "b");
+    t->set_effect(v1::TAINT_EFFECT_NO_SCHEDULE);
+  }
+  auto twice = ParseNode(n, "nodes[0]");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("nodes[0].taints[1]"),
+            absl::string_view::npos)
+      << twice.status();
+  n.mutable_taints(1)->set_effect(v1::TAINT_EFFECT_NO_EXECUTE);
+  EXPECT_TRUE(ParseNode(n, "nodes[0]").ok());  // another effect: allowed
+}
+
+TEST(ConvertTest, NodeAffinityIsCheckedAndGoesBackAsItCame) {
+  v1::WorkloadSpec spec = ValidSpec();
+  v1::NodeAffinity* a = spec.mutable_groups(1)->mutable_node_affinity();
+  v1::NodeSelectorTerm* term = a->add_required();
+  v1::NodeSelectorRequirement* in = term->add_match_expressions();
+  in->set_key("node.kubernetes.io/instance-type");
+  in->set_operator_(v1::AFFINITY_OPERATOR_IN);
+  in->add_values("p4d.24xlarge");
+  in->add_values("g5.48xlarge");
+  in->add_values("p4d.24xlarge");  // twice: kept once
+  v1::NodeSelectorRequirement* gt = term->add_match_expressions();
+  gt->set_key("gpu-count");
+  gt->set_operator_(v1::AFFINITY_OPERATOR_GT);
+  gt->add_values("4");
+  v1::NodeSelectorRequirement* name = a->add_required()->add_match_fields();
+  name->set_key("metadata.name");
+  name->set_operator_(v1::AFFINITY_OPERATOR_NOT_IN);
+  name->add_values("node-7");
+  v1::PreferredSchedulingTerm* pref = a->add_preferred();
+  pref->set_weight(30);
+  v1::NodeSelectorRequirement* zone =
+      pref->mutable_preference()->add_match_expressions();
+  zone->set_key("topology.kubernetes.io/zone");
+  zone->set_operator_(v1::AFFINITY_OPERATOR_EXISTS);
+  auto ok = ParseWorkloadSpec(spec);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  const NodeAffinity& parsed = ok->groups[1].node_affinity;
+  ASSERT_EQ(parsed.required.size(), 2u);
+  ASSERT_EQ(parsed.required[0].expressions.size(), 2u);
+  EXPECT_EQ(parsed.required[0].expressions[0].values,
+            (std::vector<std::string>{"g5.48xlarge", "p4d.24xlarge"}));
+  EXPECT_EQ(parsed.required[0].expressions[1].number, 4);
+  EXPECT_TRUE(parsed.required[1].expressions[0].on_name);
+  ASSERT_EQ(parsed.preferred.size(), 1u);
+  EXPECT_EQ(parsed.preferred[0].weight, 30);
+  // Back to the wire, and parsed again to the same.
+  v1::WorkloadSpec back;
+  ToProto(*ok, &back);
+  EXPECT_EQ(back.groups(1).node_affinity().required(1).match_fields(0).key(),
+            "metadata.name");
+  auto again = ParseWorkloadSpec(back);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->groups[1].node_affinity, parsed);
+
+  const std::string at = "workload.groups[1].node_affinity";
+  auto expect_invalid = [&](auto change, const std::string& field) {
+    v1::WorkloadSpec bad = spec;
+    change(*bad.mutable_groups(1)->mutable_node_affinity());
+    ExpectInvalid(bad, at + field);
+  };
+  expect_invalid([](v1::NodeAffinity& x) { x.add_required(); },
+                 ".required[2]");  // an empty term matches nothing
+  expect_invalid(
+      [](v1::NodeAffinity& x) {
+        x.mutable_required(0)->mutable_match_expressions(0)->clear_values();
+      },
+      ".required[0].match_expressions[0].values");
+  expect_invalid(
+      [](v1::NodeAffinity& x) {
+        x.mutable_required(0)->mutable_match_expressions(1)->set_values(0,
+                                                                        "four");
+      },
+      ".required[0].match_expressions[1].values");
+  expect_invalid(
+      [](v1::NodeAffinity& x) {
+        x.mutable_required(0)->mutable_match_expressions(1)->set_operator_(
+            v1::AFFINITY_OPERATOR_UNSPECIFIED);
+      },
+      ".required[0].match_expressions[1].operator");
+  expect_invalid(
+      [](v1::NodeAffinity& x) {
+        x.mutable_required(0)->mutable_match_expressions(0)->set_key("a b");
+      },
+      ".required[0].match_expressions[0].key");
+  expect_invalid(
+      [](v1::NodeAffinity& x) {
+        x.mutable_required(1)->mutable_match_fields(0)->set_key("metadata.uid");
+      },
+      ".required[1].match_fields[0].key");
+  expect_invalid(
+      [](v1::NodeAffinity& x) {
+        x.mutable_required(1)->mutable_match_fields(0)->set_operator_(
+            v1::AFFINITY_OPERATOR_EXISTS);
+      },
+      ".required[1].match_fields[0].operator");
+  expect_invalid(
+      [](v1::NodeAffinity& x) {
+        x.mutable_preferred(0)
+            ->mutable_preference()
+            ->mutable_match_expressions(0)
+            ->add_values("a");
+      },
+      ".preferred[0].preference.match_expressions[0].values");
+  expect_invalid(
+      [](v1::NodeAffinity& x) { x.mutable_preferred(0)->set_weight(0); },
+      ".preferred[0].weight");
+  expect_invalid(
+      [](v1::NodeAffinity& x) { x.mutable_preferred(0)->set_weight(101); },
+      ".preferred[0].weight");
 }
 
 TEST(ConvertTest, AbslCodesMapOneToOneToGrpc) {

@@ -10,6 +10,7 @@ The rules are docs/SCHEDULING.md's ("Workloads and groups"): names are
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from gangsched import _stubs
@@ -100,17 +101,39 @@ def _enum(value: Any, names: dict[str, str], field: str) -> str:
     raise SpecError(field, f"{text!r}: one of {', '.join(names)}")
 
 
+# Kubernetes' label value, and qualified name ([prefix/]name) for keys.
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+_PREFIX = re.compile(r"[A-Za-z0-9.-]{1,253}")
+
+
+def is_label_value(value: str) -> bool:
+    """Kubernetes' label value: at most 63 of [A-Za-z0-9._-], alphanumeric
+    at both ends; empty is one."""
+    return _LABEL_VALUE.fullmatch(value) is not None
+
+
+def is_qualified_name(key: str) -> bool:
+    """Kubernetes' qualified name (a label's or a taint's key)."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (_PREFIX.fullmatch(prefix) is None or "/" in prefix):
+        return False
+    return bool(name) and is_label_value(name)
+
+
 def _taint_words(item: Mapping[str, Any], field: str,
                  known: tuple[str, ...]) -> tuple[str, str]:
     unknown = sorted(set(item) - set(known))
     if unknown:
         raise SpecError(field, f"unknown fields {unknown}")
     key, value = str(item.get("key") or ""), str(item.get("value") or "")
-    if key and not is_resource_name(key):
-        raise SpecError(f"{field}.key", "a taint key is a name of "
-                        "[A-Za-z0-9._/-]")
-    if len(value) > MAX_NAME:
-        raise SpecError(f"{field}.value", "value too long")
+    if key and not is_qualified_name(key):
+        raise SpecError(f"{field}.key", "not a Kubernetes qualified name "
+                        "([prefix/]name, the name at most 63 characters of "
+                        "[A-Za-z0-9._-], alphanumeric at both ends)")
+    if not is_label_value(value):
+        raise SpecError(f"{field}.value", "not a Kubernetes label value (at "
+                        "most 63 characters of [A-Za-z0-9._-], alphanumeric "
+                        "at both ends)")
     return key, value
 
 
@@ -126,9 +149,11 @@ def taint_list(value: Any, field: str = "node.taints") -> list[Any]:
             raise SpecError(f"{at}.key", "empty")
         if not item.get("effect"):
             raise SpecError(f"{at}.effect", "a taint needs an effect")
-        out.append(_stubs.types_pb2.Taint(
-            key=key, value=text,
-            effect=_enum(item["effect"], _EFFECTS, f"{at}.effect")))
+        effect = _enum(item["effect"], _EFFECTS, f"{at}.effect")
+        if any(t.key == key and t.effect == effect for t in out):
+            raise SpecError(at, "a taint with this key and effect is listed "
+                            "twice")
+        out.append(_stubs.types_pb2.Taint(key=key, value=text, effect=effect))
     return out
 
 
@@ -153,6 +178,129 @@ def toleration_list(value: Any,
             if item.get("effect") else "TAINT_EFFECT_UNSPECIFIED"
         out.append(_stubs.types_pb2.Toleration(
             key=key, operator=op, value=text, effect=effect))
+    return out
+
+
+_AFFINITY_OPERATORS = {"In": "AFFINITY_OPERATOR_IN",
+                       "NotIn": "AFFINITY_OPERATOR_NOT_IN",
+                       "Exists": "AFFINITY_OPERATOR_EXISTS",
+                       "DoesNotExist": "AFFINITY_OPERATOR_DOES_NOT_EXIST",
+                       "Gt": "AFFINITY_OPERATOR_GT",
+                       "Lt": "AFFINITY_OPERATOR_LT"}
+MAX_AFFINITY_TERMS = 32
+MAX_AFFINITY_REQUIREMENTS = 32
+MAX_AFFINITY_VALUES = 256
+
+
+def _requirement(item: Mapping[str, Any], on_field: bool,
+                 field: str) -> Any:
+    unknown = sorted(set(item) - {"key", "operator", "values"})
+    if unknown:
+        raise SpecError(field, f"unknown fields {unknown}")
+    key = str(item.get("key") or "")
+    op = _enum(item.get("operator"), _AFFINITY_OPERATORS, f"{field}.operator")
+    values = [str(v) for v in item.get("values") or []]
+    if on_field:
+        if key != "metadata.name":
+            raise SpecError(f"{field}.key", "the only field is metadata.name")
+        if op not in ("AFFINITY_OPERATOR_IN", "AFFINITY_OPERATOR_NOT_IN"):
+            raise SpecError(f"{field}.operator",
+                            "metadata.name takes In or NotIn")
+        if len(values) != 1:
+            raise SpecError(f"{field}.values",
+                            "metadata.name takes exactly one value")
+    elif not is_qualified_name(key):
+        raise SpecError(f"{field}.key", "empty" if not key
+                        else "not a label key")
+    if len(values) > MAX_AFFINITY_VALUES:
+        raise SpecError(f"{field}.values",
+                        f"at most {MAX_AFFINITY_VALUES} values")
+    for j, v in enumerate(values):
+        if len(v) > MAX_NAME:
+            raise SpecError(f"{field}.values[{j}]", "too long")
+    if op in ("AFFINITY_OPERATOR_IN", "AFFINITY_OPERATOR_NOT_IN") \
+            and not values:
+        raise SpecError(f"{field}.values", "In and NotIn need at least one "
+                        "value")
+    if op in ("AFFINITY_OPERATOR_EXISTS",
+              "AFFINITY_OPERATOR_DOES_NOT_EXIST") and values:
+        raise SpecError(f"{field}.values", "Exists and DoesNotExist take no "
+                        "values")
+    if op in ("AFFINITY_OPERATOR_GT", "AFFINITY_OPERATOR_LT") and (
+            len(values) != 1
+            or re.fullmatch(r"[+-]?[0-9]{1,18}", values[0]) is None):
+        raise SpecError(f"{field}.values", "Gt and Lt take exactly one "
+                        "integer value")
+    return _stubs.types_pb2.NodeSelectorRequirement(key=key, operator=op,
+                                                    values=values)
+
+
+def _term(value: Mapping[str, Any], field: str) -> Any:
+    value = dict(value or {})
+    expressions = value.pop("matchExpressions", None) or []
+    fields = value.pop("matchFields", None) or []
+    if value:
+        raise SpecError(field, f"unknown fields {sorted(value)}")
+    if not expressions and not fields:
+        raise SpecError(field, "an empty term matches no node: give "
+                        "matchExpressions or matchFields")
+    if len(expressions) + len(fields) > MAX_AFFINITY_REQUIREMENTS:
+        raise SpecError(field, f"at most {MAX_AFFINITY_REQUIREMENTS} "
+                        "requirements")
+    term = _stubs.types_pb2.NodeSelectorTerm()
+    for j, item in enumerate(expressions):
+        term.match_expressions.append(
+            _requirement(item, False, f"{field}.match_expressions[{j}]"))
+    for j, item in enumerate(fields):
+        term.match_fields.append(
+            _requirement(item, True, f"{field}.match_fields[{j}]"))
+    return term
+
+
+def node_affinity(value: Mapping[str, Any] | None,
+                  field: str = "group.node_affinity") -> Any:
+    """A NodeAffinity message from a pod's spec.affinity.nodeAffinity, in
+    Kubernetes' spelling: requiredDuringSchedulingIgnoredDuringExecution
+    (nodeSelectorTerms, ORed; each term's matchExpressions and matchFields
+    ANDed) and preferredDuringSchedulingIgnoredDuringExecution (weight 1 to
+    100, preference). See docs/SCHEDULING.md, "Node affinity"."""
+    value = dict(value or {})
+    required = value.pop("requiredDuringSchedulingIgnoredDuringExecution",
+                         None)
+    preferred = value.pop("preferredDuringSchedulingIgnoredDuringExecution",
+                          None) or []
+    if value:
+        raise SpecError(field, f"unknown fields {sorted(value)}")
+    out = _stubs.types_pb2.NodeAffinity()
+    if required is not None:
+        required = dict(required)
+        terms = required.pop("nodeSelectorTerms", None) or []
+        if required:
+            raise SpecError(f"{field}.required",
+                            f"unknown fields {sorted(required)}")
+        if not terms:
+            raise SpecError(f"{field}.required", "nodeSelectorTerms: at "
+                            "least one term")
+        if len(terms) > MAX_AFFINITY_TERMS:
+            raise SpecError(f"{field}.required",
+                            f"at most {MAX_AFFINITY_TERMS} terms")
+        for i, term in enumerate(terms):
+            out.required.append(_term(term, f"{field}.required[{i}]"))
+    if len(preferred) > MAX_AFFINITY_TERMS:
+        raise SpecError(f"{field}.preferred",
+                        f"at most {MAX_AFFINITY_TERMS} terms")
+    for i, item in enumerate(preferred):
+        at = f"{field}.preferred[{i}]"
+        item = dict(item)
+        weight = item.pop("weight", None)
+        preference = item.pop("preference", None)
+        if item:
+            raise SpecError(at, f"unknown fields {sorted(item)}")
+        if not isinstance(weight, int) or isinstance(weight, bool) \
+                or not 1 <= weight <= 100:
+            raise SpecError(f"{at}.weight", "from 1 to 100")
+        out.preferred.append(_stubs.types_pb2.PreferredSchedulingTerm(
+            weight=weight, preference=_term(preference, f"{at}.preference")))
     return out
 
 
@@ -259,6 +407,7 @@ def group_spec(value: Mapping[str, Any], field: str = "group") -> Any:
     memory = _gpu_memory(value.pop("gpu_memory", ""), f"{field}.gpu_memory")
     tolerated = toleration_list(value.pop("tolerations", None),
                                 f"{field}.tolerations")
+    affinity = value.pop("node_affinity", None)
     if memory and (fraction or GPU in resources):
         raise SpecError(f"{field}.gpu_memory", "give one of gpu_memory, "
                         'gpu_fraction or resources["nvidia.com/gpu"], not '
@@ -272,6 +421,9 @@ def group_spec(value: Mapping[str, Any], field: str = "group") -> Any:
         gpu_fraction=fraction, gpu_memory=memory, tolerations=tolerated)
     if placement is not None:
         group.placement.CopyFrom(_placement(placement, f"{field}.placement"))
+    if affinity:
+        group.node_affinity.CopyFrom(
+            node_affinity(affinity, f"{field}.node_affinity"))
     return group
 
 

@@ -168,6 +168,72 @@ def test_taints_and_tolerations_as_kubernetes_writes_them(
         assert e.value.field == "node.taints[0].effect"
 
 
+def test_node_affinity_as_kubernetes_writes_it(server: Any) -> None:
+    """A pod's nodeAffinity in Kubernetes' spelling: In over several
+    instance types, NotIn, Gt, matchFields and a preference; the server
+    places by it, answers it back and names it when nothing matches."""
+    itype = "node.kubernetes.io/instance-type"
+    with _client(server) as c:
+        c.upsert_nodes([
+            {"name": f"n{i}", "labels": {itype: t, "gpus": str(g)},
+             "allocatable": {"cpu": "16", "memory": "64Gi",
+                             "nvidia.com/gpu": str(g)}}
+            for i, (t, g) in enumerate([("g5.12xlarge", 4),
+                                        ("p4d.24xlarge", 8),
+                                        ("g5.xlarge", 1)])])
+        spec = _spec("ray/affine", workers=1)
+        spec["groups"][1]["node_affinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": itype, "operator": "In",
+                     "values": ["g5.12xlarge", "p4d.24xlarge"]},
+                    {"key": "gpus", "operator": "Gt", "values": ["2"]}],
+                    "matchFields": [{"key": "metadata.name",
+                                     "operator": "NotIn",
+                                     "values": ["n0"]}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 10, "preference": {"matchExpressions": [
+                    {"key": itype, "operator": "Exists"}]}}]}
+        reply = c.allocate(spec)
+        assert reply.state == 3, reply.pending.message  # RUNNING
+        assert [b.node for b in reply.bindings if b.group == "worker"] == \
+            ["n1"]
+        back = c.get_workload("ray/affine").spec.groups[1].node_affinity
+        assert back.required[0].match_fields[0].values == ["n0"]
+        assert back.preferred[0].weight == 10
+        spec = _spec("ray/nowhere", workers=1)
+        spec["groups"][1]["node_affinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": itype, "operator": "In",
+                     "values": ["p5.48xlarge"]}]}]}}
+        reply = c.allocate(spec)
+        assert reply.pending.code == \
+            _stubs.types_pb2.PENDING_CODE_UNSATISFIABLE, reply.pending
+        assert "outside the node affinity of group worker (" \
+            "node.kubernetes.io/instance-type In (p5.48xlarge))" in \
+            reply.pending.message
+        for bad, field in (
+                ({"nodeSelectorTerms": [{}]}, ".required[0]"),
+                ({"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "gpus", "operator": "Gt", "values": ["x"]}]}]},
+                 ".required[0].match_expressions[0].values"),
+                ({"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.uid", "operator": "In",
+                     "values": ["u"]}]}]},
+                 ".required[0].match_fields[0].key")):
+            spec["groups"][1]["node_affinity"] = {
+                "requiredDuringSchedulingIgnoredDuringExecution": bad}
+            with pytest.raises(SpecError) as e:
+                c.allocate(spec)
+            assert e.value.field == "workload.groups[1].node_affinity" + field
+        with pytest.raises(SpecError) as e:
+            c.upsert_nodes([{"name": "x", "allocatable": {"cpu": "1"},
+                             "taints": [{"key": "team", "value": "a b",
+                                         "effect": "NoSchedule"}]}])
+        assert e.value.field == "node.taints[0].value"
+
+
 # -- calls ------------------------------------------------------------------
 
 def test_allocate_release_and_explain(server: Any) -> None:

@@ -1,0 +1,190 @@
+#include "core/node_filter.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/taints.h"
+
+namespace gangsched {
+namespace {
+
+const std::vector<Toleration> kNone;
+
+// Kubernetes reads a label as an integer for Gt / Lt; a label that is not
+// one matches neither.
+bool LabelNumber(absl::string_view text, int64_t* out) {
+  if (text.empty()) return false;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, *out);
+  return ec == std::errc() && ptr == end;
+}
+
+const char* OperatorText(AffinityOperator op) {
+  switch (op) {
+    case AffinityOperator::kIn:
+      return "In";
+    case AffinityOperator::kNotIn:
+      return "NotIn";
+    case AffinityOperator::kExists:
+      return "Exists";
+    case AffinityOperator::kDoesNotExist:
+      return "DoesNotExist";
+    case AffinityOperator::kGt:
+      return "Gt";
+    case AffinityOperator::kLt:
+      return "Lt";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool MatchesExpression(const Node& node, const AffinityExpression& e) {
+  // A node always has a name; a label may be missing.
+  const absl::string_view value =
+      e.on_name ? absl::string_view(node.name) : node.Label(e.key);
+  const bool has =
+      e.on_name || !value.empty() ||
+      std::binary_search(
+          node.labels.begin(), node.labels.end(),
+          std::pair<std::string, std::string>(e.key, ""),
+          [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto listed = [&] {
+    return std::binary_search(
+        e.values.begin(), e.values.end(), value,
+        [](absl::string_view a, absl::string_view b) { return a < b; });
+  };
+  int64_t number = 0;
+  switch (e.op) {
+    case AffinityOperator::kIn:
+      return has && listed();
+    case AffinityOperator::kNotIn:
+      return !has || !listed();
+    case AffinityOperator::kExists:
+      return has;
+    case AffinityOperator::kDoesNotExist:
+      return !has;
+    case AffinityOperator::kGt:
+      return has && LabelNumber(value, &number) && number > e.number;
+    case AffinityOperator::kLt:
+      return has && LabelNumber(value, &number) && number < e.number;
+  }
+  return false;
+}
+
+bool MatchesTerm(const Node& node, const AffinityTerm& term) {
+  // An empty term matches no node (Kubernetes); the edge refuses one.
+  if (term.expressions.empty()) return false;
+  for (const AffinityExpression& e : term.expressions) {
+    if (!MatchesExpression(node, e)) return false;
+  }
+  return true;
+}
+
+bool MatchesRequired(const Node& node, const NodeAffinity& affinity) {
+  if (affinity.required.empty()) return true;
+  for (const AffinityTerm& term : affinity.required) {
+    if (MatchesTerm(node, term)) return true;
+  }
+  return false;
+}
+
+int32_t MaxPreferred(const NodeAffinity& affinity) {
+  int32_t sum = 0;
+  for (const auto& p : affinity.preferred) sum += std::max(p.weight, 0);
+  return sum;
+}
+
+FilterVerdict Judge(const Node& node, const NodeFilter& filter) {
+  FilterVerdict out;
+  const std::vector<Toleration>& tolerations =
+      filter.tolerations != nullptr ? *filter.tolerations : kNone;
+  for (const Taint& taint : node.taints) {
+    // One pass: the first taint that keeps the pods off, and whether one
+    // makes the node a last choice.
+    if (taint.effect == TaintEffect::kPreferNoSchedule && out.avoid) continue;
+    bool tolerated = false;
+    for (const Toleration& t : tolerations) {
+      if (Tolerates(t, taint)) {
+        tolerated = true;
+        break;
+      }
+    }
+    if (tolerated) continue;
+    if (taint.effect == TaintEffect::kPreferNoSchedule) {
+      out.avoid = true;
+      continue;
+    }
+    out.kind = FilterVerdict::kTaint;
+    out.taint = &taint;
+    return out;
+  }
+  if (filter.node_selector != nullptr && !node.Matches(*filter.node_selector)) {
+    out.kind = FilterVerdict::kSelector;
+    return out;
+  }
+  if (filter.affinity != nullptr) {
+    if (!MatchesRequired(node, *filter.affinity)) {
+      out.kind = FilterVerdict::kAffinity;
+      return out;
+    }
+    for (const auto& p : filter.affinity->preferred) {
+      if (MatchesTerm(node, p.term)) out.preferred += p.weight;
+    }
+  }
+  return out;
+}
+
+bool Admits(const Node& node, const GroupSpec& group) {
+  NodeFilter filter;
+  if (!group.node_selector.empty()) filter.node_selector = &group.node_selector;
+  if (!group.tolerations.empty()) filter.tolerations = &group.tolerations;
+  if (!group.node_affinity.empty()) filter.affinity = &group.node_affinity;
+  return Judge(node, filter).kind == FilterVerdict::kFits;
+}
+
+int64_t JudgeCost(const NodeFilter& filter, size_t taints) {
+  int64_t cost = static_cast<int64_t>(taints);
+  if (filter.tolerations != nullptr)
+    cost *= static_cast<int64_t>(filter.tolerations->size());
+  if (filter.node_selector != nullptr)
+    cost += static_cast<int64_t>(filter.node_selector->size());
+  if (filter.affinity != nullptr) {
+    auto add = [&](const AffinityTerm& term) {
+      for (const auto& e : term.expressions)
+        cost += 1 + static_cast<int64_t>(e.values.size()) / 4;
+    };
+    for (const auto& term : filter.affinity->required) add(term);
+    for (const auto& p : filter.affinity->preferred) add(p.term);
+  }
+  return cost;
+}
+
+std::string AffinityText(const std::vector<AffinityTerm>& terms) {
+  std::vector<std::string> out;
+  for (const AffinityTerm& term : terms) {
+    std::vector<std::string> parts;
+    for (const AffinityExpression& e : term.expressions) {
+      std::string part = absl::StrCat(e.on_name ? "metadata.name" : e.key, " ",
+                                      OperatorText(e.op));
+      if (!e.values.empty()) {
+        // A long list reads by its first few values.
+        constexpr size_t kShown = 4;
+        std::vector<std::string> shown(
+            e.values.begin(),
+            e.values.begin() +
+                static_cast<ptrdiff_t>(std::min(kShown, e.values.size())));
+        if (e.values.size() > kShown)
+          shown.push_back(absl::StrCat("... ", e.values.size(), " values"));
+        absl::StrAppend(&part, " (", absl::StrJoin(shown, ", "), ")");
+      }
+      parts.push_back(std::move(part));
+    }
+    out.push_back(absl::StrJoin(parts, " and "));
+  }
+  return absl::StrJoin(out, " or ");
+}
+
+}  // namespace gangsched
