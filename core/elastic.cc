@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/order.h"
 #include "core/scheduler.h"
 #include "core/shape_key.h"
@@ -154,6 +155,8 @@ std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
       ++unbound_replicas;
     }
     // Queue limits cap the growth too.
+    const int32_t wanted = room;
+    std::string capped_by;
     ResourceVector replica_res = state.pod * h;
     ResourceVector pending_need =
         state.pod * (state.LivePods() - state.BoundPods());
@@ -165,14 +168,20 @@ std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
         if (replica_res.Get(r) <= 0) continue;
         int64_t limit = q.LimitOf(r);
         int64_t quota = q.QuotaOf(r);
-        auto cap = [&](int64_t bound_amount, int64_t cap_amount) {
+        auto cap = [&](int64_t bound_amount, int64_t cap_amount,
+                       const char* what) {
           int64_t headroom = cap_amount - bound_amount - pending_need.Get(r);
-          room = std::min<int64_t>(
-              room, std::max<int64_t>(0, headroom / replica_res.Get(r)));
+          int64_t fit = std::max<int64_t>(0, headroom / replica_res.Get(r));
+          if (fit < room) {
+            room = static_cast<int32_t>(fit);
+            capped_by = absl::StrCat("queue ", q.spec.name, "'s ", what, " of ",
+                                     resources_.Name(r));
+          }
         };
-        if (limit != kUnlimited) cap(q.allocated.Get(r), limit);
+        if (limit != kUnlimited) cap(q.allocated.Get(r), limit, "limit");
         if (!w.preemptible && quota != kUnlimited) {
-          cap(q.allocated_non_preemptible.Get(r), quota);
+          cap(q.allocated_non_preemptible.Get(r), quota,
+              "quota (non-preemptible)");
         }
       }
     }
@@ -181,6 +190,18 @@ std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
         TryPlaceGang(cluster_.nodes(), resources_, request, Indexed());
     int32_t placed = placement.replicas - unbound_replicas;
     hint.grantable = std::max(0, placed) * h;
+    if (placement.result != PlaceResult::kPlaced) {
+      // The nodes that turned the next pod away, counted by reason.
+      std::vector<std::string> parts;
+      for (const auto& [reason, nodes] : placement.rejections)
+        parts.push_back(absl::StrCat(nodes, " ", reason));
+      hint.reason = absl::StrCat(
+          "no node takes another pod of group ", gs.name, " now (",
+          parts.empty() ? std::string("no nodes") : absl::StrJoin(parts, ", "),
+          ")");
+    } else if (room < wanted) {
+      hint.reason = absl::StrCat("capped by ", capped_by);
+    }
     hints.push_back(hint);
   }
   return hints;

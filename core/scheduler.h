@@ -74,6 +74,11 @@ struct Event {
 struct ScaleHint {
   std::string group;
   int32_t grantable = 0;
+  // Why no more than `grantable` pods (below max_count) could be granted
+  // now: the queue limit, or the nodes that turned the next pod away
+  // (docs/SCHEDULING.md, "Elastic growth and shrink"); empty when nothing
+  // stands in the way.
+  std::string reason;
 };
 
 // The answer an Allocate reply carries.

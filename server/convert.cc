@@ -1071,6 +1071,7 @@ void ToProto(const AllocateAnswer& in, v1::AllocateResponse* out) {
     auto* hint = out->add_scale_hints();
     hint->set_group(h.group);
     hint->set_grantable(h.grantable);
+    hint->set_reason(h.reason);
   }
 }
 
@@ -1222,6 +1223,7 @@ void WorkloadToProto(const Scheduler& scheduler, const Workload& in,
     auto* hint = out->add_scale_hints();
     hint->set_group(h.group);
     hint->set_grantable(h.grantable);
+    hint->set_reason(h.reason);
   }
   ToProto(in.created, out->mutable_created_time());
   if (in.running_since != absl::InfinitePast()) {

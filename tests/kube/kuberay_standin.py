@@ -81,6 +81,8 @@ KubeRay named them before v1.3; v1.5's GenerateRayClusterName gives
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 import time
 import traceback
@@ -111,6 +113,11 @@ ORIGIN_CRD_LABEL = "ray.io/originated-from-crd"
 FT_ANNOTATION = "ray.io/ft-enabled"
 OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
 HEAD_GROUP = "headgroup"
+# KubeRay's upgradeStrategy Recreate (raycluster_controller.go,
+# shouldRecreatePodsForUpgrade): the head pod carries a hash of the spec
+# without replicas and workersToDelete; when the spec's differs, every pod
+# is deleted and the cluster built again.
+UPGRADE_HASH_ANNOTATION = "ray.io/hash-without-replicas-and-workers-to-delete"
 RAYSERVICE_CLUSTER_INFIX = "-raycluster-"
 MAX_INT32 = 2**31 - 1
 
@@ -173,6 +180,21 @@ def desired_replicas(group: dict) -> int:
     return min(int(replicas), high)
 
 
+def spec_hash(spec: dict) -> str:
+    """The spec's hash without replicas and workersToDelete (KubeRay's
+    GenerateHashWithoutReplicasAndWorkersToDelete, in spirit)."""
+    spec = clone(spec)
+    for group in spec.get("workerGroupSpecs") or []:
+        group.pop("replicas", None)
+        (group.get("scaleStrategy") or {}).pop("workersToDelete", None)
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def recreates(spec: dict) -> bool:
+    return (spec.get("upgradeStrategy") or {}).get("type") == "Recreate"
+
+
 def num_hosts(group: dict) -> int:
     return max(int(group.get("numOfHosts") or 1), 1)
 
@@ -233,6 +255,8 @@ class PodBuilder:
         containers = pod_spec.setdefault("containers", [])
         image = containers[0].get("image") if containers else None
         if node_type == "head":
+            if recreates(spec):
+                annotations[UPGRADE_HASH_ANNOTATION] = spec_hash(spec)
             ft = bool(spec.get("gcsFaultToleranceOptions")) or \
                 str(rc_annotations.get(FT_ANNOTATION)).lower() == "true"
             annotations[FT_ANNOTATION] = "true" if ft else "false"
@@ -572,6 +596,15 @@ class KubeRayStandIn:
                 p["metadata"]["name"] for p in pods if not _terminating(p)])
             return []
         heads, by_group = self._by_group(pods)
+        live_heads = [p for p in heads if not _terminating(p)]
+        if recreates(spec) and live_heads and (
+                live_heads[0]["metadata"].get("annotations") or {}).get(
+                    UPGRADE_HASH_ANNOTATION) != spec_hash(spec):
+            # The template (or anything but replicas) changed: every pod
+            # goes, then the cluster is built again.
+            self._delete_pods(ns, cluster, None, [
+                p["metadata"]["name"] for p in pods if not _terminating(p)])
+            return []
         if self._satisfied(ns, cluster, HEAD_GROUP, heads):
             if not heads:
                 self._create_pod(self.pods.build(

@@ -570,15 +570,17 @@ def test_a_raycluster_gangsched_cannot_express_says_so(env: Env) -> None:
     gpu_nodes(env, 1)
     env.shim("--leader-election=false")
     rc = manifest("raycluster-autoscaler.yaml", **{"metadata.name": "odd"})
+    # Pod affinity to pods outside the gang: nothing gangsched can mean.
     rc["spec"]["workerGroupSpecs"][0]["template"]["spec"]["affinity"] = {
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [{
-                "key": "zone", "operator": "NotIn", "values": ["z9"]}]}]}}}
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": {"app": "cache"}}}]}}
     env.apply(rc)
     env.wait(lambda: env.waiting("odd") and all(
         "cannot schedule" in condition(p).get("message", "")
         for p in env.waiting("odd")), "the reason on the pods")
-    assert any("NotIn" in e["message"] for e in env.events_for("odd"))
+    assert any("podAffinity is not supported" in e["message"]
+               for e in env.events_for("odd"))
     assert env.client.get_workload("default/odd") is None
 
 
@@ -991,3 +993,127 @@ def test_a_taint_added_to_a_node_keeps_new_pods_off_it(env: Env) -> None:
         condition(p).get("message", "") for p in env.waiting("later")),
         "the new pods say which taint")
     assert len(env.bound("team")) == 3
+
+
+def eks_like_nodes(env: Env) -> None:
+    """As Karpenter makes GPU nodes on EKS: a NodePool taint
+    nvidia.com/gpu:NoSchedule (no value), a team taint on the reserved pool,
+    capacity type, instance type and zone labels; a spot node of the wanted
+    type and an on-demand node of a type too small."""
+    def gpu(name: str, itype: str, gpus: int, zone: str,
+            capacity: str = "on-demand", team: bool = False) -> None:
+        taints = [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+        if team:
+            taints.append({"key": "team", "value": "ml",
+                           "effect": "NoSchedule"})
+        env.add_node(name, gpus=gpus, cpu="96", memory="1152Gi", labels={
+            "node.kubernetes.io/instance-type": itype,
+            "karpenter.sh/capacity-type": capacity,
+            "karpenter.sh/nodepool": "gpu",
+            "topology.kubernetes.io/zone": zone}, taints=taints)
+    gpu("ip-10-0-1-1", "p4d.24xlarge", 8, "us-east-1a", team=True)
+    gpu("ip-10-0-1-2", "p4d.24xlarge", 8, "us-east-1a", team=True)
+    gpu("ip-10-0-2-1", "g5.48xlarge", 8, "us-east-1b")
+    gpu("ip-10-0-2-2", "p4d.24xlarge", 8, "us-east-1b", capacity="spot")
+    gpu("ip-10-0-3-1", "g5.xlarge", 1, "us-east-1a")
+    env.add_node("ip-10-0-9-1", gpus=0, cpu="16", memory="64Gi", labels={
+        "node.kubernetes.io/instance-type": "m6i.4xlarge",
+        "karpenter.sh/capacity-type": "on-demand",
+        "topology.kubernetes.io/zone": "us-east-1a"})
+
+
+def eks_cluster(name: str) -> dict:
+    """The autoscaler sample as a team writes it for EKS: workers on A100 or
+    A10G instance types, never spot, rather in us-east-1a, one per node
+    (anti-affinity among the group's own pods), tolerating the GPU taint
+    and the team's; upgradeStrategy Recreate, so a template change replaces
+    the pods."""
+    rc = manifest("raycluster-autoscaler.yaml",
+                  **{"metadata.name": name,
+                     "spec.enableInTreeAutoscaling": False,
+                     "spec.upgradeStrategy": {"type": "Recreate"}})
+    worker = rc["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    worker["tolerations"] = [
+        {"key": "nvidia.com/gpu", "operator": "Exists",
+         "effect": "NoSchedule"},
+        {"key": "team", "operator": "Equal", "value": "ml",
+         "effect": "NoSchedule"}]
+    worker["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "node.kubernetes.io/instance-type",
+                     "operator": "In",
+                     "values": ["p4d.24xlarge", "g5.48xlarge"]},
+                    {"key": "karpenter.sh/capacity-type",
+                     "operator": "NotIn", "values": ["spot"]}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "preference": {"matchExpressions": [
+                    {"key": "topology.kubernetes.io/zone", "operator": "In",
+                     "values": ["us-east-1a"]}]}}]},
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "topologyKey": "kubernetes.io/hostname",
+                "labelSelector": {"matchLabels": {
+                    "ray.io/cluster": name, "ray.io/group": "gpu-group"}}}]}}
+    return rc
+
+
+def test_an_eks_karpenter_pool_with_affinity_and_anti_affinity(
+        env: Env) -> None:
+    """Workers go only to on-demand A100 / A10G nodes, the preferred zone
+    first, one per node; never to the spot node or the small type. Day two:
+    the affinity is edited to A10G only; KubeRay recreates the pods
+    (upgradeStrategy Recreate) and gangsched places the new ones by the new
+    affinity, booking nothing for the old."""
+    eks_like_nodes(env)
+    env.shim("--leader-election=false")
+    env.apply(eks_cluster("eks"))
+    env.wait(lambda: len(env.bound("eks")) == 3 and not env.waiting("eks"),
+             "bound on the EKS-like cluster")
+    workers = sorted(p["spec"]["nodeName"]
+                     for p in env.bound("eks", group="gpu-group"))
+    # One per node (STRICT_SPREAD), the preferred zone's A100s first.
+    assert workers == ["ip-10-0-1-1", "ip-10-0-1-2"]
+    assert env.bound("eks", group="head")[0]["spec"]["nodeName"] == \
+        "ip-10-0-9-1"
+    group = group_view(env, "eks", "gpu-group")
+    assert group.placement.strategy == 5  # STRICT_SPREAD
+    assert len(group.node_affinity.required[0].match_expressions) == 2
+
+    # Three workers, one per node: two A100s in us-east-1a and the A10G;
+    # neither the spot A100 nor the g5.xlarge.
+    rc = env.kube.get("rayclusters", "default", "eks")
+    rc["spec"]["workerGroupSpecs"][0]["replicas"] = 3
+    env.kube.replace(rc)
+    env.wait(lambda: len(env.bound("eks", group="gpu-group")) == 3,
+             "the third worker bound")
+    assert "ip-10-0-2-1" in {p["spec"]["nodeName"]
+                             for p in env.bound("eks", group="gpu-group")}
+
+    # A fourth cannot go anywhere it may: it waits, and says why.
+    rc = env.kube.get("rayclusters", "default", "eks")
+    rc["spec"]["workerGroupSpecs"][0]["replicas"] = 4
+    env.kube.replace(rc)
+    env.wait(lambda: len(env.waiting("eks")) == 1 and "outside the node "
+             "affinity of group gpu-group" in
+             condition(env.waiting("eks")[0]).get("message", ""),
+             "the fourth worker says which nodes its affinity keeps out")
+
+    # Day two: A10G only, three workers. KubeRay replaces every pod.
+    rc = env.kube.get("rayclusters", "default", "eks")
+    spec = rc["spec"]["workerGroupSpecs"][0]
+    spec["replicas"] = 1
+    spec["minReplicas"] = 1
+    spec["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] = [
+        "g5.48xlarge"]
+    env.kube.replace(rc)
+    env.wait(lambda: [p["spec"]["nodeName"]
+                      for p in env.bound("eks", group="gpu-group")] ==
+             ["ip-10-0-2-1"] and len(env.bound("eks")) == 2 and
+             not env.waiting("eks"), "the recreated worker on the A10G node")
+    w = env.client.get_workload("default/eks")
+    assert sorted((b.group, b.node) for b in w.bindings) == [
+        ("gpu-group", "ip-10-0-2-1"), ("head", "ip-10-0-9-1")]

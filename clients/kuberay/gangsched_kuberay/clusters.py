@@ -1067,6 +1067,9 @@ class ClusterReconciler:
                     text = f"gangsched: waiting for a slot of group " \
                         f"{group!r} ({bound} of {view.desired_count} " \
                         f"placed, {grantable} grantable now)"
+                    why = gang.hint_reasons.get(group, "")
+                    if grantable == 0 and why:
+                        text += f": {why}"
                 self._condition(p, text)
 
     def _condition(self, pod: dict, message: str) -> None:

@@ -36,6 +36,7 @@ class GangView:
     pending_code: str
     pending_message: str
     hints: list[tuple[str, int]]
+    hint_reasons: dict[str, str]  # group -> why no more can be granted
     groups: dict[str, GroupView]
     revision: int
     spec_key: tuple
@@ -78,6 +79,8 @@ class GangView:
             evicting=evicting, pending_code=pending_code,
             pending_message=status.pending.message,
             hints=[(h.group, h.grantable) for h in status.scale_hints],
+            hint_reasons={h.group: h.reason for h in status.scale_hints
+                          if h.reason},
             groups=groups, revision=status.revision,
             spec_key=spec_key(status.spec), after_eviction=after,
             ours=_submitted_by_the_shim(status.spec))

@@ -15,9 +15,13 @@ groups mean):
 - a pod's request is Kubernetes' effective request: the sum of its
   containers (a limit stands in for a missing request) and restartable init
   containers, at least each init container's, plus the pod overhead;
-- ``nodeSelector`` and required node affinity on exact label values (one
-  term, ``In`` with one value) become the group's node selector; anything
-  that cannot be said that way is refused with a message, never dropped.
+- ``nodeSelector``, node affinity (required and preferred) and
+  tolerations go to the group as they are: gangsched matches them as
+  Kubernetes does;
+- pod anti-affinity and topology spread constraints among the group's own
+  pods on ``kubernetes.io/hostname`` become its strategy (``pod_strategy``);
+  anything gangsched cannot mean the same way is refused with a message,
+  never dropped.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import json
 import re
 from typing import Any, Mapping
 
+from gangsched import spec as gspec
 from gangsched.quantity import format_quantity, parse_quantity
 from gangsched_kuberay import names, taints
 
@@ -126,29 +131,135 @@ def _pod_amounts(pod_spec: Mapping[str, Any]) -> dict[str, int]:
 
 
 def node_selector(pod_spec: Mapping[str, Any]) -> dict[str, str]:
-    """nodeSelector plus required node affinity that is an exact match."""
-    selector = dict(pod_spec.get("nodeSelector") or {})
-    affinity = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
-    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-    if required:
-        terms = required.get("nodeSelectorTerms") or []
-        if len(terms) != 1 or terms[0].get("matchFields"):
+    """The pod's nodeSelector (ANDed with its node affinity)."""
+    return {k: str(v) for k, v in (pod_spec.get("nodeSelector") or {}).items()}
+
+
+def node_affinity(pod_spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The pod's spec.affinity.nodeAffinity as it is, for gangsched, which
+    matches it as Kubernetes does (docs/SCHEDULING.md, "Node affinity");
+    None when it says nothing. Raises MappingError naming what gangsched
+    would refuse."""
+    affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    affinity = {k: v for k, v in affinity.items() if v}
+    if not affinity:
+        return None
+    try:
+        gspec.node_affinity(affinity, "nodeAffinity")
+    except gspec.SpecError as e:
+        raise MappingError(f"{e.field}: {e}") from None
+    return affinity
+
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a Kubernetes labelSelector selects a pod with `labels`."""
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != str(v):
+            return False
+    for e in selector.get("matchExpressions") or []:
+        key, op = e.get("key", ""), e.get("operator", "")
+        values = [str(v) for v in e.get("values") or []]
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and labels.get(key) in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return False
+    return True
+
+
+def _pins(selector: Mapping[str, Any], key: str, value: str) -> bool:
+    """Whether the selector only selects pods whose label `key` is
+    `value`."""
+    if str((selector.get("matchLabels") or {}).get(key, "")) == value:
+        return True
+    return any(e.get("key") == key and e.get("operator") == "In" and
+               [str(v) for v in e.get("values") or []] == [value]
+               for e in selector.get("matchExpressions") or [])
+
+
+def _own_group(term: Mapping[str, Any], own: Mapping[str, str],
+               namespace: str) -> str:
+    """Why a pod (anti-)affinity term or spread constraint does not select
+    exactly the group's own pods of this RayCluster, or ""."""
+    extra = sorted(set(term) & {"namespaceSelector", "matchLabelKeys",
+                                "mismatchLabelKeys"})
+    if extra:
+        return f"{', '.join(extra)} is not supported"
+    if any(ns != namespace for ns in term.get("namespaces") or []):
+        return "it names other namespaces"
+    selector = term.get("labelSelector") or {}
+    if not _selects(selector, own):
+        return "its labelSelector does not select the group's own pods"
+    for key in (names.CLUSTER_LABEL, names.GROUP_LABEL):
+        if not _pins(selector, key, own[key]):
+            return (f"its labelSelector may select pods of other groups or "
+                    f"clusters: give it {key}: {own[key]}")
+    return ""
+
+
+def pod_strategy(pod_spec: Mapping[str, Any], own: Mapping[str, str],
+                 namespace: str, where: str) -> str | None:
+    """The placement strategy that means what the pod's anti-affinity and
+    spread constraints among the group's own pods mean (README, "Pod
+    affinity and spreading"): required anti-affinity on the hostname ->
+    STRICT_SPREAD, preferred anti-affinity or a ScheduleAnyway spread on
+    the hostname -> SPREAD; None when there is none. Anything else is
+    refused with a MappingError, never dropped."""
+    affinity = pod_spec.get("affinity") or {}
+    if affinity.get("podAffinity"):
+        raise MappingError(f"{where}: podAffinity is not supported: "
+                           "gangsched keeps a group together with the "
+                           "PACK or STRICT_PACK placement, or a topology "
+                           "(annotations gangsched.io/placement, "
+                           "gangsched.io/topology-key)")
+    anti = affinity.get("podAntiAffinity") or {}
+    strategy = None
+    required = anti.get("requiredDuringSchedulingIgnoredDuringExecution") \
+        or []
+    preferred = anti.get("preferredDuringSchedulingIgnoredDuringExecution") \
+        or []
+    for i, term in enumerate(required):
+        at = f"{where}: podAntiAffinity required[{i}]"
+        if term.get("topologyKey") != HOSTNAME:
+            raise MappingError(f"{at}: only topologyKey {HOSTNAME} is "
+                               "supported (it is STRICT_SPREAD); for zones "
+                               "use gangsched.io/topology-key")
+        if why := _own_group(term, own, namespace):
+            raise MappingError(f"{at}: {why}")
+        strategy = "STRICT_SPREAD"
+    for i, item in enumerate(preferred):
+        at = f"{where}: podAntiAffinity preferred[{i}]"
+        term = item.get("podAffinityTerm") or {}
+        if term.get("topologyKey") != HOSTNAME:
+            raise MappingError(f"{at}: only topologyKey {HOSTNAME} is "
+                               "supported (it is SPREAD)")
+        if why := _own_group(term, own, namespace):
+            raise MappingError(f"{at}: {why}")
+        strategy = strategy or "SPREAD"
+    for i, c in enumerate(pod_spec.get("topologySpreadConstraints") or []):
+        at = f"{where}: topologySpreadConstraints[{i}]"
+        if c.get("topologyKey") != HOSTNAME:
+            raise MappingError(f"{at}: only topologyKey {HOSTNAME} is "
+                               "supported; to keep a group in one zone or "
+                               "rack use gangsched.io/topology-key")
+        if c.get("whenUnsatisfiable") != "ScheduleAnyway":
             raise MappingError(
-                "required node affinity: gangsched matches exact label "
-                "values; use one nodeSelectorTerm of In with one value")
-        for expr in terms[0].get("matchExpressions") or []:
-            values = expr.get("values") or []
-            if expr.get("operator") != "In" or len(values) != 1:
-                raise MappingError(
-                    f"required node affinity on {expr.get('key')!r}: only "
-                    f"'In' with one value can be scheduled by gangsched, "
-                    f"not {expr.get('operator')!r} {values}")
-            key = expr["key"]
-            if selector.get(key, values[0]) != values[0]:
-                raise MappingError(f"node selector and affinity disagree on "
-                                   f"{key!r}: never satisfiable")
-            selector[key] = values[0]
-    return {k: str(v) for k, v in selector.items()}
+                f"{at}: whenUnsatisfiable DoNotSchedule over hosts is not "
+                "a gangsched strategy; use required podAntiAffinity on "
+                f"{HOSTNAME} (STRICT_SPREAD: one pod a node) or "
+                "ScheduleAnyway (SPREAD)")
+        if why := _own_group(c, own, namespace):
+            raise MappingError(f"{at}: {why}")
+        strategy = strategy or "SPREAD"
+    return strategy
 
 
 def _placement(annotations: Mapping[str, str], where: str) -> dict | None:
@@ -258,16 +369,16 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
         # KubeRay adds the autoscaler container to the head pod.
         head_spec["containers"] = list(head_spec.get("containers") or []) + [
             {"name": "autoscaler", "resources": autoscaler_resources(spec)}]
+    namespace = meta.get("namespace", "default")
     head = {"name": names.HEAD_GROUP,
             "resources": pod_request(head_spec),
             "min_count": 1, "desired_count": 1, "max_count": 1,
-            "node_selector": _selector(head_template, "headGroupSpec"),
+            "node_selector": node_selector(head_template.get("spec") or {}),
             "tolerations": _tolerations(head_template, taint_specs)}
     head_annotations = (head_template.get("metadata") or {}).get(
         "annotations") or {}
-    head_placement = _placement(head_annotations, "headGroupSpec.template")
-    if head_placement:
-        head["placement"] = head_placement
+    _pod_filters(head, head_template, meta["name"], "headgroup", "head",
+                 namespace, head_annotations, "headGroupSpec.template")
     _gpu_fraction(head, head_annotations, "headGroupSpec.template")
     _gpu_memory(head, head_annotations, "headGroupSpec.template")
     groups = [head]
@@ -300,19 +411,18 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
                  "resources": pod_request(worker_spec),
                  "min_count": minimum, "desired_count": desired,
                  "max_count": maximum, "pods_per_replica": hosts,
-                 "node_selector": _selector(template, where),
+                 "node_selector": node_selector(template.get("spec") or {}),
                  "tolerations": _tolerations(template, taint_specs)}
         template_annotations = (template.get("metadata") or {}).get(
             "annotations") or {}
-        placement = _placement(template_annotations, f"{where}.template")
-        if placement:
-            group["placement"] = placement
+        _pod_filters(group, template, meta["name"], name, "worker",
+                     namespace, template_annotations, f"{where}.template")
         _gpu_fraction(group, template_annotations, f"{where}.template")
         _gpu_memory(group, template_annotations, f"{where}.template")
         groups.append(group)
     _cap_max(groups)
     out: dict[str, Any] = {
-        "id": workload_id(meta.get("namespace", "default"), meta["name"]),
+        "id": workload_id(namespace, meta["name"]),
         "queue": queue_of(labels, default_queue),
         "priority_class": priority_class_of(cluster, known_classes),
         "groups": groups,
@@ -407,11 +517,36 @@ def beyond_group(amounts: Mapping[str, int],
         if amount > group_resources.get(name, 0))
 
 
-def _selector(template: Mapping[str, Any], where: str) -> dict[str, str]:
-    try:
-        return node_selector(template.get("spec") or {})
-    except MappingError as e:
-        raise MappingError(f"{where}: {e}") from None
+def _pod_filters(group: dict[str, Any], template: Mapping[str, Any],
+                 cluster: str, group_label: str, node_type: str,
+                 namespace: str, annotations: Mapping[str, str],
+                 where: str) -> None:
+    """The group's node affinity and placement from its pod template: the
+    affinity as it is; the placement from the annotations, or the strategy
+    its pod anti-affinity and spread constraints mean (pod_strategy); the
+    two must agree."""
+    pod_spec = template.get("spec") or {}
+    affinity = node_affinity(pod_spec)
+    if affinity:
+        group["node_affinity"] = affinity
+    own = {str(k): str(v) for k, v in
+           ((template.get("metadata") or {}).get("labels") or {}).items()}
+    own.update({names.CLUSTER_LABEL: cluster, names.GROUP_LABEL: group_label,
+                names.NODE_TYPE_LABEL: node_type})
+    strategy = pod_strategy(pod_spec, own, namespace, where)
+    placement = _placement(annotations, where)
+    if strategy and placement and \
+            annotations.get(names.PLACEMENT_ANNOTATION, "").strip():
+        if placement["strategy"] != strategy:
+            raise MappingError(
+                f"{where}: annotation {names.PLACEMENT_ANNOTATION} says "
+                f"{placement['strategy']} but the pods' anti-affinity or "
+                f"spread constraints mean {strategy}")
+    elif strategy:
+        placement = placement or {"topology_key": "", "required": False}
+        placement["strategy"] = strategy
+    if placement:
+        group["placement"] = placement
 
 
 def _tolerations(template: Mapping[str, Any],

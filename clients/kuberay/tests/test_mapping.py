@@ -10,6 +10,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+import gangsched  # noqa: E402
 from gangsched_kuberay import mapping  # noqa: E402
 from gangsched_kuberay.clusters import _match  # noqa: E402
 from gangsched_kuberay.pods import tolerates  # noqa: E402
@@ -112,26 +113,131 @@ def test_effective_pod_request_init_containers_and_overhead():
                                          "memory": "1536Mi"}
 
 
-def test_node_selector_and_exact_affinity_are_carried():
-    spec = {"nodeSelector": {"pool": "a100"}, "affinity": {"nodeAffinity": {
+def test_node_selector_and_node_affinity_pass_through_as_they_are():
+    """Several instance types, NotIn spot, several terms and preferences:
+    what Ray users write, carried to gangsched unflattened."""
+    affinity = {
         "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
+            "nodeSelectorTerms": [
+                {"matchExpressions": [
+                    {"key": "node.kubernetes.io/instance-type",
+                     "operator": "In", "values": ["p4d.24xlarge",
+                                                  "p5.48xlarge"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "NotIn",
+                     "values": ["spot"]}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "In",
+                                  "values": ["gpu-node-7"]}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 50, "preference": {"matchExpressions": [
                 {"key": "topology.kubernetes.io/zone", "operator": "In",
-                 "values": ["z1"]}]}]}}}}
-    assert mapping.node_selector(spec) == {
-        "pool": "a100", "topology.kubernetes.io/zone": "z1"}
+                 "values": ["us-east-1a"]}]}}]}
+    spec = {"nodeSelector": {"pool": "a100"},
+            "affinity": {"nodeAffinity": affinity}}
+    assert mapping.node_selector(spec) == {"pool": "a100"}
+    assert mapping.node_affinity(spec) == affinity
+    assert mapping.node_affinity({"affinity": {"nodeAffinity": {}}}) is None
+    workload = mapping.workload_from_cluster(_rc(spec), "default", set())
+    worker = workload["groups"][1]
+    assert worker["node_selector"] == {"pool": "a100"}
+    assert worker["node_affinity"] == affinity
+    # and the client takes it as gangsched will
+    message = gangsched.workload_spec(workload)
+    assert list(message.groups[1].node_affinity.required[0]
+                .match_expressions[0].values) == ["p4d.24xlarge",
+                                                  "p5.48xlarge"]
 
 
-@pytest.mark.parametrize("expr", [
-    {"key": "zone", "operator": "In", "values": ["a", "b"]},
-    {"key": "zone", "operator": "NotIn", "values": ["a"]},
-    {"key": "zone", "operator": "Exists"}])
-def test_affinity_gangsched_cannot_express_is_refused(expr):
+@pytest.mark.parametrize("expr,field", [
+    ({"key": "gpus", "operator": "Gt", "values": ["many"]}, "values"),
+    ({"key": "zone", "operator": "Near", "values": ["a"]}, "operator"),
+    ({"key": "zone", "operator": "In"}, "values")])
+def test_node_affinity_kubernetes_would_refuse_is_refused(expr, field):
     spec = {"affinity": {"nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [expr]}]}}}}
-    with pytest.raises(mapping.MappingError, match="zone"):
-        mapping.node_selector(spec)
+    with pytest.raises(mapping.MappingError, match=field):
+        mapping.node_affinity(spec)
+
+
+def _rc(pod_spec: dict, annotations: dict | None = None) -> dict:
+    """A RayCluster "rc" with one worker group "workers" of this pod spec."""
+    spec = {"containers": [container({"cpu": "1"})], **pod_spec}
+    return cluster(workers=[worker("workers", spec=spec,
+                                   annotations=annotations)])
+
+
+def _anti(topology_key: str = "kubernetes.io/hostname",
+          match: dict | None = None) -> dict:
+    return {"topologyKey": topology_key, "labelSelector": {
+        "matchLabels": match if match is not None else
+        {"ray.io/cluster": "rc", "ray.io/group": "workers"}}}
+
+
+@pytest.mark.parametrize("pod_spec,strategy", [
+    ({"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [_anti()]}}},
+     "STRICT_SPREAD"),
+    ({"affinity": {"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": _anti()}]}}}, "SPREAD"),
+    ({"topologySpreadConstraints": [{
+        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchExpressions": [
+            {"key": "ray.io/group", "operator": "In", "values": ["workers"]},
+            {"key": "ray.io/cluster", "operator": "In",
+             "values": ["rc"]}]}}]}, "SPREAD"),
+    ({}, None)])
+def test_anti_affinity_among_own_pods_maps_to_a_strategy(pod_spec, strategy):
+    group = mapping.workload_from_cluster(_rc(pod_spec), "default",
+                                          set())["groups"][1]
+    assert (group.get("placement") or {}).get("strategy") == strategy
+
+
+@pytest.mark.parametrize("pod_spec,why", [
+    ({"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            _anti("topology.kubernetes.io/zone")]}}}, "only topologyKey"),
+    ({"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            _anti(match={"ray.io/group": "workers"})]}}},
+     "give it ray.io/cluster: rc"),
+    ({"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            _anti(match={"app": "other"})]}}},
+     "does not select the group's own pods"),
+    ({"affinity": {"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [_anti()]}}},
+     "podAffinity is not supported"),
+    ({"topologySpreadConstraints": [{
+        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"ray.io/cluster": "rc",
+                                          "ray.io/group": "workers"}}}]},
+     "DoNotSchedule"),
+    ({"topologySpreadConstraints": [{
+        "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"ray.io/cluster": "rc",
+                                          "ray.io/group": "workers"}}}]},
+     "gangsched.io/topology-key")])
+def test_pod_affinity_gangsched_cannot_mean_is_refused(pod_spec, why):
+    with pytest.raises(mapping.MappingError, match=why):
+        mapping.workload_from_cluster(_rc(pod_spec), "default", set())
+
+
+def test_placement_annotation_and_anti_affinity_must_agree():
+    anti = {"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [_anti()]}}}
+    with pytest.raises(mapping.MappingError, match="mean STRICT_SPREAD"):
+        mapping.workload_from_cluster(
+            _rc(anti, {"gangsched.io/placement": "PACK"}), "default", set())
+    group = mapping.workload_from_cluster(
+        _rc(anti, {"gangsched.io/topology-key": "topology.kubernetes.io/zone"}),
+        "default", set())["groups"][1]
+    assert group["placement"] == {
+        "strategy": "STRICT_SPREAD",
+        "topology_key": "topology.kubernetes.io/zone", "required": False}
 
 
 def test_queue_falls_back_to_kai_and_priority_class_to_pods():
