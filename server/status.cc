@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/taints.h"
 #include "server/log.h"
 
 namespace gangsched::server {
@@ -288,10 +289,15 @@ std::string NodeTable(const StatusSnapshot& s) {
     }
     absl::StrAppend(
         &rows, "<tr><td>", Html(n.name), "</td><td>",
-        n.schedulable ? "yes" : "<b>cordoned</b>", "</td><td>", bars,
-        "</td><td class=\"reason\">", Html(absl::StrJoin(used, ", ")),
-        "</td><td class=\"reason\">", Html(absl::StrJoin(free, ", ")),
-        "</td><td class=\"num\">", n.slots, "</td></tr>");
+        n.schedulable ? "yes" : "<b>cordoned</b>",
+        n.taints.empty()
+            ? std::string()
+            : absl::StrCat("<div class=\"reason\">taints ",
+                           Html(absl::StrJoin(n.taints, ", ")), "</div>"),
+        "</td><td>", bars, "</td><td class=\"reason\">",
+        Html(absl::StrJoin(used, ", ")), "</td><td class=\"reason\">",
+        Html(absl::StrJoin(free, ", ")), "</td><td class=\"num\">", n.slots,
+        "</td></tr>");
   }
   if (rows.empty()) return "<p class=\"muted\">No nodes reported yet.</p>";
   return absl::StrCat(
@@ -381,7 +387,9 @@ StatusSnapshot BuildStatus(const Scheduler& scheduler, absl::Time now,
   for (const Node& n : scheduler.nodes()) {
     if (!n.live) continue;
     StatusNode row{
-        n.name, n.schedulable, static_cast<int32_t>(n.slots.size()), {}, {}};
+        n.name, n.schedulable, static_cast<int32_t>(n.slots.size()), {}, {},
+        {}};
+    for (const Taint& t : n.taints) row.taints.push_back(TaintText(t));
     for (int d = 0; d < n.DeviceCount(); ++d)
       row.gpu_devices.push_back(n.devices.Held(d));
     for (size_t i = 0; i < table.size(); ++i) {
@@ -447,7 +455,10 @@ std::string StatusJson(const StatusSnapshot& s) {
     const StatusNode& n = s.nodes[i];
     absl::StrAppend(&out, i ? "," : "", "{\"name\":", JsonQuote(n.name),
                     ",\"schedulable\":", n.schedulable ? "true" : "false",
-                    ",\"slots\":", n.slots, ",\"resources\":{");
+                    ",\"slots\":", n.slots, ",\"taints\":[");
+    for (size_t j = 0; j < n.taints.size(); ++j)
+      absl::StrAppend(&out, j ? "," : "", JsonQuote(n.taints[j]));
+    absl::StrAppend(&out, "],\"resources\":{");
     for (size_t j = 0; j < n.resources.size(); ++j) {
       const StatusNodeResource& r = n.resources[j];
       absl::StrAppend(&out, j ? "," : "", JsonQuote(r.resource),

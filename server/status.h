@@ -65,6 +65,9 @@ struct StatusNode {
   bool schedulable = true;
   int32_t slots = 0;
   std::vector<StatusNodeResource> resources;
+  // "key=value:NoSchedule", as kubectl writes them (docs/SCHEDULING.md,
+  // "Taints and tolerations").
+  std::vector<std::string> taints;
   // What each GPU device holds, in milli-GPUs (docs/SCHEDULING.md,
   // "Fractional GPUs"); empty for nodes that do not track devices.
   std::vector<int64_t> gpu_devices;

@@ -4,8 +4,11 @@
 #include <iostream>
 #include <map>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "clients/gangschedctl/command.h"
+#include "clients/gangschedctl/enum_names.h"
 #include "clients/gangschedctl/json_output.h"
 #include "clients/gangschedctl/resource_map.h"
 #include "clients/gangschedctl/table.h"
@@ -44,6 +47,49 @@ absl::Status LoadNodes(const std::string& path,
   return absl::OkStatus();
 }
 
+// "KEY[=VALUE]:EFFECT", as kubectl taint writes it (the server checks the
+// words).
+absl::StatusOr<v1::Taint> ParseTaint(absl::string_view text) {
+  const size_t colon = text.rfind(':');
+  if (colon == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text,
+                     "\": KEY[=VALUE]:EFFECT (NoSchedule, PreferNoSchedule or "
+                     "NoExecute)"));
+  }
+  absl::StatusOr<const google::protobuf::EnumValueDescriptor*> effect =
+      ParseEnumValue(v1::TaintEffect_descriptor(), text.substr(colon + 1));
+  if (!effect.ok() || (*effect)->number() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text.substr(colon + 1),
+                     "\": the effect is NoSchedule, PreferNoSchedule or "
+                     "NoExecute"));
+  }
+  v1::Taint taint;
+  absl::string_view words = text.substr(0, colon);
+  const size_t eq = words.find('=');
+  taint.set_key(std::string(words.substr(0, eq)));
+  if (eq != absl::string_view::npos)
+    taint.set_value(std::string(words.substr(eq + 1)));
+  taint.set_effect(static_cast<v1::TaintEffect>((*effect)->number()));
+  return taint;
+}
+
+// "key=value:NoSchedule, ...", as kubectl describe shows a node's taints.
+std::string FormatTaints(
+    const google::protobuf::RepeatedPtrField<v1::Taint>& taints) {
+  if (taints.empty()) return "-";
+  std::vector<std::string> out;
+  for (const v1::Taint& t : taints) {
+    static const char* kEffects[] = {"", "NoSchedule", "PreferNoSchedule",
+                                     "NoExecute"};
+    const int e = t.effect();
+    out.push_back(absl::StrCat(t.key(), t.value().empty() ? "" : "=", t.value(),
+                               ":", e >= 0 && e < 4 ? kEffects[e] : "?"));
+  }
+  return absl::StrJoin(out, ",");
+}
+
 // Prints one line per node result; returns kExitFailure if any was rejected
 // so scripts notice a partial failure.
 int ReportNodeResults(
@@ -73,10 +119,10 @@ int RunNodesAdd(CommandContext& context, const ParsedArgs& args) {
   if (args.Has("file")) {
     if (!args.positional().empty() || args.Has("allocatable") ||
         args.Has("label") || args.Has("unschedulable") ||
-        args.Has("gpu-memory")) {
+        args.Has("gpu-memory") || args.Has("taint")) {
       return context.UsageError(
           "-f cannot be combined with NAME, --allocatable, --label, "
-          "--gpu-memory or --unschedulable");
+          "--taint, --gpu-memory or --unschedulable");
     }
     absl::Status status = LoadNodes(args.Get("file"), request.mutable_nodes());
     if (!status.ok()) return ReportError(status);
@@ -104,6 +150,14 @@ int RunNodesAdd(CommandContext& context, const ParsedArgs& args) {
     }
     node->mutable_labels()->insert(labels.begin(), labels.end());
     if (args.Has("gpu-memory")) node->set_gpu_memory(args.Get("gpu-memory"));
+    for (const std::string& text : args.GetAll("taint")) {
+      absl::StatusOr<v1::Taint> taint = ParseTaint(text);
+      if (!taint.ok()) {
+        return context.UsageError(
+            absl::StrCat("--taint: ", taint.status().message()));
+      }
+      *node->add_taints() = *std::move(taint);
+    }
   }
 
   if (args.Has("print-request")) {
@@ -187,12 +241,13 @@ int RunNodesList(CommandContext& context, const ParsedArgs&) {
     PrintJson(snapshot);
     return kExitOk;
   }
-  Table table({"NAME", "SCHEDULABLE", "ALLOCATABLE", "GPU-MEMORY", "ALLOCATED",
-               "FREE", "SLOTS"});
+  Table table({"NAME", "SCHEDULABLE", "TAINTS", "ALLOCATABLE", "GPU-MEMORY",
+               "ALLOCATED", "FREE", "SLOTS"});
   for (const v1::NodeStatus& node : snapshot.nodes()) {
     // GPU-MEMORY: of one device (docs/SCHEDULING.md, "GPU memory").
     table.AddRow(
         {node.node().name(), node.node().schedulable() ? "true" : "false",
+         FormatTaints(node.node().taints()),
          FormatKeyValues(node.node().allocatable()),
          node.node().gpu_memory().empty() ? "-" : node.node().gpu_memory(),
          FormatKeyValues(node.allocated()), FormatKeyValues(node.free()),
@@ -210,7 +265,7 @@ std::vector<CommandDef> NodeCommands() {
       {.name = "nodes add",
        .synopsis = "nodes add -f FILE\n"
                    "nodes add NAME --allocatable RES=QTY,... [--label K=V]... "
-                   "[--unschedulable]",
+                   "[--taint K[=V]:EFFECT]... [--unschedulable]",
        .summary = "add or replace nodes (Scheduler.UpsertNodes)",
        .description =
            "FILE (YAML, \"-\" for stdin) holds one Node, a list of nodes or "
@@ -235,6 +290,12 @@ std::vector<CommandDef> NodeCommands() {
                   .takes_value = true,
                   .value_name = "QTY",
                   .help = "memory of one of its GPU devices, e.g. 80Gi"},
+                 {.name = "taint",
+                  .takes_value = true,
+                  .repeated = true,
+                  .value_name = "K[=V]:EFFECT",
+                  .help = "node taint, as kubectl taint writes it, e.g. "
+                          "nvidia.com/gpu=present:NoSchedule"},
                  {.name = "unschedulable", .help = "add the node cordoned"},
                  kRequestIdFlag,
                  kPrintRequestFlag},

@@ -63,6 +63,22 @@ absl::StatusOr<const EnumValueDescriptor*> ParseEnumValue(
             type->FindValueByName(ValuePrefix(type) + wanted)) {
       return value;
     }
+    // Kubernetes' CamelCase spelling ("NoSchedule", "NotIn",
+    // "DoesNotExist"): a word begins at each capital after a small letter.
+    std::string snake;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (i > 0 && absl::ascii_isupper(static_cast<unsigned char>(text[i])) &&
+          absl::ascii_islower(static_cast<unsigned char>(text[i - 1]))) {
+        snake += '_';
+      }
+      snake += absl::ascii_toupper(static_cast<unsigned char>(text[i]));
+    }
+    if (snake != wanted) {
+      if (const EnumValueDescriptor* value =
+              type->FindValueByName(ValuePrefix(type) + snake)) {
+        return value;
+      }
+    }
     int number = 0;
     if (absl::SimpleAtoi(text, &number)) {
       if (const EnumValueDescriptor* value = type->FindValueByNumber(number)) {

@@ -22,7 +22,8 @@ std::string DisplayEnumName(const google::protobuf::EnumDescriptor* type,
                             int number);
 
 // Resolves user text to a value: the full name, the short name, either in
-// any case and with '-' for '_', the number, or an unambiguous prefix of a
+// any case and with '-' for '_', Kubernetes' CamelCase ("NoSchedule",
+// "NotIn"), the number, or an unambiguous prefix of a
 // short name ("elastic" for PREEMPT_SCOPE_ELASTIC_ONLY).
 absl::StatusOr<const google::protobuf::EnumValueDescriptor*> ParseEnumValue(
     const google::protobuf::EnumDescriptor* type, absl::string_view text);

@@ -345,6 +345,81 @@ class GpuMemoryTest(hardening.PersistentCase):
         self.assertEqual(self.get("i").state, e2e.types.WORKLOAD_STATE_RUNNING)
 
 
+class NodeFiltersTest(hardening.PersistentCase):
+    """Taints, tolerations and node affinity through gangschedctl (in
+    Kubernetes' spelling), the status page's JSON, and a kill -9."""
+
+    def ctl(self, *args, stdin=None):
+        return subprocess.run([CTL, "--server", "127.0.0.1:%d" % self.server.port] + list(args),
+                              capture_output=True, text=True, timeout=30, input=stdin)
+
+    def test_taints_and_affinity_from_the_cli_survive_a_kill(self):
+        added = self.ctl("nodes", "add", "l4-0", "--allocatable",
+                         "cpu=48,memory=192Gi,nvidia.com/gpu=4",
+                         "--label", "node.kubernetes.io/instance-type=g2-standard-48",
+                         "--taint", "nvidia.com/gpu=present:NoSchedule",
+                         "--taint", "team=ml:PreferNoSchedule")
+        self.assertEqual(added.returncode, 0, added.stderr)
+        bad = self.ctl("nodes", "add", "x", "--allocatable", "cpu=1", "--taint", "a=b:Sometimes")
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("NoSchedule, PreferNoSchedule or NoExecute", bad.stderr)
+        listed = self.ctl("nodes", "list")
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertIn("nvidia.com/gpu=present:NoSchedule,team=ml:PreferNoSchedule",
+                      listed.stdout)
+        workload = """
+id: default/l4
+queue: default
+groups:
+  - name: worker
+    resources: {nvidia.com/gpu: "1"}
+    min_count: 2
+    desired_count: 2
+    tolerations:
+      - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
+    node_affinity:
+      required:
+        - match_expressions:
+            - {key: node.kubernetes.io/instance-type, operator: In,
+               values: [g2-standard-48, g2-standard-96]}
+      preferred:
+        - weight: 10
+          preference:
+            match_expressions:
+              - {key: node.kubernetes.io/instance-type, operator: NotIn, values: [a2-highgpu-1g]}
+"""
+        shown = self.ctl("allocate", "-f", "-", stdin=workload)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertEqual([b.node for b in self.get("default/l4").bindings], ["l4-0", "l4-0"])
+        # The status page shows the node's taints as kubectl writes them.
+        url = "http://127.0.0.1:%d/api/state" % self.server.metrics_port
+        deadline = time.monotonic() + 5
+        while True:
+            with urllib.request.urlopen(url, timeout=T) as resp:
+                nodes = {n["name"]: n for n in json.load(resp)["nodes"]}
+            if "l4-0" in nodes or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(nodes["l4-0"]["taints"],
+                         ["nvidia.com/gpu=present:NoSchedule", "team=ml:PreferNoSchedule"])
+        # kill -9: taints, tolerations and affinity come back as they went.
+        before = self.get("default/l4").spec
+        self.restart(kill=True)
+        self.assertEqual(self.get("default/l4").spec, before)
+        node = self.admin.GetClusterSnapshot(e2e.admin.GetClusterSnapshotRequest(),
+                                             timeout=T).nodes[0].node
+        self.assertEqual([(t.key, t.value) for t in node.taints],
+                         [("nvidia.com/gpu", "present"), ("team", "ml")])
+        # A gang whose affinity matches no node is UNSATISFIABLE, and says so.
+        nowhere = self.ctl("allocate", "-f", "-", stdin=workload.replace(
+            "default/l4", "default/p5").replace("g2-standard-48, g2-standard-96",
+                                                "p5.48xlarge"))
+        self.assertEqual(nowhere.returncode, 0, nowhere.stderr)
+        status = self.get("default/p5")
+        self.assertEqual(status.pending.code, e2e.types.PENDING_CODE_UNSATISFIABLE)
+        self.assertIn("outside the node affinity of group worker", status.pending.message)
+
+
 class ConsolidationTest(hardening.PersistentCase):
     config = "consolidation: {max_pods_per_gang: 4}\nqueues:\n  - {name: a}\n"
 

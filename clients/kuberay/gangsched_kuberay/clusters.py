@@ -275,8 +275,17 @@ class ClusterReconciler:
             "deletionTimestamp") and not (cluster.get("spec") or {}).get(
             "suspend") and mapping.opted_in(cluster, self.scheduler_name)
 
+        # An opted-out cluster lives on under another scheduler: each pod
+        # gangsched placed gives its slot back for good as it goes, however
+        # long the others run (a deleted or suspended one loses all its
+        # pods at once, and is released whole).
+        opted_out = cluster is not None and not alive and not P.meta(
+            cluster).get("deletionTimestamp") and not (
+                cluster.get("spec") or {}).get("suspend")
         if gang is not None and gang.state != "RELEASED":
-            self._give_back(t, wid, gang, pods, cluster if alive else None)
+            self._give_back(t, wid, gang, pods,
+                            cluster if alive or opted_out else None,
+                            wants_none=opted_out)
             gang = self._gang(t, wid)
 
         if not alive:
@@ -374,12 +383,85 @@ class ClusterReconciler:
             t.retry_at = time.monotonic() + min(
                 REFUSAL_BACKOFF_MAX, 2.0 ** min(t.refusals, 10))
             t.refused_why = f"gangsched refused the workload: {e.details}"
+            self._lower_counts(wid, spec, gang, signature)
             return t.refused_why
         t.refused = ("", 0)
         t.refusals = 0
         t.fresh = False
         t.known_absent = False
         return ""
+
+    def _lower_counts(self, wid: str, spec: Any, gang: GangView | None,
+                      signature: str) -> None:
+        """A refused spec still wants fewer pods than gangsched holds for
+        (a group suspended, scaled down or removed together with a refused
+        queue move): gangsched's own spec with those counts lowered is asked
+        for, so that the pods that go are given back as a shrink and no room
+        is booked for pods that will not come (README, "Day two")."""
+        if gang is None or gang.spec is None or gang.state == "RELEASED":
+            return
+        wanted = {g.name: g for g in spec.groups}
+        fallback = type(gang.spec)()
+        fallback.CopyFrom(gang.spec)
+        lowered = False
+        for g in fallback.groups:
+            new = wanted.get(g.name)
+            h = g.pods_per_replica or 1
+            if new is not None and (new.pods_per_replica or 1) != h:
+                continue  # another shape: nothing of it to lower
+            # A reshaped group is asked for in its old shape with min 0
+            # (_keep_old_shapes): lowered the same way.
+            desired = new.desired_count if new is not None else 0
+            minimum = new.min_count if new is not None else 0
+            desired -= desired % h
+            minimum -= minimum % h
+            if desired < g.desired_count or minimum < g.min_count:
+                g.desired_count = min(g.desired_count, desired)
+                g.min_count = min(g.min_count, minimum, g.desired_count)
+                lowered = True
+        if not lowered or sum(g.min_count for g in fallback.groups) < 1:
+            return
+        try:
+            self.client.allocate(
+                fallback, request_id=f"lower/{wid}/{signature}/"
+                f"{gang.revision}")
+            metrics.GANGSCHED_CALLS.labels("Allocate", "ok").inc()
+        except GangschedError as e:
+            metrics.GANGSCHED_CALLS.labels("Allocate", e.code.name).inc()
+            if e.code not in (grpc.StatusCode.INVALID_ARGUMENT,
+                              grpc.StatusCode.FAILED_PRECONDITION,
+                              grpc.StatusCode.NOT_FOUND):
+                raise
+            log.info("lowering %s's counts refused: %s", wid, e.details)
+
+    def _lower_min(self, wid: str, gang: GangView, group: str) -> bool:
+        """gangsched's spec with `group`'s min_count one replica below its
+        desired count, so that one of its replicas can be given back for
+        good; False when that would leave the gang minimum empty (the
+        workload is then released whole, once its pods are gone)."""
+        if gang.spec is None or gang.state == "RELEASED":
+            return False
+        lowered = type(gang.spec)()
+        lowered.CopyFrom(gang.spec)
+        for g in lowered.groups:
+            if g.name == group:
+                h = g.pods_per_replica or 1
+                g.min_count = max(0, min(g.min_count, g.desired_count - h))
+        if sum(g.min_count for g in lowered.groups) < 1:
+            return False
+        try:
+            self.client.allocate(lowered, request_id=f"lowermin/{wid}/"
+                                 f"{gang.revision}/{group}")
+            metrics.GANGSCHED_CALLS.labels("Allocate", "ok").inc()
+            return True
+        except GangschedError as e:
+            metrics.GANGSCHED_CALLS.labels("Allocate", e.code.name).inc()
+            if e.code not in (grpc.StatusCode.INVALID_ARGUMENT,
+                              grpc.StatusCode.FAILED_PRECONDITION,
+                              grpc.StatusCode.NOT_FOUND):
+                raise
+            log.info("lowering %s's minimum refused: %s", wid, e.details)
+            return False
 
     def _settle_inflight(self, t: Tracked, pods: list[dict]) -> None:
         """A bind stays in flight until this pass's own view of the pods
@@ -595,13 +677,15 @@ class ClusterReconciler:
         return gang.groups[group].desired_count - desired.get(group, 0)
 
     def _give_back(self, t: Tracked, wid: str, gang: GangView,
-                   pods: list[dict], cluster: dict | None) -> None:
+                   pods: list[dict], cluster: dict | None,
+                   wants_none: bool = False) -> None:
         if cluster is None:
             # Going away: the whole workload is released once no pod runs.
             t.gone.clear()
             t.blocked.clear()
             return
-        desired = self._wanted_desired(cluster, gang)
+        desired = {g: 0 for g in gang.groups} if wants_none else \
+            self._wanted_desired(cluster, gang)
         shrunk: set[str] = set()  # this pass's, not in `gang` yet
         for uid, (slot, pod_name, node) in list(t.gone.items()):
             del t.gone[uid]
@@ -619,8 +703,15 @@ class ClusterReconciler:
             if shrink:
                 first = index - index % h
                 replica = [slot_name(group, first + i) for i in range(h)]
-                if self._release(wid, replica, True, f"shrink/{wid}/{uid}",
-                                 "scale_down"):
+                released = self._release(wid, replica, True,
+                                         f"shrink/{wid}/{uid}", "scale_down")
+                if not released and self._lower_min(wid, gang, group):
+                    # Below its min_count (a cluster winding down, a refused
+                    # spec): the minimum lowered first, then given back.
+                    released = self._release(wid, replica, True,
+                                             f"shrink/{wid}/{uid}/min",
+                                             "scale_down")
+                if released:
                     t.to_delete.discard(pod_name)
                     t.fresh = False
                     shrunk.update(replica)
@@ -654,9 +745,13 @@ class ClusterReconciler:
                        for s in slots):
                     continue
                 replica = [slot_name(group, r * h + i) for i in range(h)]
-                if self._release(wid, replica, True,
-                                 f"shrink/{wid}/{gang.revision}/{r}/{group}",
-                                 "scale_down"):
+                request = f"shrink/{wid}/{gang.revision}/{r}/{group}"
+                released = self._release(wid, replica, True, request,
+                                         "scale_down")
+                if not released and self._lower_min(wid, gang, group):
+                    released = self._release(wid, replica, True,
+                                             f"{request}/min", "scale_down")
+                if released:
                     excess -= h
                     t.fresh = False
 

@@ -42,6 +42,7 @@ class GangView:
     spec_key: tuple
     after_eviction: str
     ours: bool  # submitted by the shim for this RayCluster (its labels)
+    spec: Any = None  # the WorkloadSpec gangsched holds
 
     @staticmethod
     def of(status: Any) -> "GangView":
@@ -83,7 +84,7 @@ class GangView:
                           if h.reason},
             groups=groups, revision=status.revision,
             spec_key=spec_key(status.spec), after_eviction=after,
-            ours=_submitted_by_the_shim(status.spec))
+            ours=_submitted_by_the_shim(status.spec), spec=status.spec)
 
 
 def _submitted_by_the_shim(spec: Any) -> bool:
