@@ -125,6 +125,12 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
     if (w.state == WorkloadState::kPending && gang_step) {
       if (!options_.consolidation.enabled) {
         no_moves = "consolidation is off";
+      } else if (w.pending.code == PendingCode::kUnsatisfiable) {
+        // Taints, affinity, a selector or sizes keep it off every node it
+        // may use: no move changes that.
+        no_moves =
+            "it can never fit the current nodes (above), so moving pods "
+            "cannot help";
       } else if (!FitsFreeRoomInTotal(need)) {
         no_moves =
             "the free room of all schedulable nodes together is "

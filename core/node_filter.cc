@@ -12,15 +12,6 @@ namespace {
 
 const std::vector<Toleration> kNone;
 
-// Kubernetes reads a label as an integer for Gt / Lt; a label that is not
-// one matches neither.
-bool LabelNumber(absl::string_view text, int64_t* out) {
-  if (text.empty()) return false;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, *out);
-  return ec == std::errc() && ptr == end;
-}
-
 const char* OperatorText(AffinityOperator op) {
   switch (op) {
     case AffinityOperator::kIn:
@@ -40,6 +31,15 @@ const char* OperatorText(AffinityOperator op) {
 }
 
 }  // namespace
+
+bool ReadInteger(absl::string_view text, int64_t* out) {
+  // std::from_chars takes '-' but not '+'; Go takes both.
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  if (text.empty() || text.front() == '+') return false;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, *out);
+  return ec == std::errc() && ptr == end;
+}
 
 bool MatchesExpression(const Node& node, const AffinityExpression& e) {
   // A node always has a name; a label may be missing.
@@ -67,9 +67,9 @@ bool MatchesExpression(const Node& node, const AffinityExpression& e) {
     case AffinityOperator::kDoesNotExist:
       return !has;
     case AffinityOperator::kGt:
-      return has && LabelNumber(value, &number) && number > e.number;
+      return has && ReadInteger(value, &number) && number > e.number;
     case AffinityOperator::kLt:
-      return has && LabelNumber(value, &number) && number < e.number;
+      return has && ReadInteger(value, &number) && number < e.number;
   }
   return false;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "core/node.h"
 #include "core/spec.h"
 
@@ -36,6 +37,11 @@ struct FilterVerdict {
   // kTaint: the node's first taint the group does not tolerate.
   const Taint* taint = nullptr;
 };
+
+// Reads `text` as Kubernetes reads a label for Gt / Lt (Go's
+// strconv.ParseInt): an optional sign, then decimal digits, nothing else,
+// within int64.
+bool ReadInteger(absl::string_view text, int64_t* out);
 
 // Whether `node` matches one affinity expression / all of a term's.
 bool MatchesExpression(const Node& node, const AffinityExpression& e);

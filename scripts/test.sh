@@ -24,9 +24,11 @@ ctest --output-on-failure -j "${GANGSCHED_TEST_JOBS:-3}" --timeout 600 \
   2>&1 | tee "$log" || status=$?
 echo
 echo "The ten slowest tests:"
-# "  3/337 Test  #4: name ......   Passed   12.34 sec"
+# "  3/337 Test  #4: name ......   Passed   12.34 sec". awk reads all of
+# sort's output: `head` would close the pipe early, and with pipefail the
+# SIGPIPE that sort then gets (141) would end the run.
 sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .* \([0-9.]*\) sec$/\2 \1/p' "$log" |
-  sort -rn | head -10 | awk '{ printf "  %8.2f s  %s\n", $1, $2 }'
+  sort -rn | awk 'NR <= 10 { printf "  %8.2f s  %s\n", $1, $2 }'
 echo
 # ctest's summary again, so that it closes the run.
 sed -n '/tests passed, .* tests failed out of/,$p' "$log"

@@ -10,6 +10,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "core/node_filter.h"
 #include "core/quantity.h"
 #include "server/spec_cache.h"
 
@@ -511,11 +513,20 @@ bool IsQualifiedName(absl::string_view key) {
   if (size_t slash = key.find('/'); slash != absl::string_view::npos) {
     absl::string_view prefix = key.substr(0, slash);
     name = key.substr(slash + 1);
+    // A DNS-1123 subdomain: dot-separated lowercase labels of
+    // [a-z0-9-], alphanumeric at both ends.
     if (prefix.empty() || prefix.size() > kMaxNameLength) return false;
-    for (char c : prefix) {
-      if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
-            c == '.')) {
+    for (absl::string_view label : absl::StrSplit(prefix, '.')) {
+      auto lower_alnum = [](char c) {
+        return absl::ascii_isdigit(static_cast<unsigned char>(c)) ||
+               (c >= 'a' && c <= 'z');
+      };
+      if (label.empty() || label.size() > 63 || !lower_alnum(label.front()) ||
+          !lower_alnum(label.back())) {
         return false;
+      }
+      for (char c : label) {
+        if (!lower_alnum(c) && c != '-') return false;
       }
     }
   }
@@ -723,7 +734,7 @@ absl::StatusOr<AffinityExpression> ParseRequirement(
     case v1::AFFINITY_OPERATOR_LT:
       e.op = in.operator_() == v1::AFFINITY_OPERATOR_GT ? AffinityOperator::kGt
                                                         : AffinityOperator::kLt;
-      if (in.values_size() != 1 || !absl::SimpleAtoi(in.values(0), &e.number)) {
+      if (in.values_size() != 1 || !ReadInteger(in.values(0), &e.number)) {
         return Invalid(absl::StrCat(at, ".values"),
                        "GT and LT take exactly one integer value");
       }
@@ -805,6 +816,24 @@ absl::StatusOr<NodeAffinity> ParseNodeAffinity(const v1::NodeAffinity& in,
       in.preferred_size() > kMaxAffinityTerms) {
     return Invalid(field, absl::StrCat("at most ", kMaxAffinityTerms,
                                        " required and preferred terms each"));
+  }
+  // Every node is judged against all of it: bounded in all, not only per
+  // term (docs/SCHEDULING.md, "Node affinity").
+  int requirements = 0, values = 0;
+  auto count = [&](const v1::NodeSelectorTerm& term) {
+    for (const auto* list : {&term.match_expressions(), &term.match_fields()}) {
+      requirements += list->size();
+      for (const auto& r : *list) values += r.values_size();
+    }
+  };
+  for (const auto& term : in.required()) count(term);
+  for (const auto& p : in.preferred()) count(p.preference());
+  if (requirements > kMaxAffinityRequirementsInAll ||
+      values > kMaxAffinityValuesInAll) {
+    return Invalid(field,
+                   absl::StrCat("at most ", kMaxAffinityRequirementsInAll,
+                                " requirements and ", kMaxAffinityValuesInAll,
+                                " values in all its terms"));
   }
   for (int i = 0; i < in.required_size(); ++i) {
     auto term =

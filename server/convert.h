@@ -38,6 +38,8 @@ inline constexpr int kMaxTaints = 64;
 inline constexpr int kMaxAffinityTerms = 32;
 inline constexpr int kMaxAffinityExpressions = 32;
 inline constexpr int kMaxAffinityValues = 256;
+inline constexpr int kMaxAffinityRequirementsInAll = 64;
+inline constexpr int kMaxAffinityValuesInAll = 1024;
 
 absl::StatusOr<NamedResources> ParseResources(
     const google::protobuf::Map<std::string, std::string>& in,

@@ -461,5 +461,28 @@ TEST_F(HardeningTest, ExplainNamesTheMinRuntimeThatBlocksAPreemption) {
       << e->text;
 }
 
+// A gang its node affinity keeps off every node: Explain names the
+// affinity, and does not offer moving pods as a way out.
+TEST_F(HardeningTest, ExplainOfAGangAffinityKeepsOutSaysMovesCannotHelp) {
+  ASSERT_TRUE(s_->UpsertQueue(GpuQueue("q", 8)).ok());
+  s_->UpsertNodes({GpuNode("n0", 4)}, Now());
+  WorkloadSpec spec = Workload("p", {Group("w", 1, 2, 2)}, "q", "train");
+  AffinityExpression e{"zone", AffinityOperator::kIn, {"nowhere"}};
+  spec.groups[0].node_affinity.required.push_back({{e}});
+  Submit(spec);
+  Cycle();
+  ASSERT_EQ(W("p").pending.code, PendingCode::kUnsatisfiable);
+  absl::StatusOr<ExplainAnswer> answer = s_->Explain("p", Now());
+  ASSERT_TRUE(answer.ok());
+  EXPECT_NE(answer->text.find("outside the node affinity of group w (zone In "
+                              "(nowhere))"),
+            std::string::npos)
+      << answer->text;
+  EXPECT_NE(answer->text.find("can never fit the current nodes (above), so "
+                              "moving pods cannot help"),
+            std::string::npos)
+      << answer->text;
+}
+
 }  // namespace
 }  // namespace gangsched

@@ -24,12 +24,12 @@ from __future__ import annotations
 import os
 import random
 import time
-from typing import Any, Callable, Iterator
+from typing import Callable
 
 import pytest
 
 from kuberay_env import Env, manifest
-from test_kuberay_e2e import QUEUES, binaries, condition
+from test_kuberay_e2e import QUEUES, condition, env  # noqa: F401 (fixture)
 
 # The GPU nodes: two zones, one tainted the GKE way (only pods that
 # tolerate nvidia.com/gpu go there).
@@ -52,16 +52,6 @@ priority_classes:
 def seeds() -> list[int]:
     text = os.environ.get("KUBERAY_MODEL_SEEDS", "1,2")
     return [int(s) for s in text.split(",") if s.strip()]
-
-
-@pytest.fixture
-def env() -> Iterator[Env]:
-    server, shim = binaries()
-    e = Env(server, shim, QUEUES)
-    try:
-        yield e
-    finally:
-        e.close()
 
 
 class Model:

@@ -299,7 +299,10 @@ TEST(ConvertTest, TaintWordsFollowKubernetesSyntax) {
            {"/gpu", "", "taints[0].key"},
            {"nvidia.com/", "", "taints[0].key"},
            {"a_b.com/gpu", "", "taints[0].key"},
-           {"gpu-", "", "taints[0].key"}}) {
+           {"gpu-", "", "taints[0].key"},
+           // The prefix is a DNS subdomain: lowercase, alphanumeric ends.
+           {"Example.COM/gpu", "", "taints[0].key"},
+           {"-a./gpu", "", "taints[0].key"}}) {
     auto bad = parse(key, value);
     ASSERT_FALSE(bad.ok()) << key << "=" << value;
     EXPECT_NE(bad.status().message().find(field), absl::string_view::npos)
@@ -415,6 +418,41 @@ TEST(ConvertTest, NodeAffinityIsCheckedAndGoesBackAsItCame) {
             ->add_values("a");
       },
       ".preferred[0].preference.match_expressions[0].values");
+  // Gt and Lt read the value as Go's ParseInt does: a sign, digits,
+  // nothing else.
+  expect_invalid(
+      [](v1::NodeAffinity& x) {
+        x.mutable_required(0)->mutable_match_expressions(1)->set_values(0,
+                                                                        " 4 ");
+      },
+      ".required[0].match_expressions[1].values");
+  {
+    v1::WorkloadSpec plus = spec;
+    plus.mutable_groups(1)
+        ->mutable_node_affinity()
+        ->mutable_required(0)
+        ->mutable_match_expressions(1)
+        ->set_values(0, "+4");
+    auto parsed_plus = ParseWorkloadSpec(plus);
+    ASSERT_TRUE(parsed_plus.ok()) << parsed_plus.status();
+    EXPECT_EQ(
+        parsed_plus->groups[1].node_affinity.required[0].expressions[1].number,
+        4);
+  }
+  // Bounded in all, not only per term: every node is judged against it.
+  {
+    v1::WorkloadSpec many = spec;
+    for (int t = 0; t < 3; ++t) {
+      v1::NodeSelectorTerm* term =
+          many.mutable_groups(1)->mutable_node_affinity()->add_required();
+      for (int r = 0; r < 30; ++r) {
+        v1::NodeSelectorRequirement* e = term->add_match_expressions();
+        e->set_key("zone");
+        e->set_operator_(v1::AFFINITY_OPERATOR_EXISTS);
+      }
+    }
+    ExpectInvalid(many, "at most 64 requirements and 1024 values");
+  }
   expect_invalid(
       [](v1::NodeAffinity& x) { x.mutable_preferred(0)->set_weight(0); },
       ".preferred[0].weight");

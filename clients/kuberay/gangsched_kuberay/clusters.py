@@ -367,22 +367,14 @@ class ClusterReconciler:
         # A fresh request id per try: gangsched answers a request id it has
         # seen with the answer it gave then.
         attempt = t.refusals if t.refused[0] == signature else 0
-        try:
-            self.client.allocate(
-                spec, request_id=f"allocate/{wid}/{signature}/"
-                f"{memo[1]}/{attempt}")
-            metrics.GANGSCHED_CALLS.labels("Allocate", "ok").inc()
-        except GangschedError as e:
-            metrics.GANGSCHED_CALLS.labels("Allocate", e.code.name).inc()
-            if e.code not in (grpc.StatusCode.INVALID_ARGUMENT,
-                              grpc.StatusCode.FAILED_PRECONDITION,
-                              grpc.StatusCode.NOT_FOUND):
-                raise
+        refused = self._allocate(
+            spec, f"allocate/{wid}/{signature}/{memo[1]}/{attempt}")
+        if refused:
             t.refusals = attempt + 1
             t.refused = memo
             t.retry_at = time.monotonic() + min(
                 REFUSAL_BACKOFF_MAX, 2.0 ** min(t.refusals, 10))
-            t.refused_why = f"gangsched refused the workload: {e.details}"
+            t.refused_why = f"gangsched refused the workload: {refused}"
             self._lower_counts(wid, spec, gang, signature)
             return t.refused_why
         t.refused = ("", 0)
@@ -390,6 +382,21 @@ class ClusterReconciler:
         t.fresh = False
         t.known_absent = False
         return ""
+
+    def _allocate(self, spec: Any, request_id: str) -> str:
+        """Allocate; "" when taken, else why gangsched refused it (other
+        errors raise: the pass is tried again)."""
+        try:
+            self.client.allocate(spec, request_id=request_id)
+            metrics.GANGSCHED_CALLS.labels("Allocate", "ok").inc()
+            return ""
+        except GangschedError as e:
+            metrics.GANGSCHED_CALLS.labels("Allocate", e.code.name).inc()
+            if e.code not in (grpc.StatusCode.INVALID_ARGUMENT,
+                              grpc.StatusCode.FAILED_PRECONDITION,
+                              grpc.StatusCode.NOT_FOUND):
+                raise
+            return e.details or e.code.name
 
     def _lower_counts(self, wid: str, spec: Any, gang: GangView | None,
                       signature: str) -> None:
@@ -421,18 +428,10 @@ class ClusterReconciler:
                 lowered = True
         if not lowered or sum(g.min_count for g in fallback.groups) < 1:
             return
-        try:
-            self.client.allocate(
-                fallback, request_id=f"lower/{wid}/{signature}/"
-                f"{gang.revision}")
-            metrics.GANGSCHED_CALLS.labels("Allocate", "ok").inc()
-        except GangschedError as e:
-            metrics.GANGSCHED_CALLS.labels("Allocate", e.code.name).inc()
-            if e.code not in (grpc.StatusCode.INVALID_ARGUMENT,
-                              grpc.StatusCode.FAILED_PRECONDITION,
-                              grpc.StatusCode.NOT_FOUND):
-                raise
-            log.info("lowering %s's counts refused: %s", wid, e.details)
+        refused = self._allocate(
+            fallback, f"lower/{wid}/{signature}/{gang.revision}")
+        if refused:
+            log.info("lowering %s's counts refused: %s", wid, refused)
 
     def _lower_min(self, wid: str, gang: GangView, group: str) -> bool:
         """gangsched's spec with `group`'s min_count one replica below its
@@ -449,19 +448,11 @@ class ClusterReconciler:
                 g.min_count = max(0, min(g.min_count, g.desired_count - h))
         if sum(g.min_count for g in lowered.groups) < 1:
             return False
-        try:
-            self.client.allocate(lowered, request_id=f"lowermin/{wid}/"
-                                 f"{gang.revision}/{group}")
-            metrics.GANGSCHED_CALLS.labels("Allocate", "ok").inc()
-            return True
-        except GangschedError as e:
-            metrics.GANGSCHED_CALLS.labels("Allocate", e.code.name).inc()
-            if e.code not in (grpc.StatusCode.INVALID_ARGUMENT,
-                              grpc.StatusCode.FAILED_PRECONDITION,
-                              grpc.StatusCode.NOT_FOUND):
-                raise
-            log.info("lowering %s's minimum refused: %s", wid, e.details)
-            return False
+        refused = self._allocate(
+            lowered, f"lowermin/{wid}/{gang.revision}/{group}")
+        if refused:
+            log.info("lowering %s's minimum refused: %s", wid, refused)
+        return not refused
 
     def _settle_inflight(self, t: Tracked, pods: list[dict]) -> None:
         """A bind stays in flight until this pass's own view of the pods

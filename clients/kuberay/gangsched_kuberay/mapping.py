@@ -140,15 +140,35 @@ def node_affinity(pod_spec: Mapping[str, Any]) -> dict[str, Any] | None:
     matches it as Kubernetes does (docs/SCHEDULING.md, "Node affinity");
     None when it says nothing. Raises MappingError naming what gangsched
     would refuse."""
-    affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    affinity = _map(_map(pod_spec.get("affinity"), "affinity").get(
+        "nodeAffinity"), "affinity.nodeAffinity")
     affinity = {k: v for k, v in affinity.items() if v}
     if not affinity:
         return None
     try:
         gspec.node_affinity(affinity, "nodeAffinity")
     except gspec.SpecError as e:
-        raise MappingError(f"{e.field}: {e}") from None
+        # str(e) names the field.
+        raise MappingError(str(e)) from None
     return affinity
+
+
+def _map(value: Any, what: str) -> dict:
+    """A field that must be a map (the CRD's schema says so; a hand-made
+    object may not)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise MappingError(f"{what}: a map, not {type(value).__name__}")
+    return dict(value)
+
+
+def _items(value: Any, what: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MappingError(f"{what}: a list, not {type(value).__name__}")
+    return value
 
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -156,12 +176,15 @@ HOSTNAME = "kubernetes.io/hostname"
 
 def _selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     """Whether a Kubernetes labelSelector selects a pod with `labels`."""
-    for k, v in (selector.get("matchLabels") or {}).items():
+    for k, v in _map(selector.get("matchLabels"),
+                     "labelSelector.matchLabels").items():
         if labels.get(k) != str(v):
             return False
-    for e in selector.get("matchExpressions") or []:
+    for e in _items(selector.get("matchExpressions"),
+                    "labelSelector.matchExpressions"):
+        e = _map(e, "labelSelector.matchExpressions[]")
         key, op = e.get("key", ""), e.get("operator", "")
-        values = [str(v) for v in e.get("values") or []]
+        values = [str(v) for v in _items(e.get("values"), "values")]
         if op == "In" and labels.get(key) not in values:
             return False
         if op == "NotIn" and labels.get(key) in values:
@@ -178,24 +201,28 @@ def _selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
 def _pins(selector: Mapping[str, Any], key: str, value: str) -> bool:
     """Whether the selector only selects pods whose label `key` is
     `value`."""
-    if str((selector.get("matchLabels") or {}).get(key, "")) == value:
+    if str(_map(selector.get("matchLabels"), "matchLabels").get(
+            key, "")) == value:
         return True
     return any(e.get("key") == key and e.get("operator") == "In" and
-               [str(v) for v in e.get("values") or []] == [value]
-               for e in selector.get("matchExpressions") or [])
+               [str(v) for v in _items(e.get("values"), "values")] == [value]
+               for e in _items(selector.get("matchExpressions"),
+                               "matchExpressions"))
 
 
 def _own_group(term: Mapping[str, Any], own: Mapping[str, str],
                namespace: str) -> str:
     """Why a pod (anti-)affinity term or spread constraint does not select
     exactly the group's own pods of this RayCluster, or ""."""
+    term = _map(term, "the term")
     extra = sorted(set(term) & {"namespaceSelector", "matchLabelKeys",
                                 "mismatchLabelKeys"})
     if extra:
         return f"{', '.join(extra)} is not supported"
-    if any(ns != namespace for ns in term.get("namespaces") or []):
+    if any(ns != namespace for ns in _items(term.get("namespaces"),
+                                            "namespaces")):
         return "it names other namespaces"
-    selector = term.get("labelSelector") or {}
+    selector = _map(term.get("labelSelector"), "labelSelector")
     if not _selects(selector, own):
         return "its labelSelector does not select the group's own pods"
     for key in (names.CLUSTER_LABEL, names.GROUP_LABEL):
@@ -213,21 +240,34 @@ def pod_strategy(pod_spec: Mapping[str, Any], own: Mapping[str, str],
     STRICT_SPREAD, preferred anti-affinity or a ScheduleAnyway spread on
     the hostname -> SPREAD; None when there is none. Anything else is
     refused with a MappingError, never dropped."""
-    affinity = pod_spec.get("affinity") or {}
+    try:
+        return _pod_strategy(pod_spec, own, namespace, where)
+    except MappingError as e:
+        if str(e).startswith(where):
+            raise
+        raise MappingError(f"{where}: {e}") from None
+
+
+def _pod_strategy(pod_spec: Mapping[str, Any], own: Mapping[str, str],
+                  namespace: str, where: str) -> str | None:
+    affinity = _map(pod_spec.get("affinity"), "affinity")
     if affinity.get("podAffinity"):
         raise MappingError(f"{where}: podAffinity is not supported: "
                            "gangsched keeps a group together with the "
                            "PACK or STRICT_PACK placement, or a topology "
                            "(annotations gangsched.io/placement, "
                            "gangsched.io/topology-key)")
-    anti = affinity.get("podAntiAffinity") or {}
+    anti = _map(affinity.get("podAntiAffinity"), "podAntiAffinity")
     strategy = None
-    required = anti.get("requiredDuringSchedulingIgnoredDuringExecution") \
-        or []
-    preferred = anti.get("preferredDuringSchedulingIgnoredDuringExecution") \
-        or []
+    required = _items(anti.get(
+        "requiredDuringSchedulingIgnoredDuringExecution"),
+        "podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+    preferred = _items(anti.get(
+        "preferredDuringSchedulingIgnoredDuringExecution"),
+        "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution")
     for i, term in enumerate(required):
         at = f"{where}: podAntiAffinity required[{i}]"
+        term = _map(term, at)
         if term.get("topologyKey") != HOSTNAME:
             raise MappingError(f"{at}: only topologyKey {HOSTNAME} is "
                                "supported (it is STRICT_SPREAD); for zones "
@@ -237,15 +277,17 @@ def pod_strategy(pod_spec: Mapping[str, Any], own: Mapping[str, str],
         strategy = "STRICT_SPREAD"
     for i, item in enumerate(preferred):
         at = f"{where}: podAntiAffinity preferred[{i}]"
-        term = item.get("podAffinityTerm") or {}
+        term = _map(_map(item, at).get("podAffinityTerm"), at)
         if term.get("topologyKey") != HOSTNAME:
             raise MappingError(f"{at}: only topologyKey {HOSTNAME} is "
                                "supported (it is SPREAD)")
         if why := _own_group(term, own, namespace):
             raise MappingError(f"{at}: {why}")
         strategy = strategy or "SPREAD"
-    for i, c in enumerate(pod_spec.get("topologySpreadConstraints") or []):
+    for i, c in enumerate(_items(pod_spec.get("topologySpreadConstraints"),
+                                 "topologySpreadConstraints")):
         at = f"{where}: topologySpreadConstraints[{i}]"
+        c = _map(c, at)
         if c.get("topologyKey") != HOSTNAME:
             raise MappingError(f"{at}: only topologyKey {HOSTNAME} is "
                                "supported; to keep a group in one zone or "
@@ -526,7 +568,10 @@ def _pod_filters(group: dict[str, Any], template: Mapping[str, Any],
     its pod anti-affinity and spread constraints mean (pod_strategy); the
     two must agree."""
     pod_spec = template.get("spec") or {}
-    affinity = node_affinity(pod_spec)
+    try:
+        affinity = node_affinity(pod_spec)
+    except MappingError as e:
+        raise MappingError(f"{where}: {e}") from None
     if affinity:
         group["node_affinity"] = affinity
     own = {str(k): str(v) for k, v in

@@ -166,6 +166,33 @@ def _rc(pod_spec: dict, annotations: dict | None = None) -> dict:
                                    annotations=annotations)])
 
 
+@pytest.mark.parametrize("pod_spec,why", [
+    ({"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": "ray.io/cluster=rc"}]}}},
+     "labelSelector: a map, not str"),
+    ({"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"a": 1}}}},
+     "a list, not dict"),
+    ({"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [1]}}},
+     "nodeAffinity.required: a map, not list"),
+    ({"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "gpus", "operator": "Gt", "values": ["x"]}]}]}}}},
+     r"^workerGroupSpecs\[0\]\.template: nodeAffinity\.required\[0\]"
+     r"\.match_expressions\[0\]\.values: Gt and Lt take")])
+def test_a_malformed_template_is_refused_naming_where(pod_spec, why):
+    """Shapes the CRD's schema would not let through (a hand-made object
+    may): refused with where, never an exception the reconciler does not
+    expect; the field named once."""
+    with pytest.raises(mapping.MappingError, match=why) as e:
+        mapping.workload_from_cluster(_rc(pod_spec), "default", set())
+    assert str(e.value).count("nodeAffinity.required") <= 1
+
+
 def _anti(topology_key: str = "kubernetes.io/hostname",
           match: dict | None = None) -> dict:
     return {"topologyKey": topology_key, "labelSelector": {

@@ -103,7 +103,9 @@ def _enum(value: Any, names: dict[str, str], field: str) -> str:
 
 # Kubernetes' label value, and qualified name ([prefix/]name) for keys.
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
-_PREFIX = re.compile(r"[A-Za-z0-9.-]{1,253}")
+# A DNS-1123 subdomain: lowercase labels, alphanumeric at both ends.
+_PREFIX = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+                     r"(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*")
 
 
 def is_label_value(value: str) -> bool:
@@ -115,7 +117,8 @@ def is_label_value(value: str) -> bool:
 def is_qualified_name(key: str) -> bool:
     """Kubernetes' qualified name (a label's or a taint's key)."""
     prefix, slash, name = key.rpartition("/")
-    if slash and (_PREFIX.fullmatch(prefix) is None or "/" in prefix):
+    if slash and (len(prefix) > MAX_NAME or
+                  _PREFIX.fullmatch(prefix) is None or "/" in prefix):
         return False
     return bool(name) and is_label_value(name)
 
@@ -190,16 +193,35 @@ _AFFINITY_OPERATORS = {"In": "AFFINITY_OPERATOR_IN",
 MAX_AFFINITY_TERMS = 32
 MAX_AFFINITY_REQUIREMENTS = 32
 MAX_AFFINITY_VALUES = 256
+MAX_AFFINITY_REQUIREMENTS_IN_ALL = 64
+MAX_AFFINITY_VALUES_IN_ALL = 1024
+
+
+def _map(value: Any, field: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError(field, f"a map, not {type(value).__name__}")
+    return dict(value)
+
+
+def _list(value: Any, field: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise SpecError(field, f"a list, not {type(value).__name__}")
+    return list(value)
 
 
 def _requirement(item: Mapping[str, Any], on_field: bool,
                  field: str) -> Any:
+    item = _map(item, field)
     unknown = sorted(set(item) - {"key", "operator", "values"})
     if unknown:
         raise SpecError(field, f"unknown fields {unknown}")
     key = str(item.get("key") or "")
     op = _enum(item.get("operator"), _AFFINITY_OPERATORS, f"{field}.operator")
-    values = [str(v) for v in item.get("values") or []]
+    values = [str(v) for v in _list(item.get("values"), f"{field}.values")]
     if on_field:
         if key != "metadata.name":
             raise SpecError(f"{field}.key", "the only field is metadata.name")
@@ -228,7 +250,8 @@ def _requirement(item: Mapping[str, Any], on_field: bool,
                         "values")
     if op in ("AFFINITY_OPERATOR_GT", "AFFINITY_OPERATOR_LT") and (
             len(values) != 1
-            or re.fullmatch(r"[+-]?[0-9]{1,18}", values[0]) is None):
+            or re.fullmatch(r"[+-]?[0-9]+", values[0]) is None
+            or not -2**63 <= int(values[0]) < 2**63):
         raise SpecError(f"{field}.values", "Gt and Lt take exactly one "
                         "integer value")
     return _stubs.types_pb2.NodeSelectorRequirement(key=key, operator=op,
@@ -236,9 +259,10 @@ def _requirement(item: Mapping[str, Any], on_field: bool,
 
 
 def _term(value: Mapping[str, Any], field: str) -> Any:
-    value = dict(value or {})
-    expressions = value.pop("matchExpressions", None) or []
-    fields = value.pop("matchFields", None) or []
+    value = _map(value, field)
+    expressions = _list(value.pop("matchExpressions", None),
+                        f"{field}.match_expressions")
+    fields = _list(value.pop("matchFields", None), f"{field}.match_fields")
     if value:
         raise SpecError(field, f"unknown fields {sorted(value)}")
     if not expressions and not fields:
@@ -264,17 +288,19 @@ def node_affinity(value: Mapping[str, Any] | None,
     (nodeSelectorTerms, ORed; each term's matchExpressions and matchFields
     ANDed) and preferredDuringSchedulingIgnoredDuringExecution (weight 1 to
     100, preference). See docs/SCHEDULING.md, "Node affinity"."""
-    value = dict(value or {})
+    value = _map(value, field)
     required = value.pop("requiredDuringSchedulingIgnoredDuringExecution",
                          None)
-    preferred = value.pop("preferredDuringSchedulingIgnoredDuringExecution",
-                          None) or []
+    preferred = _list(value.pop(
+        "preferredDuringSchedulingIgnoredDuringExecution", None),
+        f"{field}.preferred")
     if value:
         raise SpecError(field, f"unknown fields {sorted(value)}")
     out = _stubs.types_pb2.NodeAffinity()
     if required is not None:
-        required = dict(required)
-        terms = required.pop("nodeSelectorTerms", None) or []
+        required = _map(required, f"{field}.required")
+        terms = _list(required.pop("nodeSelectorTerms", None),
+                      f"{field}.required")
         if required:
             raise SpecError(f"{field}.required",
                             f"unknown fields {sorted(required)}")
@@ -291,7 +317,7 @@ def node_affinity(value: Mapping[str, Any] | None,
                         f"at most {MAX_AFFINITY_TERMS} terms")
     for i, item in enumerate(preferred):
         at = f"{field}.preferred[{i}]"
-        item = dict(item)
+        item = _map(item, at)
         weight = item.pop("weight", None)
         preference = item.pop("preference", None)
         if item:
@@ -301,6 +327,15 @@ def node_affinity(value: Mapping[str, Any] | None,
             raise SpecError(f"{at}.weight", "from 1 to 100")
         out.preferred.append(_stubs.types_pb2.PreferredSchedulingTerm(
             weight=weight, preference=_term(preference, f"{at}.preference")))
+    terms = list(out.required) + [p.preference for p in out.preferred]
+    requirements = [r for t in terms
+                    for r in list(t.match_expressions) + list(t.match_fields)]
+    if len(requirements) > MAX_AFFINITY_REQUIREMENTS_IN_ALL or \
+            sum(len(r.values) for r in requirements) > \
+            MAX_AFFINITY_VALUES_IN_ALL:
+        raise SpecError(field, f"at most {MAX_AFFINITY_REQUIREMENTS_IN_ALL} "
+                        f"requirements and {MAX_AFFINITY_VALUES_IN_ALL} "
+                        "values in all its terms")
     return out
 
 

@@ -221,7 +221,16 @@ def test_node_affinity_as_kubernetes_writes_it(server: Any) -> None:
                 ({"nodeSelectorTerms": [{"matchFields": [
                     {"key": "metadata.uid", "operator": "In",
                      "values": ["u"]}]}]},
-                 ".required[0].match_fields[0].key")):
+                 ".required[0].match_fields[0].key"),
+                ({"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "gpus", "operator": "Gt", "values": [" 4 "]}]}]},
+                 ".required[0].match_expressions[0].values"),
+                ({"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "Example.COM/zone", "operator": "Exists"}]}]},
+                 ".required[0].match_expressions[0].key"),
+                ({"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": f"k{i}", "operator": "Exists"}
+                    for i in range(30)]}] * 3}, "")):
             spec["groups"][1]["node_affinity"] = {
                 "requiredDuringSchedulingIgnoredDuringExecution": bad}
             with pytest.raises(SpecError) as e:
