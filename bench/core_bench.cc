@@ -722,6 +722,52 @@ BENCHMARK(BM_ElasticCycleFullCluster)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 
+// One elastic workload growing from its minimum of 1 to `pods` one-cpu pods
+// on 5,000 nodes (64 cpu each), in the cycle that places its minimum and
+// then grows it; beside it the same pods as a plain gang (min = desired),
+// placed in one cycle. Growth is one replica per pick (fair-share order), so
+// the two differ by what each pick costs (issue 38: each replayed the workload
+// from its first replica).
+void ElasticGrowth(benchmark::State& state, bool elastic) {
+  const int pods = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto s = std::make_unique<Scheduler>();
+    QueueSpec queue;
+    queue.name = "default";
+    s->UpsertQueue(queue).IgnoreError();
+    absl::Time now = absl::UnixEpoch();
+    AddNodes(*s, 5000, now);
+    s->Submit(CpuWorkload("w", "default", 1000, elastic ? 1 : pods, pods), now)
+        .IgnoreError();
+    s->TakeEvents();
+    state.ResumeTiming();
+    s->RunCycle(now + absl::Seconds(1));
+    state.PauseTiming();
+    int64_t bound = 0;
+    for (const Node& n : s->nodes()) bound += n.slots.size();
+    if (bound != pods) state.SkipWithError("not every pod was placed");
+    s.reset();
+    state.ResumeTiming();
+  }
+}
+void BM_ElasticGrowth(benchmark::State& state) { ElasticGrowth(state, true); }
+BENCHMARK(BM_ElasticGrowth)
+    ->Arg(10000)
+    ->Arg(40000)
+    ->Arg(100000)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+void BM_PlainGangOfTheSamePods(benchmark::State& state) {
+  ElasticGrowth(state, false);
+}
+BENCHMARK(BM_PlainGangOfTheSamePods)
+    ->Arg(10000)
+    ->Arg(40000)
+    ->Arg(100000)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
 // A preemption search among 10,000 running candidates: 1,250 full nodes
 // (8 GPUs each) hold 10,000 one-GPU training workloads in one queue; one
 // inference gang (head + 8 one-GPU workers) arrives and the timed cycle

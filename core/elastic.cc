@@ -47,16 +47,22 @@ void Scheduler::GrowElastic(absl::Time now) {
     bool empty() const { return entries.empty(); }
   };
   std::map<uint32_t, Leaf> grouped;
+  // Per workload, where its next replica is looked for: this pass only
+  // binds, so each group's replicas are walked once, not once per grant.
+  absl::flat_hash_map<const Workload*, absl::InlinedVector<int32_t, 4>> from;
+  auto next_replica = [&](const Workload& w) {
+    return PlanElasticReplica(w, &from[&w]);
+  };
   ForEachToVisit([&](Workload& w) {
     if (w.state != WorkloadState::kRunning || !w.AtMinimum()) return;
-    if (PlanElasticReplica(w).request.replicas.empty()) return;
+    if (next_replica(w).request.replicas.empty()) return;
     grouped[w.queue.value()].entries.insert({-w.priority, 0, w.submit_seq, &w});
   });
   // After every change of a leaf's first entry.
   auto refresh = [&](Leaf& leaf) {
     leaf.shape.reset();
     if (leaf.entries.empty()) return;
-    leaf.plan = PlanElasticReplica(*leaf.entries.begin()->w);
+    leaf.plan = next_replica(*leaf.entries.begin()->w);
     leaf.order.Next(TotalOf(leaf.plan.request));
   };
   std::vector<Leaf> leaves;  // by leaf id, the scan order
@@ -100,7 +106,7 @@ void Scheduler::GrowElastic(absl::Time now) {
             no_room.insert(std::move(shape));
           }
         }
-        if (granted && !PlanElasticReplica(w).request.replicas.empty()) {
+        if (granted && !next_replica(w).request.replicas.empty()) {
           ++entry.grants;
           leaf.entries.insert(entry);
         }
@@ -109,13 +115,16 @@ void Scheduler::GrowElastic(absl::Time now) {
 }
 
 Scheduler::PlannedRequest Scheduler::PlanElasticReplica(
-    const Workload& w) const {
+    const Workload& w, absl::InlinedVector<int32_t, 4>* from) const {
   PlannedRequest plan;
+  if (from != nullptr && from->size() != w.groups.size())
+    from->assign(w.groups.size(), 0);
   for (uint32_t g : w.group_order) {
     const GroupState& state = w.groups[g];
     int32_t h = state.pods_per_replica;
-    for (int32_t r = 0; r < static_cast<int32_t>(state.replica_live.size());
-         ++r) {
+    int32_t r = from != nullptr ? (*from)[g] : 0;
+    for (; r < static_cast<int32_t>(state.replica_live.size()); ++r) {
+      if (from != nullptr) (*from)[g] = r;
       if (!state.replica_live[r] || state.ReplicaBound(r)) continue;
       for (int32_t p = 0; p < h; ++p) {
         if (!state.slot_node[r * h + p].valid())

@@ -29,7 +29,9 @@ struct PlacementGroup {
   const NodeAffinity* node_affinity = nullptr;  // null: any node
   PlacementSpec placement;  // effective (group's, else the workload's)
   std::string name;
-  // Nodes the group's already-bound pods sit on (one entry per pod).
+  // Nodes the group's already-bound pods sit on (one entry per pod), for
+  // the rules that read them (Scheduler::BaseRequest leaves it empty for
+  // a BINPACK group without a required topology).
   std::vector<NodeId> bound_nodes;
 };
 

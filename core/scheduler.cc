@@ -6,6 +6,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "core/placement_strategy.h"
 
 namespace gangsched {
 namespace {
@@ -642,10 +643,24 @@ GangRequest Scheduler::BaseRequest(const Workload& w) const {
     // group's own.
     pg.placement = EffectivePlacement(w.spec, gs);
     pg.name = gs.name;
-    for (NodeId n : w.groups[g].slot_node) {
-      if (n.valid()) {
-        pg.bound_nodes.push_back(n);
-        request.gang_bound_nodes.push_back(n);
+    // Where the pods already run matters only to rules that read it: a
+    // required topology (the gang's or the group's), and strategies that
+    // rank or refuse nodes by the group's pods there. BINPACK reads
+    // neither, so a large elastic group does not copy its nodes for every
+    // replica it grows by (docs/SCHEDULING.md, "Elastic growth and
+    // shrink").
+    const StrategyRules& rules = RulesOf(pg.placement.strategy);
+    const bool group_reads =
+        rules.group_nodes != StrategyRules::GroupNodes::kIgnore ||
+        rules.one_pod_per_node || rules.one_node ||
+        (pg.placement.required && !pg.placement.topology_key.empty());
+    const bool gang_reads =
+        w.spec.placement.required && !w.spec.placement.topology_key.empty();
+    if (group_reads || gang_reads) {
+      for (NodeId n : w.groups[g].slot_node) {
+        if (!n.valid()) continue;
+        if (group_reads) pg.bound_nodes.push_back(n);
+        if (gang_reads) request.gang_bound_nodes.push_back(n);
       }
     }
     request.groups.push_back(std::move(pg));
@@ -726,14 +741,21 @@ void Scheduler::Commit(Workload& w, const PlannedRequest& plan,
       });
   cluster_.EndBatch();
   bool became_running = false;
-  if ((w.state == WorkloadState::kPending ||
-       w.state == WorkloadState::kPipelined) &&
-      w.AtMinimum()) {
+  const bool waiting = w.state == WorkloadState::kPending ||
+                       w.state == WorkloadState::kPipelined;
+  // AtMinimum walks every replica: asked only when its answer can change
+  // something (a grant to a gang at its minimum, the usual elastic growth,
+  // changes nothing of this).
+  const bool at_minimum =
+      (waiting || w.below_min_since != absl::InfiniteFuture() ||
+       w.pending.code != PendingCode::kNone || !w.pending.message.empty()) &&
+      w.AtMinimum();
+  if (waiting && at_minimum) {
     SetState(w, WorkloadState::kRunning, now);
     w.pending = {};
     became_running = true;
   }
-  if (w.AtMinimum()) {
+  if (at_minimum) {
     w.below_min_since = absl::InfiniteFuture();
     w.pending = {};  // a gang made whole again: nothing of it waits
   }

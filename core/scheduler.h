@@ -622,7 +622,12 @@ class Scheduler {
   // TotalOf(PlanGangMinimum(w).request), without building the request when
   // no pod of `w` is bound (every pending gang's case).
   ResourceVector MinimumNeed(const Workload& w) const;
-  PlannedRequest PlanElasticReplica(const Workload& w) const;
+  // The next replica to grow by: the first live, unbound one, from
+  // `from[g]` on in group g when given (a growth pass's cursor, which it
+  // moves: within a pass replicas are only bound, so those before it stay
+  // bound and each group's replicas are walked once per pass).
+  PlannedRequest PlanElasticReplica(
+      const Workload& w, absl::InlinedVector<int32_t, 4>* from = nullptr) const;
   // The quota / limit checks along the queue path for `extra` more
   // resources, leaf first, in one place: visit(queue, resource, code, held,
   // held non-preemptible, need) per check, until it returns false. The
