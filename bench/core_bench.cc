@@ -125,10 +125,7 @@ GangRequest GangRequestOf(const Scheduler& s, const WorkloadSpec& gang) {
     group.pod = s.resources().FromKnown(gang.groups[g].resources);
     group.placement = gang.placement;
     group.name = gang.groups[g].name;
-    if (!gang.groups[g].tolerations.empty())
-      group.tolerations = &gang.groups[g].tolerations;
-    if (!gang.groups[g].node_affinity.empty())
-      group.node_affinity = &gang.groups[g].node_affinity;
+    group.filter = FilterOf(gang.groups[g]);
     request.groups.push_back(std::move(group));
     for (int32_t i = 0; i < gang.groups[g].min_count; ++i)
       request.replicas.push_back({g, 1});

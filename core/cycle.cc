@@ -166,8 +166,15 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
     }
     if (lost) {  // re-placed when room frees up; stale after the grace
       // Pods that no node they may use could ever hold (taints, affinity,
-      // selector) wait in vain: said so, like for a pending gang.
+      // selector) wait in vain: said so, like for a pending gang. Asked
+      // only when filters kept nodes out: lost pods that room alone keeps
+      // waiting (a node lost from a full cluster) cost no second attempt.
       // Other work may leave; the gang's own bound pods stay.
+      if (!placement.filtered) {
+        SetPending(w, lost_reason(PendingCode::kCapacity, placement.message),
+                   now);
+        return;
+      }
       std::vector<FreedRoom> own;
       for (const GroupState& group : w.groups) {
         for (NodeId n : group.slot_node) {

@@ -63,6 +63,7 @@ struct Rejection {
 constexpr const char* kInsufficient = "insufficient ";
 constexpr const char* kTaint = "taint";
 constexpr const char* kAffinity = "affinity";
+constexpr const char* kSelector = "node selector mismatch";
 // Past this JudgeCost a node's filter verdict is remembered per attempt.
 constexpr int64_t kRememberVerdictCost = 8;
 constexpr const char* kNoDevice = "no GPU device with room";
@@ -163,12 +164,10 @@ class Attempt {
     for (size_t g = 0; g < request.groups.size(); ++g) {
       const PlacementGroup& group = request.groups[g];
       GroupFilter& f = filters_[g];
-      f.filter = {group.node_selector, group.tolerations, group.node_affinity};
-      if (group.node_affinity != nullptr)
-        f.max_preferred = MaxPreferred(*group.node_affinity);
-      // JudgeCost(filter, taints) is fixed + taints * per_taint.
-      f.fixed = JudgeCost(f.filter, 0);
-      f.per_taint = JudgeCost(f.filter, 1) - f.fixed;
+      f.filter = group.filter;
+      if (f.filter.affinity != nullptr)
+        f.max_preferred = MaxPreferred(*f.filter.affinity);
+      f.cost = CostOf(f.filter);
     }
     for (size_t g = 0; g < request.groups.size(); ++g) {
       for (NodeId n : request.groups[g].bound_nodes) {
@@ -312,6 +311,12 @@ class Attempt {
           if (options_.reasons) {
             absl::StrAppend(&out->message, " (", DescribeRejections(), ")");
             out->rejections = RejectionCounts();
+            out->filtered = std::any_of(rejections_.begin(), rejections_.end(),
+                                        [](const auto& r) {
+                                          return r.first.reason == kTaint ||
+                                                 r.first.reason == kAffinity ||
+                                                 r.first.reason == kSelector;
+                                        });
           }
           out->nodes.resize(replica_begin);  // all of a replica or none
           out->devices.resize(replica_begin);
@@ -384,16 +389,26 @@ class Attempt {
 
   void Reject(Rejection why) {
     if (why.reason == kTaint || why.reason == kAffinity) {
-      const PlacementGroup& group = request_.groups[why.group];
-      std::string text =
-          why.reason == kTaint
-              ? absl::StrCat("with taint ", TaintText(*why.taint),
-                             " that group ", group.name, " does not tolerate")
-              : absl::StrCat("outside the node affinity of group ", group.name,
-                             " (", AffinityText(group.node_affinity->required),
-                             ")");
-      auto it = std::find(details_.begin(), details_.end(), text);
-      if (it == details_.end()) it = details_.insert(it, std::move(text));
+      // The same taint (by value) or affinity of the same group on many
+      // nodes is one reason, its text written once.
+      auto same = [&](const Detail& d) {
+        return d.reason == why.reason && d.group == why.group &&
+               (why.reason == kAffinity || *d.taint == *why.taint);
+      };
+      auto it = std::find_if(details_.begin(), details_.end(), same);
+      if (it == details_.end()) {
+        const PlacementGroup& group = request_.groups[why.group];
+        it = details_.insert(
+            it,
+            {why.reason, why.group, why.taint,
+             why.reason == kTaint
+                 ? absl::StrCat("with taint ", TaintText(*why.taint),
+                                " that group ", group.name,
+                                " does not tolerate")
+                 : absl::StrCat(
+                       "outside the node affinity of group ", group.name, " (",
+                       AffinityText(group.filter.affinity->required), ")")});
+      }
       why.detail = static_cast<uint32_t>(it - details_.begin()) + 1;
       why.taint = nullptr;
       why.group = 0;
@@ -413,7 +428,7 @@ class Attempt {
     for (const auto& [why, count] : rejections_) {
       std::string text = why.reason;
       if (why.reason == kInsufficient) text += resources_.Name(why.resource);
-      if (why.detail > 0) text = details_[why.detail - 1];
+      if (why.detail > 0) text = details_[why.detail - 1].text;
       by_text[text] += count;
     }
     return {by_text.begin(), by_text.end()};
@@ -457,7 +472,7 @@ class Attempt {
       case FilterVerdict::kTaint:
         return Rejection{kTaint, {}, filtered.taint, group_index};
       case FilterVerdict::kSelector:
-        return why("node selector mismatch");
+        return why(kSelector);
       case FilterVerdict::kAffinity:
         return Rejection{kAffinity, {}, nullptr, group_index};
     }
@@ -561,8 +576,7 @@ class Attempt {
   FilterVerdict Verdict(const Node& node, uint32_t id, uint32_t g) const {
     const GroupFilter& f = filters_[g];
     if (f.filter.empty() && node.taints.empty()) return {};
-    if (f.fixed + static_cast<int64_t>(node.taints.size()) * f.per_taint <=
-        kRememberVerdictCost)
+    if (f.cost.On(node.taints.size()) <= kRememberVerdictCost)
       return Judge(node, f.filter);
     // Sized only when some filter is costly: the usual attempt needs none.
     if (verdicts_.empty()) verdicts_.resize(request_.groups.size());
@@ -735,12 +749,19 @@ class Attempt {
   absl::InlinedVector<SmallIdMap<int>, 4> group_nodes_;  // per group
   // (reason, nodes) for the pod being placed: a handful of reasons.
   absl::InlinedVector<std::pair<Rejection, int32_t>, 8> rejections_;
-  std::vector<std::string> details_;  // taint, affinity texts (Reject)
+  // Taint and affinity reasons and their texts (Reject).
+  struct Detail {
+    const char* reason;
+    uint32_t group;
+    const Taint* taint;  // kTaint
+    std::string text;
+  };
+  std::vector<Detail> details_;
   // Per group: its filters, and what the best node could score on them.
   struct GroupFilter {
     NodeFilter filter;
     int32_t max_preferred = 0;
-    int64_t fixed = 0, per_taint = 0;  // JudgeCost's terms
+    JudgeCost cost;
   };
   absl::InlinedVector<GroupFilter, 4> filters_;
   // Per group: node id -> verdict, for filters costly to work out.

@@ -14,6 +14,7 @@
 #include "core/gpu_devices.h"
 #include "core/ids.h"
 #include "core/node.h"
+#include "core/node_filter.h"
 #include "core/node_index.h"
 #include "core/resources.h"
 #include "core/spec.h"
@@ -22,11 +23,10 @@
 namespace gangsched {
 
 struct PlacementGroup {
-  ResourceVector pod;                     // resources of one pod
-  const Labels* node_selector = nullptr;  // null: any node
-  // Null: none (a tainted node takes no pod of the group).
-  const std::vector<Toleration>* tolerations = nullptr;
-  const NodeAffinity* node_affinity = nullptr;  // null: any node
+  ResourceVector pod;  // resources of one pod
+  // Selector, tolerations, node affinity (docs/SCHEDULING.md, "Node
+  // filters"); each null when the group has none.
+  NodeFilter filter;
   PlacementSpec placement;  // effective (group's, else the workload's)
   std::string name;
   // Nodes the group's already-bound pods sit on (one entry per pod), for
@@ -69,6 +69,10 @@ struct GangPlacement {
   std::string message;
   // The same per reason, for the pod that found no node: (reason, nodes).
   std::vector<std::pair<std::string, int32_t>> rejections;
+  // Some of those nodes were kept out by the group's filters (taints,
+  // selector, affinity: docs/SCHEDULING.md, "Node filters"), which no wait
+  // changes.
+  bool filtered = false;
 };
 
 // Room on one node to treat as free on top of what the node says.

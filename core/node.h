@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -106,8 +107,12 @@ struct Node {
   int64_t MemoryShareOf(const ResourceVector& pod) const {
     return AsksGpuMemory(pod) ? std::max<int64_t>(0, GpuOf(pod)) : 0;
   }
-  // Empty view when the label is missing.
-  absl::string_view Label(absl::string_view key) const;
+  // Empty view when the label is missing (or empty).
+  absl::string_view Label(absl::string_view key) const {
+    return FindLabel(key).value_or(absl::string_view());
+  }
+  // nullopt when the label is missing.
+  std::optional<absl::string_view> FindLabel(absl::string_view key) const;
   bool Matches(const Labels& selector) const;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,14 +44,11 @@ bool ReadInteger(absl::string_view text, int64_t* out) {
 
 bool MatchesExpression(const Node& node, const AffinityExpression& e) {
   // A node always has a name; a label may be missing.
-  const absl::string_view value =
-      e.on_name ? absl::string_view(node.name) : node.Label(e.key);
-  const bool has =
-      e.on_name || !value.empty() ||
-      std::binary_search(
-          node.labels.begin(), node.labels.end(),
-          std::pair<std::string, std::string>(e.key, ""),
-          [](const auto& a, const auto& b) { return a.first < b.first; });
+  const std::optional<absl::string_view> found =
+      e.on_name ? std::optional<absl::string_view>(node.name)
+                : node.FindLabel(e.key);
+  const bool has = found.has_value();
+  const absl::string_view value = found.value_or(absl::string_view());
   auto listed = [&] {
     return std::binary_search(
         e.values.begin(), e.values.end(), value,
@@ -101,24 +99,10 @@ FilterVerdict Judge(const Node& node, const NodeFilter& filter) {
   FilterVerdict out;
   const std::vector<Toleration>& tolerations =
       filter.tolerations != nullptr ? *filter.tolerations : kNone;
-  for (const Taint& taint : node.taints) {
-    // One pass: the first taint that keeps the pods off, and whether one
-    // makes the node a last choice.
-    if (taint.effect == TaintEffect::kPreferNoSchedule && out.avoid) continue;
-    bool tolerated = false;
-    for (const Toleration& t : tolerations) {
-      if (Tolerates(t, taint)) {
-        tolerated = true;
-        break;
-      }
-    }
-    if (tolerated) continue;
-    if (taint.effect == TaintEffect::kPreferNoSchedule) {
-      out.avoid = true;
-      continue;
-    }
+  if (const Taint* taint =
+          BlockingTaint(node.taints, tolerations, &out.avoid)) {
     out.kind = FilterVerdict::kTaint;
-    out.taint = &taint;
+    out.taint = taint;
     return out;
   }
   if (filter.node_selector != nullptr && !node.Matches(*filter.node_selector)) {
@@ -137,24 +121,30 @@ FilterVerdict Judge(const Node& node, const NodeFilter& filter) {
   return out;
 }
 
-bool Admits(const Node& node, const GroupSpec& group) {
+NodeFilter FilterOf(const GroupSpec& group) {
+  // None is no check per node.
   NodeFilter filter;
   if (!group.node_selector.empty()) filter.node_selector = &group.node_selector;
   if (!group.tolerations.empty()) filter.tolerations = &group.tolerations;
   if (!group.node_affinity.empty()) filter.affinity = &group.node_affinity;
-  return Judge(node, filter).kind == FilterVerdict::kFits;
+  return filter;
 }
 
-int64_t JudgeCost(const NodeFilter& filter, size_t taints) {
-  int64_t cost = static_cast<int64_t>(taints);
-  if (filter.tolerations != nullptr)
-    cost *= static_cast<int64_t>(filter.tolerations->size());
+bool Admits(const Node& node, const GroupSpec& group) {
+  return Judge(node, FilterOf(group)).kind == FilterVerdict::kFits;
+}
+
+JudgeCost CostOf(const NodeFilter& filter) {
+  JudgeCost cost;
+  cost.per_taint = filter.tolerations != nullptr
+                       ? std::max<int64_t>(1, filter.tolerations->size())
+                       : 1;
   if (filter.node_selector != nullptr)
-    cost += static_cast<int64_t>(filter.node_selector->size());
+    cost.fixed += static_cast<int64_t>(filter.node_selector->size());
   if (filter.affinity != nullptr) {
     auto add = [&](const AffinityTerm& term) {
       for (const auto& e : term.expressions)
-        cost += 1 + static_cast<int64_t>(e.values.size()) / 4;
+        cost.fixed += 1 + static_cast<int64_t>(e.values.size()) / 4;
     };
     for (const auto& term : filter.affinity->required) add(term);
     for (const auto& p : filter.affinity->preferred) add(p.term);

@@ -55,13 +55,24 @@ int32_t MaxPreferred(const NodeAffinity& affinity);
 
 FilterVerdict Judge(const Node& node, const NodeFilter& filter);
 
+// A group spec's filters (what Scheduler::BaseRequest hands the placer).
+NodeFilter FilterOf(const GroupSpec& group);
+
 // The same for a group's spec (consolidation's and a nomination's landing
-// checks): whether the node may take the group's pods at all.
+// checks, the victim search): whether the node may take its pods at all.
 bool Admits(const Node& node, const GroupSpec& group);
 
-// How costly Judge is for this filter on a node with `taints` taints,
-// roughly in string compares: the placer remembers verdicts past a few.
-int64_t JudgeCost(const NodeFilter& filter, size_t taints);
+// How costly Judge is for a filter, roughly in string compares, on a node
+// with T taints: fixed + T * per_taint. The placer remembers verdicts past
+// a few.
+struct JudgeCost {
+  int64_t fixed = 0;
+  int64_t per_taint = 1;
+  int64_t On(size_t taints) const {
+    return fixed + static_cast<int64_t>(taints) * per_taint;
+  }
+};
+JudgeCost CostOf(const NodeFilter& filter);
 
 // "instance-type In (a, b)", "metadata.name NotIn (n1)", as people read a
 // term; terms ORed read "... or ...".

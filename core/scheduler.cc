@@ -6,6 +6,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "core/node_filter.h"
 #include "core/placement_strategy.h"
 
 namespace gangsched {
@@ -635,10 +636,7 @@ GangRequest Scheduler::BaseRequest(const Workload& w) const {
     const GroupSpec& gs = w.spec.groups[g];
     PlacementGroup pg;
     pg.pod = w.groups[g].pod;
-    // No selector is no check per node.
-    if (!gs.node_selector.empty()) pg.node_selector = &gs.node_selector;
-    if (!gs.tolerations.empty()) pg.tolerations = &gs.tolerations;
-    if (!gs.node_affinity.empty()) pg.node_affinity = &gs.node_affinity;
+    pg.filter = FilterOf(gs);
     // Topology is either the gang's (the whole gang in one domain) or the
     // group's own.
     pg.placement = EffectivePlacement(w.spec, gs);

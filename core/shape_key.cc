@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/container/inlined_vector.h"
+#include "core/node_filter.h"
 
 namespace gangsched {
 namespace {
@@ -29,9 +30,10 @@ void Put(std::string& key, const PlacementSpec& p) {
 // each, with what decides where such a pod fits.
 void PutRun(std::string& key, uint32_t group, int32_t pods, int64_t count,
             const ResourceVector& pod, const PlacementSpec& placement,
-            const Labels* node_selector,
-            const std::vector<Toleration>* tolerations,
-            const NodeAffinity* affinity) {
+            const NodeFilter& filter) {
+  const Labels* node_selector = filter.node_selector;
+  const std::vector<Toleration>* tolerations = filter.tolerations;
+  const NodeAffinity* affinity = filter.affinity;
   Put(key, group);
   Put(key, pods);
   Put(key, count);
@@ -104,7 +106,7 @@ std::string ShapeKey(const GangRequest& request) {
     }
     const PlacementGroup& g = request.groups[replica.group];
     PutRun(key, replica.group, replica.pods, static_cast<int64_t>(end - i),
-           g.pod, g.placement, g.node_selector, g.tolerations, g.node_affinity);
+           g.pod, g.placement, g.filter);
   }
   return key;
 }
@@ -129,10 +131,7 @@ UnboundShape UnboundShapeOf(const Workload& w) {
     uint32_t g = w.group_order[i];
     const GroupSpec& gs = w.spec.groups[g];
     PutRun(shape.key, g, w.groups[g].pods_per_replica, runs[i], w.groups[g].pod,
-           EffectivePlacement(w.spec, gs),
-           gs.node_selector.empty() ? nullptr : &gs.node_selector,
-           gs.tolerations.empty() ? nullptr : &gs.tolerations,
-           gs.node_affinity.empty() ? nullptr : &gs.node_affinity);
+           EffectivePlacement(w.spec, gs), FilterOf(gs));
   }
   return shape;
 }

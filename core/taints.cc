@@ -1,5 +1,7 @@
 #include "core/taints.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace gangsched {
@@ -15,35 +17,21 @@ bool Tolerates(const Toleration& toleration, const Taint& taint) {
   return toleration.key == taint.key && toleration.value == taint.value;
 }
 
-namespace {
-
-bool Tolerated(const Taint& taint, const std::vector<Toleration>& tolerations) {
-  for (const Toleration& t : tolerations) {
-    if (Tolerates(t, taint)) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
-const Taint* FirstBlockingTaint(const std::vector<Taint>& taints,
-                                const std::vector<Toleration>& tolerations) {
+const Taint* BlockingTaint(const std::vector<Taint>& taints,
+                           const std::vector<Toleration>& tolerations,
+                           bool* avoid) {
+  *avoid = false;
   for (const Taint& taint : taints) {
-    if (taint.effect == TaintEffect::kPreferNoSchedule) continue;
-    if (!Tolerated(taint, tolerations)) return &taint;
+    const bool prefer = taint.effect == TaintEffect::kPreferNoSchedule;
+    if (prefer && *avoid) continue;
+    const bool tolerated =
+        std::any_of(tolerations.begin(), tolerations.end(),
+                    [&](const Toleration& t) { return Tolerates(t, taint); });
+    if (tolerated) continue;
+    if (!prefer) return &taint;
+    *avoid = true;
   }
   return nullptr;
-}
-
-bool AvoidsNode(const std::vector<Taint>& taints,
-                const std::vector<Toleration>& tolerations) {
-  for (const Taint& taint : taints) {
-    if (taint.effect == TaintEffect::kPreferNoSchedule &&
-        !Tolerated(taint, tolerations)) {
-      return true;
-    }
-  }
-  return false;
 }
 
 std::string TaintText(const Taint& taint) {

@@ -17,14 +17,13 @@ namespace gangsched {
 // every key); and with Equal the value matches too.
 bool Tolerates(const Toleration& toleration, const Taint& taint);
 
-// The first of `taints` with an effect that keeps pods off (NoSchedule,
-// NoExecute) that no toleration matches, or null.
-const Taint* FirstBlockingTaint(const std::vector<Taint>& taints,
-                                const std::vector<Toleration>& tolerations);
-
-// Whether the node has an untolerated PreferNoSchedule taint.
-bool AvoidsNode(const std::vector<Taint>& taints,
-                const std::vector<Toleration>& tolerations);
+// In one pass over a node's taints: the first with an effect that keeps
+// pods off (NoSchedule, NoExecute) that no toleration matches, or null; and
+// in `*avoid` whether an untolerated PreferNoSchedule one makes the node a
+// last choice (read only when no taint keeps the pods off).
+const Taint* BlockingTaint(const std::vector<Taint>& taints,
+                           const std::vector<Toleration>& tolerations,
+                           bool* avoid);
 
 // "key=value:NoSchedule", as kubectl writes a taint.
 std::string TaintText(const Taint& taint);

@@ -164,7 +164,7 @@ TEST_F(GangPlacerTest, NodeSelectorMismatchNeverFits) {
   AddNode(GpuNode("a", 8, {{"gpu-type", "a100"}}));
   PlacementGroup g = GpuGroup(1);
   Labels selector = {{"gpu-type", "h100"}};
-  g.node_selector = &selector;
+  g.filter.node_selector = &selector;
   GangPlacement p = PlaceGang(nodes_, table_, Request(g, 1));
   EXPECT_EQ(p.result, PlaceResult::kNeverFits);
   EXPECT_NE(p.message.find("node selector mismatch"), std::string::npos)
