@@ -254,7 +254,8 @@ absl::Status ParseGroupGpuMemory(const v1::GroupSpec& in, GroupSpec& group) {
 
 }  // namespace
 
-absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
+absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in,
+                                               Checks checks) {
   WorkloadSpec out;
   if (auto s = CheckName(in.id(), "workload.id"); !s.ok()) return s;
   if (auto s = CheckName(in.queue(), "workload.queue"); !s.ok()) return s;
@@ -352,12 +353,13 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in) {
     auto selector = ParseLabels(g.node_selector(), "");
     if (!selector.ok()) return Within(at(".node_selector"), selector.status());
     group.node_selector = *std::move(selector);
-    auto tolerations = ParseTolerations(g.tolerations(), at(".tolerations"));
+    auto tolerations =
+        ParseTolerations(g.tolerations(), at(".tolerations"), checks);
     if (!tolerations.ok()) return tolerations.status();
     group.tolerations = *std::move(tolerations);
     if (g.has_node_affinity()) {
       auto affinity =
-          ParseNodeAffinity(g.node_affinity(), at(".node_affinity"));
+          ParseNodeAffinity(g.node_affinity(), at(".node_affinity"), checks);
       if (!affinity.ok()) return affinity.status();
       group.node_affinity = *std::move(affinity);
     }
@@ -534,7 +536,16 @@ bool IsQualifiedName(absl::string_view key) {
 }
 
 absl::Status CheckTaintWords(const std::string& key, const std::string& value,
-                             const std::string& at) {
+                             const std::string& at, Checks checks) {
+  if (checks == Checks::kRecord) {
+    // As an older release stored them: a name of [A-Za-z0-9._/-], a value
+    // bounded in length.
+    if (!key.empty() && !IsResourceName(key))
+      return Invalid(absl::StrCat(at, ".key"), "not a name");
+    if (value.size() > kMaxNameLength)
+      return Invalid(absl::StrCat(at, ".value"), "value too long");
+    return absl::OkStatus();
+  }
   if (!key.empty() && !IsQualifiedName(key)) {
     return Invalid(absl::StrCat(at, ".key"),
                    "not a Kubernetes qualified name ([prefix/]name, the name "
@@ -586,7 +597,7 @@ v1::TaintEffect EffectToProto(TaintEffect in) {
 
 absl::StatusOr<std::vector<Taint>> ParseTaints(
     const google::protobuf::RepeatedPtrField<v1::Taint>& in,
-    absl::string_view field) {
+    absl::string_view field, Checks checks) {
   if (in.size() > kMaxTaints) {
     return Invalid(field, absl::StrCat("at most ", kMaxTaints, " taints"));
   }
@@ -595,12 +606,15 @@ absl::StatusOr<std::vector<Taint>> ParseTaints(
     const std::string at = absl::StrCat(field, "[", i, "]");
     const v1::Taint& t = in[i];
     if (t.key().empty()) return Invalid(absl::StrCat(at, ".key"), "empty");
-    if (auto s = CheckTaintWords(t.key(), t.value(), at); !s.ok()) return s;
+    if (auto s = CheckTaintWords(t.key(), t.value(), at, checks); !s.ok())
+      return s;
     absl::StatusOr<TaintEffect> effect = ParseEffect(t.effect(), false, at);
     if (!effect.ok()) return effect.status();
-    // Kubernetes keeps one taint per key and effect.
+    // Kubernetes keeps one taint per key and effect (an older release's
+    // record may list one twice).
     for (const Taint& seen : out) {
-      if (seen.key == t.key() && seen.effect == *effect) {
+      if (checks == Checks::kRequest && seen.key == t.key() &&
+          seen.effect == *effect) {
         return Invalid(at, "a taint with this key and effect is listed twice");
       }
     }
@@ -611,7 +625,7 @@ absl::StatusOr<std::vector<Taint>> ParseTaints(
 
 absl::StatusOr<std::vector<Toleration>> ParseTolerations(
     const google::protobuf::RepeatedPtrField<v1::Toleration>& in,
-    absl::string_view field) {
+    absl::string_view field, Checks checks) {
   if (in.size() > kMaxTaints) {
     return Invalid(field, absl::StrCat("at most ", kMaxTaints, " tolerations"));
   }
@@ -619,7 +633,8 @@ absl::StatusOr<std::vector<Toleration>> ParseTolerations(
   for (int i = 0; i < in.size(); ++i) {
     const std::string at = absl::StrCat(field, "[", i, "]");
     const v1::Toleration& t = in[i];
-    if (auto s = CheckTaintWords(t.key(), t.value(), at); !s.ok()) return s;
+    if (auto s = CheckTaintWords(t.key(), t.value(), at, checks); !s.ok())
+      return s;
     Toleration tol;
     tol.key = t.key();
     tol.value = t.value();
@@ -675,17 +690,36 @@ void TolerationsToProto(
 
 namespace {
 
+// The operators, both ways.
+constexpr std::pair<v1::AffinityOperator, AffinityOperator> kOperators[] = {
+    {v1::AFFINITY_OPERATOR_IN, AffinityOperator::kIn},
+    {v1::AFFINITY_OPERATOR_NOT_IN, AffinityOperator::kNotIn},
+    {v1::AFFINITY_OPERATOR_EXISTS, AffinityOperator::kExists},
+    {v1::AFFINITY_OPERATOR_DOES_NOT_EXIST, AffinityOperator::kDoesNotExist},
+    {v1::AFFINITY_OPERATOR_GT, AffinityOperator::kGt},
+    {v1::AFFINITY_OPERATOR_LT, AffinityOperator::kLt}};
+
 absl::StatusOr<AffinityExpression> ParseRequirement(
-    const v1::NodeSelectorRequirement& in, bool field, const std::string& at) {
+    const v1::NodeSelectorRequirement& in, bool field, const std::string& at,
+    Checks checks) {
   AffinityExpression e;
   e.on_name = field;
+  const auto* op =
+      std::find_if(std::begin(kOperators), std::end(kOperators),
+                   [&](const auto& o) { return o.first == in.operator_(); });
+  if (op == std::end(kOperators)) {
+    return Invalid(absl::StrCat(at, ".operator"),
+                   in.operator_() == v1::AFFINITY_OPERATOR_UNSPECIFIED
+                       ? "needed: IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT or LT"
+                       : "unknown operator");
+  }
+  e.op = op->second;
   if (field) {
     if (in.key() != "metadata.name") {
       return Invalid(absl::StrCat(at, ".key"),
                      "the only field is metadata.name");
     }
-    if (in.operator_() != v1::AFFINITY_OPERATOR_IN &&
-        in.operator_() != v1::AFFINITY_OPERATOR_NOT_IN) {
+    if (e.op != AffinityOperator::kIn && e.op != AffinityOperator::kNotIn) {
       return Invalid(absl::StrCat(at, ".operator"),
                      "metadata.name takes IN or NOT_IN");
     }
@@ -694,7 +728,9 @@ absl::StatusOr<AffinityExpression> ParseRequirement(
                      "metadata.name takes exactly one value");
     }
   } else {
-    if (!IsQualifiedName(in.key())) {
+    const bool key_ok = checks == Checks::kRequest ? IsQualifiedName(in.key())
+                                                   : IsResourceName(in.key());
+    if (!key_ok) {
       return Invalid(absl::StrCat(at, ".key"),
                      in.key().empty() ? "empty" : "not a label key");
     }
@@ -709,41 +745,36 @@ absl::StatusOr<AffinityExpression> ParseRequirement(
       return Invalid(absl::StrCat(at, ".values[", i, "]"), "too long");
     }
   }
-  switch (in.operator_()) {
-    case v1::AFFINITY_OPERATOR_IN:
-    case v1::AFFINITY_OPERATOR_NOT_IN:
-      e.op = in.operator_() == v1::AFFINITY_OPERATOR_IN
-                 ? AffinityOperator::kIn
-                 : AffinityOperator::kNotIn;
+  switch (e.op) {
+    case AffinityOperator::kIn:
+    case AffinityOperator::kNotIn:
       if (in.values().empty()) {
         return Invalid(absl::StrCat(at, ".values"),
                        "IN and NOT_IN need at least one value");
       }
       break;
-    case v1::AFFINITY_OPERATOR_EXISTS:
-    case v1::AFFINITY_OPERATOR_DOES_NOT_EXIST:
-      e.op = in.operator_() == v1::AFFINITY_OPERATOR_EXISTS
-                 ? AffinityOperator::kExists
-                 : AffinityOperator::kDoesNotExist;
+    case AffinityOperator::kExists:
+    case AffinityOperator::kDoesNotExist:
       if (!in.values().empty()) {
         return Invalid(absl::StrCat(at, ".values"),
                        "EXISTS and DOES_NOT_EXIST take no values");
       }
       break;
-    case v1::AFFINITY_OPERATOR_GT:
-    case v1::AFFINITY_OPERATOR_LT:
-      e.op = in.operator_() == v1::AFFINITY_OPERATOR_GT ? AffinityOperator::kGt
-                                                        : AffinityOperator::kLt;
-      if (in.values_size() != 1 || !ReadInteger(in.values(0), &e.number)) {
+    case AffinityOperator::kGt:
+    case AffinityOperator::kLt: {
+      // A record of an older release may hold the value with spaces.
+      const absl::string_view value =
+          in.values_size() == 1 ? absl::string_view(in.values(0)) : "";
+      if (in.values_size() != 1 ||
+          !ReadInteger(checks == Checks::kRequest
+                           ? value
+                           : absl::StripAsciiWhitespace(value),
+                       &e.number)) {
         return Invalid(absl::StrCat(at, ".values"),
                        "GT and LT take exactly one integer value");
       }
       break;
-    case v1::AFFINITY_OPERATOR_UNSPECIFIED:
-      return Invalid(absl::StrCat(at, ".operator"),
-                     "needed: IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT or LT");
-    default:
-      return Invalid(absl::StrCat(at, ".operator"), "unknown operator");
+    }
   }
   e.values.assign(in.values().begin(), in.values().end());
   std::sort(e.values.begin(), e.values.end());
@@ -752,7 +783,7 @@ absl::StatusOr<AffinityExpression> ParseRequirement(
 }
 
 absl::StatusOr<AffinityTerm> ParseTerm(const v1::NodeSelectorTerm& in,
-                                       const std::string& at) {
+                                       const std::string& at, Checks checks) {
   AffinityTerm term;
   if (in.match_expressions_size() + in.match_fields_size() == 0) {
     return Invalid(at,
@@ -766,13 +797,15 @@ absl::StatusOr<AffinityTerm> ParseTerm(const v1::NodeSelectorTerm& in,
   }
   for (int i = 0; i < in.match_expressions_size(); ++i) {
     auto e = ParseRequirement(in.match_expressions(i), false,
-                              absl::StrCat(at, ".match_expressions[", i, "]"));
+                              absl::StrCat(at, ".match_expressions[", i, "]"),
+                              checks);
     if (!e.ok()) return e.status();
     term.expressions.push_back(*std::move(e));
   }
   for (int i = 0; i < in.match_fields_size(); ++i) {
-    auto e = ParseRequirement(in.match_fields(i), true,
-                              absl::StrCat(at, ".match_fields[", i, "]"));
+    auto e =
+        ParseRequirement(in.match_fields(i), true,
+                         absl::StrCat(at, ".match_fields[", i, "]"), checks);
     if (!e.ok()) return e.status();
     term.expressions.push_back(*std::move(e));
   }
@@ -780,19 +813,8 @@ absl::StatusOr<AffinityTerm> ParseTerm(const v1::NodeSelectorTerm& in,
 }
 
 v1::AffinityOperator OperatorToProto(AffinityOperator op) {
-  switch (op) {
-    case AffinityOperator::kIn:
-      return v1::AFFINITY_OPERATOR_IN;
-    case AffinityOperator::kNotIn:
-      return v1::AFFINITY_OPERATOR_NOT_IN;
-    case AffinityOperator::kExists:
-      return v1::AFFINITY_OPERATOR_EXISTS;
-    case AffinityOperator::kDoesNotExist:
-      return v1::AFFINITY_OPERATOR_DOES_NOT_EXIST;
-    case AffinityOperator::kGt:
-      return v1::AFFINITY_OPERATOR_GT;
-    case AffinityOperator::kLt:
-      return v1::AFFINITY_OPERATOR_LT;
+  for (const auto& [wire, core] : kOperators) {
+    if (core == op) return wire;
   }
   return v1::AFFINITY_OPERATOR_UNSPECIFIED;
 }
@@ -810,7 +832,8 @@ void TermToProto(const AffinityTerm& in, v1::NodeSelectorTerm* out) {
 }  // namespace
 
 absl::StatusOr<NodeAffinity> ParseNodeAffinity(const v1::NodeAffinity& in,
-                                               absl::string_view field) {
+                                               absl::string_view field,
+                                               Checks checks) {
   NodeAffinity out;
   if (in.required_size() > kMaxAffinityTerms ||
       in.preferred_size() > kMaxAffinityTerms) {
@@ -828,16 +851,18 @@ absl::StatusOr<NodeAffinity> ParseNodeAffinity(const v1::NodeAffinity& in,
   };
   for (const auto& term : in.required()) count(term);
   for (const auto& p : in.preferred()) count(p.preference());
-  if (requirements > kMaxAffinityRequirementsInAll ||
-      values > kMaxAffinityValuesInAll) {
+  // (A record of an older release may hold more.)
+  if (checks == Checks::kRequest &&
+      (requirements > kMaxAffinityRequirementsInAll ||
+       values > kMaxAffinityValuesInAll)) {
     return Invalid(field,
                    absl::StrCat("at most ", kMaxAffinityRequirementsInAll,
                                 " requirements and ", kMaxAffinityValuesInAll,
                                 " values in all its terms"));
   }
   for (int i = 0; i < in.required_size(); ++i) {
-    auto term =
-        ParseTerm(in.required(i), absl::StrCat(field, ".required[", i, "]"));
+    auto term = ParseTerm(in.required(i),
+                          absl::StrCat(field, ".required[", i, "]"), checks);
     if (!term.ok()) return term.status();
     out.required.push_back(*std::move(term));
   }
@@ -847,7 +872,8 @@ absl::StatusOr<NodeAffinity> ParseNodeAffinity(const v1::NodeAffinity& in,
     if (p.weight() < 1 || p.weight() > 100) {
       return Invalid(absl::StrCat(at, ".weight"), "from 1 to 100");
     }
-    auto term = ParseTerm(p.preference(), absl::StrCat(at, ".preference"));
+    auto term =
+        ParseTerm(p.preference(), absl::StrCat(at, ".preference"), checks);
     if (!term.ok()) return term.status();
     out.preferred.push_back({p.weight(), *std::move(term)});
   }
@@ -864,8 +890,8 @@ void NodeAffinityToProto(const NodeAffinity& in, v1::NodeAffinity* out) {
   }
 }
 
-absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in,
-                                   absl::string_view field) {
+absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in, absl::string_view field,
+                                   Checks checks) {
   NodeSpec out;
   if (auto s = CheckName(in.name(), absl::StrCat(field, ".name")); !s.ok())
     return s;
@@ -906,7 +932,8 @@ absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in,
   auto labels = ParseLabels(in.labels(), absl::StrCat(field, ".labels"));
   if (!labels.ok()) return labels.status();
   out.labels = *std::move(labels);
-  auto taints = ParseTaints(in.taints(), absl::StrCat(field, ".taints"));
+  auto taints =
+      ParseTaints(in.taints(), absl::StrCat(field, ".taints"), checks);
   if (!taints.ok()) return taints.status();
   out.taints = *std::move(taints);
   out.schedulable = !in.has_schedulable() || in.schedulable();

@@ -41,10 +41,18 @@ inline constexpr int kMaxAffinityValues = 256;
 inline constexpr int kMaxAffinityRequirementsInAll = 64;
 inline constexpr int kMaxAffinityValuesInAll = 1024;
 
+// How strictly an input is checked. Requests (and the config file) as
+// Kubernetes checks them; a stored record only as strictly as the release
+// that wrote it did (taint words and affinity keys of [A-Za-z0-9._/-], no
+// overall affinity bound), so that the next start loads whatever an older
+// release stored (docs/SCHEDULING.md, "Node filters").
+enum class Checks { kRequest, kRecord };
+
 absl::StatusOr<NamedResources> ParseResources(
     const google::protobuf::Map<std::string, std::string>& in,
     absl::string_view field);
-absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in);
+absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(
+    const v1::WorkloadSpec& in, Checks checks = Checks::kRequest);
 // ParseWorkloadSpec for a request (not a stored record): also refuses what
 // a pod cannot ask for (`pods`, a node's capacity, not a resource).
 absl::StatusOr<WorkloadSpec> ParseWorkloadRequest(const v1::WorkloadSpec& in);
@@ -52,19 +60,21 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadRequest(const v1::WorkloadSpec& in);
 // first invalid one's error (naming nodes[i].field); duplicates are errors.
 absl::StatusOr<std::vector<NodeSpec>> ParseNodeList(
     const google::protobuf::RepeatedPtrField<v1::Node>& nodes);
-absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in, absl::string_view field);
+absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in, absl::string_view field,
+                                   Checks checks = Checks::kRequest);
 // Node taints and group tolerations (docs/SCHEDULING.md, "Taints and
 // tolerations"), checked as Kubernetes checks them; `field` names the list.
 absl::StatusOr<std::vector<Taint>> ParseTaints(
     const google::protobuf::RepeatedPtrField<v1::Taint>& in,
-    absl::string_view field);
+    absl::string_view field, Checks checks = Checks::kRequest);
 absl::StatusOr<std::vector<Toleration>> ParseTolerations(
     const google::protobuf::RepeatedPtrField<v1::Toleration>& in,
-    absl::string_view field);
+    absl::string_view field, Checks checks = Checks::kRequest);
 // A group's node affinity, checked as Kubernetes checks it; `field` names
 // it ("workload.groups[0].node_affinity").
-absl::StatusOr<NodeAffinity> ParseNodeAffinity(const v1::NodeAffinity& in,
-                                               absl::string_view field);
+absl::StatusOr<NodeAffinity> ParseNodeAffinity(
+    const v1::NodeAffinity& in, absl::string_view field,
+    Checks checks = Checks::kRequest);
 void NodeAffinityToProto(const NodeAffinity& in, v1::NodeAffinity* out);
 void TaintsToProto(const std::vector<Taint>& in,
                    google::protobuf::RepeatedPtrField<v1::Taint>* out);

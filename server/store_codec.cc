@@ -220,7 +220,8 @@ absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes) {
   internal::StoredWorkload in;
   if (!in.ParseFromString(bytes))
     return absl::DataLossError("workload record does not parse");
-  absl::StatusOr<WorkloadSpec> spec = ParseWorkloadSpec(in.spec());
+  absl::StatusOr<WorkloadSpec> spec =
+      ParseWorkloadSpec(in.spec(), Checks::kRecord);
   if (!spec.ok()) {
     return absl::DataLossError(
         absl::StrCat("stored spec: ", spec.status().message()));
@@ -370,7 +371,7 @@ absl::StatusOr<NodeSpec> DecodeNode(const std::string& bytes) {
   v1::Node in;
   if (!in.ParseFromString(bytes))
     return absl::DataLossError("node record does not parse");
-  absl::StatusOr<NodeSpec> spec = ParseNode(in, "node");
+  absl::StatusOr<NodeSpec> spec = ParseNode(in, "node", Checks::kRecord);
   if (!spec.ok())
     return absl::DataLossError(
         absl::StrCat("stored node: ", spec.status().message()));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/grpc_status.h"
+#include "server/store_codec.h"
 
 namespace gangsched::server {
 namespace {
@@ -323,6 +324,47 @@ TEST(ConvertTest, TaintWordsFollowKubernetesSyntax) {
       << twice.status();
   n.mutable_taints(1)->set_effect(v1::TAINT_EFFECT_NO_EXECUTE);
   EXPECT_TRUE(ParseNode(n, "nodes[0]").ok());  // another effect: allowed
+}
+
+// What an older release stored (taint words and affinity keys of
+// [A-Za-z0-9._/-], a Gt value with spaces, a taint key listed twice, more
+// affinity than the overall bound) still loads: only requests are held to
+// Kubernetes' syntax, so the next start can load any stored record.
+TEST(ConvertTest, StoredRecordsOfAnOlderReleaseStillLoad) {
+  v1::Node n;
+  n.set_name("old");
+  for (int i = 0; i < 2; ++i) {
+    v1::Taint* t = n.add_taints();
+    t->set_key("Example.COM/team");
+    t->set_value(std::string(100, 'v'));
+    t->set_effect(v1::TAINT_EFFECT_NO_SCHEDULE);
+  }
+  EXPECT_FALSE(ParseNode(n, "nodes[0]").ok());
+  auto node = ParseNode(n, "node", Checks::kRecord);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->taints.size(), 2u);
+  auto decoded = DecodeNode(n.SerializeAsString());
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+
+  v1::WorkloadSpec spec = ValidSpec();
+  v1::GroupSpec* g = spec.mutable_groups(1);
+  v1::Toleration* tol = g->add_tolerations();
+  tol->set_key("Team");
+  tol->set_value("a b");
+  v1::NodeSelectorTerm* term = g->mutable_node_affinity()->add_required();
+  for (int r = 0; r < 32; ++r) {
+    v1::NodeSelectorRequirement* e = term->add_match_expressions();
+    e->set_key("Example.COM/gpus");
+    e->set_operator_(v1::AFFINITY_OPERATOR_GT);
+    e->add_values(" 4 ");
+  }
+  for (int t = 0; t < 2; ++t)
+    *g->mutable_node_affinity()->add_required() = *term;
+  EXPECT_FALSE(ParseWorkloadSpec(spec).ok());
+  auto record = ParseWorkloadSpec(spec, Checks::kRecord);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->groups[1].node_affinity.required[0].expressions[0].number,
+            4);
 }
 
 TEST(ConvertTest, NodeAffinityIsCheckedAndGoesBackAsItCame) {
