@@ -433,6 +433,16 @@ class ClusterReconciler:
         if refused:
             log.info("lowering %s's counts refused: %s", wid, refused)
 
+    def _shrink(self, wid: str, gang: GangView, group: str,
+                replica: list[str], request_id: str) -> bool:
+        """Gives a replica back for good (Release with shrink). Below the
+        group's min_count (a cluster winding down, a refused spec) gangsched
+        refuses that: the minimum is lowered first, then it is given back."""
+        if self._release(wid, replica, True, request_id, "scale_down"):
+            return True
+        return self._lower_min(wid, gang, group) and self._release(
+            wid, replica, True, f"{request_id}/min", "scale_down")
+
     def _lower_min(self, wid: str, gang: GangView, group: str) -> bool:
         """gangsched's spec with `group`'s min_count one replica below its
         desired count, so that one of its replicas can be given back for
@@ -694,15 +704,8 @@ class ClusterReconciler:
             if shrink:
                 first = index - index % h
                 replica = [slot_name(group, first + i) for i in range(h)]
-                released = self._release(wid, replica, True,
-                                         f"shrink/{wid}/{uid}", "scale_down")
-                if not released and self._lower_min(wid, gang, group):
-                    # Below its min_count (a cluster winding down, a refused
-                    # spec): the minimum lowered first, then given back.
-                    released = self._release(wid, replica, True,
-                                             f"shrink/{wid}/{uid}/min",
-                                             "scale_down")
-                if released:
+                if self._shrink(wid, gang, group, replica,
+                                f"shrink/{wid}/{uid}"):
                     t.to_delete.discard(pod_name)
                     t.fresh = False
                     shrunk.update(replica)
@@ -736,13 +739,8 @@ class ClusterReconciler:
                        for s in slots):
                     continue
                 replica = [slot_name(group, r * h + i) for i in range(h)]
-                request = f"shrink/{wid}/{gang.revision}/{r}/{group}"
-                released = self._release(wid, replica, True, request,
-                                         "scale_down")
-                if not released and self._lower_min(wid, gang, group):
-                    released = self._release(wid, replica, True,
-                                             f"{request}/min", "scale_down")
-                if released:
+                if self._shrink(wid, gang, group, replica,
+                                f"shrink/{wid}/{gang.revision}/{r}/{group}"):
                     excess -= h
                     t.fresh = False
 

@@ -132,7 +132,8 @@ def _pod_amounts(pod_spec: Mapping[str, Any]) -> dict[str, int]:
 
 def node_selector(pod_spec: Mapping[str, Any]) -> dict[str, str]:
     """The pod's nodeSelector (ANDed with its node affinity)."""
-    return {k: str(v) for k, v in (pod_spec.get("nodeSelector") or {}).items()}
+    return {str(k): str(v) for k, v in
+            _map(pod_spec.get("nodeSelector"), "nodeSelector").items()}
 
 
 def node_affinity(pod_spec: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -239,67 +240,58 @@ def pod_strategy(pod_spec: Mapping[str, Any], own: Mapping[str, str],
     affinity and spreading"): required anti-affinity on the hostname ->
     STRICT_SPREAD, preferred anti-affinity or a ScheduleAnyway spread on
     the hostname -> SPREAD; None when there is none. Anything else is
-    refused with a MappingError, never dropped."""
+    refused with a MappingError naming `where`, never dropped."""
     try:
-        return _pod_strategy(pod_spec, own, namespace, where)
+        return _pod_strategy(pod_spec, own, namespace)
     except MappingError as e:
-        if str(e).startswith(where):
-            raise
         raise MappingError(f"{where}: {e}") from None
 
 
+def _on_own_hosts(term: Any, own: Mapping[str, str], namespace: str,
+                  at: str, zones: str) -> None:
+    """A term that must be over the hostname among the group's own pods."""
+    term = _map(term, at)
+    if term.get("topologyKey") != HOSTNAME:
+        raise MappingError(f"{at}: only topologyKey {HOSTNAME} is "
+                           f"supported; {zones}")
+    if why := _own_group(term, own, namespace):
+        raise MappingError(f"{at}: {why}")
+
+
 def _pod_strategy(pod_spec: Mapping[str, Any], own: Mapping[str, str],
-                  namespace: str, where: str) -> str | None:
+                  namespace: str) -> str | None:
     affinity = _map(pod_spec.get("affinity"), "affinity")
     if affinity.get("podAffinity"):
-        raise MappingError(f"{where}: podAffinity is not supported: "
-                           "gangsched keeps a group together with the "
-                           "PACK or STRICT_PACK placement, or a topology "
-                           "(annotations gangsched.io/placement, "
-                           "gangsched.io/topology-key)")
+        raise MappingError("podAffinity is not supported: gangsched keeps a "
+                           "group together with the PACK or STRICT_PACK "
+                           "placement, or a topology (annotations "
+                           "gangsched.io/placement, gangsched.io/topology-key)")
     anti = _map(affinity.get("podAntiAffinity"), "podAntiAffinity")
+    zones = "for zones or racks use gangsched.io/topology-key"
     strategy = None
-    required = _items(anti.get(
-        "requiredDuringSchedulingIgnoredDuringExecution"),
-        "podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution")
-    preferred = _items(anti.get(
-        "preferredDuringSchedulingIgnoredDuringExecution"),
-        "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution")
-    for i, term in enumerate(required):
-        at = f"{where}: podAntiAffinity required[{i}]"
-        term = _map(term, at)
-        if term.get("topologyKey") != HOSTNAME:
-            raise MappingError(f"{at}: only topologyKey {HOSTNAME} is "
-                               "supported (it is STRICT_SPREAD); for zones "
-                               "use gangsched.io/topology-key")
-        if why := _own_group(term, own, namespace):
-            raise MappingError(f"{at}: {why}")
+    for i, term in enumerate(_items(
+            anti.get("requiredDuringSchedulingIgnoredDuringExecution"),
+            "podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution")):
+        _on_own_hosts(term, own, namespace,
+                      f"podAntiAffinity required[{i}]", zones)
         strategy = "STRICT_SPREAD"
-    for i, item in enumerate(preferred):
-        at = f"{where}: podAntiAffinity preferred[{i}]"
-        term = _map(_map(item, at).get("podAffinityTerm"), at)
-        if term.get("topologyKey") != HOSTNAME:
-            raise MappingError(f"{at}: only topologyKey {HOSTNAME} is "
-                               "supported (it is SPREAD)")
-        if why := _own_group(term, own, namespace):
-            raise MappingError(f"{at}: {why}")
+    for i, item in enumerate(_items(
+            anti.get("preferredDuringSchedulingIgnoredDuringExecution"),
+            "podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution")):
+        at = f"podAntiAffinity preferred[{i}]"
+        _on_own_hosts(_map(item, at).get("podAffinityTerm"), own, namespace,
+                      at, zones)
         strategy = strategy or "SPREAD"
     for i, c in enumerate(_items(pod_spec.get("topologySpreadConstraints"),
                                  "topologySpreadConstraints")):
-        at = f"{where}: topologySpreadConstraints[{i}]"
-        c = _map(c, at)
-        if c.get("topologyKey") != HOSTNAME:
-            raise MappingError(f"{at}: only topologyKey {HOSTNAME} is "
-                               "supported; to keep a group in one zone or "
-                               "rack use gangsched.io/topology-key")
+        at = f"topologySpreadConstraints[{i}]"
+        _on_own_hosts(c, own, namespace, at, zones)
         if c.get("whenUnsatisfiable") != "ScheduleAnyway":
             raise MappingError(
                 f"{at}: whenUnsatisfiable DoNotSchedule over hosts is not "
                 "a gangsched strategy; use required podAntiAffinity on "
                 f"{HOSTNAME} (STRICT_SPREAD: one pod a node) or "
                 "ScheduleAnyway (SPREAD)")
-        if why := _own_group(c, own, namespace):
-            raise MappingError(f"{at}: {why}")
         strategy = strategy or "SPREAD"
     return strategy
 
