@@ -31,8 +31,8 @@ const Node* ClusterState::Find(absl::string_view name) const {
 }
 
 NodeId ClusterState::FindId(absl::string_view name) const {
-  auto it = ids_.find(name);
-  return it == ids_.end() ? NodeId() : it->second;
+  auto it = ids_->find(name);
+  return it == ids_->end() ? NodeId() : it->second;
 }
 
 NodeId ClusterState::Apply(const NodeSpec& spec, ResourceTable& resources) {
@@ -43,14 +43,16 @@ NodeId ClusterState::Apply(const NodeSpec& spec, ResourceTable& resources) {
       free_ids_.pop_back();
     } else {
       id = NodeId(static_cast<uint32_t>(nodes_.size()));
-      nodes_.emplace_back();
+      nodes_.EmplaceBack();
     }
-    ids_.emplace(spec.name, id);
-    nodes_[id.value()] = Node{};
-    nodes_[id.value()].name = spec.name;
-    nodes_[id.value()].live = true;
+    ids_.Mut()->emplace(spec.name, id);
+    Node& fresh = nodes_.Mut(id.value());
+    fresh = Node{};
+    fresh.name = spec.name;
+    fresh.live = true;
   }
-  Node& node = nodes_[id.value()];
+  Node& node = nodes_.Mut(id.value());
+  if (node.schedulable) schedulable_allocatable_ -= node.allocatable;
   // `pods` is the node's pod capacity, not a resource pods request.
   NamedResources allocatable = spec.allocatable;
   node.max_pods = kDefaultMaxPods;
@@ -71,17 +73,19 @@ NodeId ClusterState::Apply(const NodeSpec& spec, ResourceTable& resources) {
   node.labels = spec.labels;
   node.taints = spec.taints;
   node.schedulable = spec.schedulable;
-  topology_.SetNode(node, id.value());
+  if (node.schedulable) schedulable_allocatable_ += node.allocatable;
+  topology_.Mut()->SetNode(node, id.value());
   Touch(id);
   ++spec_version_;
   return id;
 }
 
 void ClusterState::Remove(NodeId id) {
-  Node& node = nodes_[id.value()];
-  ids_.erase(node.name);
-  index_.Remove(id.value());
-  topology_.Remove(id.value());
+  Node& node = nodes_.Mut(id.value());
+  if (node.schedulable) schedulable_allocatable_ -= node.allocatable;
+  ids_.Mut()->erase(node.name);
+  index_.Mut()->Remove(id.value());
+  topology_.Mut()->Remove(id.value());
   node = Node{};
   free_ids_.push_back(id.value());
   ++spec_version_;
@@ -90,7 +94,7 @@ void ClusterState::Remove(NodeId id) {
 
 uint32_t ClusterState::Bind(NodeId id, const ResourceVector& pod, SlotKey key,
                             DeviceMask devices) {
-  Node& n = nodes_[id.value()];
+  Node& n = nodes_.Mut(id.value());
   n.used += pod;
   if (devices != 0) n.devices.Hold(devices, n.GpuOf(pod), 1);
   n.devices.memory_held += n.MemoryShareOf(pod);
@@ -104,7 +108,7 @@ uint32_t ClusterState::Bind(NodeId id, const ResourceVector& pod, SlotKey key,
 std::optional<SlotKey> ClusterState::Unbind(NodeId id,
                                             const ResourceVector& pod,
                                             uint32_t pos, DeviceMask devices) {
-  Node& n = nodes_[id.value()];
+  Node& n = nodes_.Mut(id.value());
   n.used -= pod;
   if (devices != 0) n.devices.Hold(devices, n.GpuOf(pod), -1);
   n.devices.memory_held -= n.MemoryShareOf(pod);
@@ -122,14 +126,14 @@ std::optional<SlotKey> ClusterState::Unbind(NodeId id,
 
 void ClusterState::MoveDevices(NodeId id, int64_t gpu, DeviceMask from,
                                DeviceMask to) {
-  Node& n = nodes_[id.value()];
+  Node& n = nodes_.Mut(id.value());
   if (from != 0) n.devices.Hold(from, gpu, -1);
   if (to != 0) n.devices.Hold(to, gpu, 1);
   Touch(id);
 }
 
 void ClusterState::Reserve(NodeId id, const ResourceVector& pod) {
-  Node& n = nodes_[id.value()];
+  Node& n = nodes_.Mut(id.value());
   n.reserved += pod;
   ++n.reserved_pods;
   n.devices.Reserve(n.GpuOf(pod), 1);
@@ -138,7 +142,7 @@ void ClusterState::Reserve(NodeId id, const ResourceVector& pod) {
 }
 
 void ClusterState::Unreserve(NodeId id, const ResourceVector& pod) {
-  Node& n = nodes_[id.value()];
+  Node& n = nodes_.Mut(id.value());
   n.reserved -= pod;
   --n.reserved_pods;
   n.devices.Reserve(n.GpuOf(pod), -1);
@@ -163,8 +167,8 @@ void ClusterState::Touch(NodeId id) {
     batched_.push_back(id.value());
     return;
   }
-  index_.Update(nodes_[id.value()], id.value());
-  topology_.Touch(nodes_[id.value()], id.value());
+  index_.Mut()->Update(nodes_[id.value()], id.value());
+  topology_.Mut()->Touch(nodes_[id.value()], id.value());
 }
 
 void ClusterState::TouchAll() {
@@ -176,11 +180,17 @@ void ClusterState::TouchAll() {
 absl::Status ClusterState::CheckIndexes() const {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
-    if (n.live && !index_.Matches(n, static_cast<uint32_t>(i)))
+    if (n.live && !index_->Matches(n, static_cast<uint32_t>(i)))
       return absl::InternalError(absl::StrCat(n.name, ": node index is stale"));
   }
-  if (!topology_.Matches(nodes_))
+  if (!topology_->Matches(nodes_))
     return absl::InternalError("topology index is stale");
+  ResourceVector total;
+  for (const Node& n : nodes_) {
+    if (n.live && n.schedulable) total += n.allocatable;
+  }
+  if (!(total - schedulable_allocatable_).IsZero())
+    return absl::InternalError("the schedulable nodes' total is stale");
   return absl::OkStatus();
 }
 
@@ -224,14 +234,15 @@ void Scheduler::ShedGpuMemoryPods(NodeId id, absl::Time now) {
   }
   UnbindSlots(shed, now, EventType::kEvicted);
   if (node.reserved_pods == 0) return;
-  for (const auto& w : workloads_) {
+  for (uint32_t i = 0; i < workloads_.size(); ++i) {
+    const Workload* w = workloads_[i].get();
     if (!w || w->state != WorkloadState::kPipelined) continue;
     bool uses = false;
     for (const GroupState& g : w->groups) {
       if (!AsksGpuMemory(g.pod)) continue;
       for (NodeId n : g.slot_nominated) uses |= n == id;
     }
-    if (uses) PlanAgain(*w, now);
+    if (uses) PlanAgain(MutWorkload(i), now);
   }
 }
 
@@ -327,7 +338,7 @@ void Scheduler::ReconcileDevices(NodeId id, absl::Time now) {
     if (want[i] == slots[i].mask ||
         std::find(shed.begin(), shed.end(), slots[i].key) != shed.end())
       continue;
-    Workload& w = *workloads_[slots[i].key.workload.value()];
+    Workload& w = MutWorkload(slots[i].key.workload);
     Changed(w);
     w.groups[slots[i].key.group].SetDevices(slots[i].key.index, want[i]);
     cluster_.MoveDevices(id, slots[i].gpu, slots[i].mask, want[i]);
@@ -352,7 +363,7 @@ void Scheduler::UnbindNewest(NodeId id, absl::Time now, EventType type,
 }
 
 void Scheduler::UnbindInto(SlotKey key, LostSlots& lost) {
-  Workload& w = *workloads_[key.workload.value()];
+  Workload& w = MutWorkload(key.workload);
   Unbind(w, key.group, key.index);
   auto& [wid, slots] = lost[w.submit_seq];
   wid = w.id;
@@ -362,7 +373,7 @@ void Scheduler::UnbindInto(SlotKey key, LostSlots& lost) {
 void Scheduler::RecordLost(LostSlots& lost, EventType type, absl::Time now) {
   for (auto& [seq, lost_slots] : lost) {
     auto& [wid, slots] = lost_slots;
-    Workload& w = *workloads_[wid.value()];
+    Workload& w = MutWorkload(wid);
     Event& e = Record(type, w, now);
     if (type == EventType::kEvicted) {
       e.evictions.push_back(
@@ -414,16 +425,19 @@ void Scheduler::DropNominationsOn(NodeId id, absl::Time now, bool removed) {
       staying.pods + node.reserved_pods <= node.max_pods) {
     return;  // an update that keeps the room (the shim re-sends its nodes)
   }
-  for (const auto& w : workloads_) {
+  for (uint32_t wid = 0; wid < workloads_.size(); ++wid) {
+    const Workload* w = workloads_[wid].get();
     if (w && w->state == WorkloadState::kRunning) {
       // Moves onto the node (docs/SCHEDULING.md, "Consolidation") lose
       // their room; the moved pods are placed again once they are gone.
-      for (GroupState& group : w->groups) {
-        for (size_t i = 0; i < group.slot_nominated.size(); ++i) {
-          if (group.slot_nominated[i] != id) continue;
-          Unreserve(id, group.pod);
-          group.slot_nominated[i] = NodeId();
-          Changed(*w);
+      for (uint32_t g = 0; g < w->groups.size(); ++g) {
+        for (size_t i = 0; i < w->groups[g].slot_nominated.size(); ++i) {
+          if (w->groups[g].slot_nominated[i] != id) continue;
+          Workload& moved = MutWorkload(wid);
+          w = &moved;
+          Unreserve(id, moved.groups[g].pod);
+          moved.groups[g].slot_nominated[i] = NodeId();
+          Changed(moved);
         }
       }
     }
@@ -434,7 +448,7 @@ void Scheduler::DropNominationsOn(NodeId id, absl::Time now, bool removed) {
     }
     // A removed node, or one whose room no longer holds the reservation:
     // the gang is planned again (the evictions made for it still count).
-    if (uses) PlanAgain(*w, now);
+    if (uses) PlanAgain(MutWorkload(wid), now);
   }
 }
 
@@ -526,9 +540,8 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
   state.SetDevices(slot, 0);
   if (std::optional<SlotKey> moved =
           cluster_.Unbind(node, state.pod, pos, devices)) {
-    workloads_[moved->workload.value()]
-        ->groups[moved->group]
-        .slot_pos[moved->index] = pos;
+    MutWorkload(moved->workload).groups[moved->group].slot_pos[moved->index] =
+        pos;
   }
   AddToQueuePath(w.queue, state.pod * -1, !w.preemptible);
 }

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "core/cow_ptr.h"
 #include "core/gang_placer.h"
 #include "core/ids.h"
 #include "core/node.h"
@@ -26,15 +27,19 @@ namespace gangsched {
 class ClusterState {
  public:
   // --- views -------------------------------------------------------------
-  const std::vector<Node>& nodes() const { return nodes_; }
+  const NodeTable& nodes() const { return nodes_; }
   const Node& node(NodeId id) const { return nodes_[id.value()]; }
+  // The same for code that changes nodes while it holds the reference:
+  // this copy's own node (a dry run's copy takes its chunk first), so the
+  // reference sees every change made after it was taken.
+  const Node& node(NodeId id) { return nodes_.Mut(id.value()); }
   const Node* Find(absl::string_view name) const;
   NodeId FindId(absl::string_view name) const;
   // The placer's view with both indexes.
   PlacerOptions Indexed() const {
-    return {.index = &index_, .topology = &topology_};
+    return {.index = index_.get(), .topology = topology_.get()};
   }
-  const TopologyIndex* topology() const { return &topology_; }
+  const TopologyIndex* topology() const { return topology_.get(); }
   // Changes whenever a node is added, changed by its spec or removed (not
   // when what it holds changes): what depends on the nodes alone, such as
   // whether a gang could ever fit, holds while it stays.
@@ -43,6 +48,11 @@ class ClusterState {
   // too (every bind, unbind and reservation): what is read off the room
   // of all nodes holds while it stays.
   uint64_t room_version() const { return room_version_; }
+  // The allocatable of the schedulable nodes added up (what fair shares
+  // divide), kept as nodes change rather than summed on every ask.
+  const ResourceVector& schedulable_allocatable() const {
+    return schedulable_allocatable_;
+  }
 
   // --- the node set --------------------------------------------------------
   // Creates the node when new, then takes what `spec` says: allocatable
@@ -68,7 +78,7 @@ class ClusterState {
   // A workload's groups were renumbered: the slot at `pos` belongs to
   // `group` now.
   void SetSlotGroup(NodeId id, uint32_t pos, uint32_t group) {
-    nodes_[id.value()].slots[pos].group = group;
+    nodes_.Mut(id.value()).slots[pos].group = group;
   }
 
   // --- indexes -------------------------------------------------------------
@@ -88,13 +98,19 @@ class ClusterState {
   absl::Status CheckIndexes() const;
 
  private:
-  std::vector<Node> nodes_;
-  NodeIndex index_;  // every change of a node's free room goes through Touch
-  TopologyIndex topology_;  // likewise; labels set in Apply
+  // Shared with a dry run's copy until one of them writes (core/cow_ptr.h):
+  // nodes in chunks, each index whole.
+  NodeTable nodes_;
+  // Every change of a node's free room goes through Touch.
+  CowPtr<NodeIndex> index_ = std::make_unique<NodeIndex>();
+  CowPtr<TopologyIndex> topology_ =
+      std::make_unique<TopologyIndex>();  // likewise; labels set in Apply
   uint64_t spec_version_ = 0;
   uint64_t room_version_ = 0;
   std::vector<uint32_t> free_ids_;
-  absl::flat_hash_map<std::string, NodeId> ids_;
+  CowPtr<absl::flat_hash_map<std::string, NodeId>> ids_ =
+      std::make_unique<absl::flat_hash_map<std::string, NodeId>>();
+  ResourceVector schedulable_allocatable_;
   bool deferred_ = false;
   bool batching_ = false;
   std::vector<uint32_t> batched_;  // nodes touched in the batch

@@ -121,7 +121,7 @@ std::optional<Scheduler::MovePlan> Scheduler::TryMoves(
 }
 
 namespace {
-ResourceVector FreeRoomInTotal(const std::vector<Node>& nodes) {
+ResourceVector FreeRoomInTotal(const NodeTable& nodes) {
   ResourceVector free;
   for (const Node& n : nodes) {
     if (n.live && n.schedulable) free += FreeNow(n);
@@ -149,7 +149,7 @@ std::optional<Scheduler::MovePlan> Scheduler::FindMoves(
   const ResourceId key = need.Get(kGpu) > 0 ? kGpu : kCpu;
   // The nodes pods move away from are tried most free room first.
   std::vector<std::pair<int64_t, uint32_t>> sources;  // (-free key, id)
-  const std::vector<Node>& nodes = cluster_.nodes();
+  const NodeTable& nodes = cluster_.nodes();
   for (uint32_t id = 0; id < nodes.size(); ++id) {
     const Node& n = nodes[id];
     if (!n.live || !n.schedulable || n.slots.empty()) continue;
@@ -283,7 +283,7 @@ void Scheduler::Consolidate(Workload& gang, const PlannedRequest& plan,
                         moves.pods == 1 ? "holds" : "hold",
                         "; bound once their evictions are confirmed"));
   for (size_t k = 0; k < moves.units.size(); ++k) {
-    Workload& v = *workloads_[moves.units[k].workload->id.value()];
+    Workload& v = MutWorkload(moves.units[k].workload->id);
     for (size_t j = 0; j < moves.units[k].slots.size(); ++j) {
       auto [g, i] = moves.units[k].slots[j];
       v.groups[g].slot_nominated[i] = moves.targets[k][j];
@@ -298,9 +298,10 @@ void Scheduler::LandMoves(absl::Time now) {
   std::vector<SlotKey> keys;
   keys.swap(landing_);
   for (const SlotKey& k : keys) {
-    Workload* w = k.workload.value() < workloads_.size()
-                      ? workloads_[k.workload.value()].get()
-                      : nullptr;
+    Workload* w =
+        k.workload.value() < workloads_.size() && workloads_[k.workload.value()]
+            ? &MutWorkload(k.workload)
+            : nullptr;
     if (w == nullptr || k.group >= w->groups.size()) continue;
     GroupState& state = w->groups[k.group];
     if (k.index >= static_cast<int32_t>(state.slot_nominated.size())) continue;

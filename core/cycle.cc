@@ -48,8 +48,8 @@ void Scheduler::PruneSettled() {
   // record changes (Changed). Only what changed since the last check can
   // have become settled.
   for (uint32_t id : recheck_) {
-    Workload* w = workloads_[id].get();
-    if (w == nullptr || !w->to_recheck) continue;
+    if (!workloads_[id] || !workloads_[id]->to_recheck) continue;
+    Workload* w = &MutWorkload(id);
     w->to_recheck = false;
     if (w->in_to_visit && w->Settled()) {
       to_visit_.erase(id);

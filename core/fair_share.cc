@@ -308,10 +308,7 @@ void Scheduler::RecomputeFairShares() {
   for (size_t i = 0; i < order.size(); ++i)
     index[order[i].value()] = static_cast<int32_t>(i);
 
-  ResourceVector total;
-  for (const Node& n : cluster_.nodes()) {
-    if (n.live && n.schedulable) total += n.allocatable;
-  }
+  const ResourceVector& total = cluster_.schedulable_allocatable();
   queues_.ClearFairShares();
   std::vector<FairShareInput> inputs(order.size());
   for (size_t r = 0; r < resources_.size(); ++r) {

@@ -102,9 +102,9 @@ DomainList OrderDomains(DomainFree free, bool spread) {
 // and reservations (when `reserved`, unless options.ignore_reserved), less
 // what `booked` holds per node id. From the topology index when there is
 // one, else from a scan of the nodes' labels.
-DomainList DomainsByFree(const std::vector<Node>& nodes,
-                         const PlacerOptions& options, const std::string& key,
-                         ResourceId resource, bool spread, bool reserved,
+DomainList DomainsByFree(const NodeTable& nodes, const PlacerOptions& options,
+                         const std::string& key, ResourceId resource,
+                         bool spread, bool reserved,
                          const SmallIdMap<ResourceVector>& booked) {
   bool less_reserved =
       !options.ignore_usage && reserved && !options.ignore_reserved;
@@ -150,7 +150,7 @@ DomainList DomainsByFree(const std::vector<Node>& nodes,
 // One attempt of a whole request inside an optional topology domain.
 class Attempt {
  public:
-  Attempt(const std::vector<Node>& nodes, const ResourceTable& resources,
+  Attempt(const NodeTable& nodes, const ResourceTable& resources,
           const GangRequest& request, const PlacerOptions& options,
           std::optional<DomainFilter> domain)
       : nodes_(nodes),
@@ -298,8 +298,8 @@ class Attempt {
         std::optional<NodeId> node;
         const Node* previous = last ? &nodes_[last->value()] : nullptr;
         if (previous && RulesOf(group.placement.strategy).fullest_first &&
-            !Check(*previous, FreeOn(*previous), replica.group,
-                   left_[replica.group])) {
+            !Check(last->value(), *previous, FreeOn(last->value(), *previous),
+                   replica.group, left_[replica.group])) {
           node = last;
         } else {
           node = PickNode(replica.group, left_[replica.group]);
@@ -322,7 +322,7 @@ class Attempt {
           out->devices.resize(replica_begin);
           return false;
         }
-        out->devices.push_back(BookDevices(nodes_[node->value()], group));
+        out->devices.push_back(BookDevices(node->value(), group));
         extra_[node->value()] += group.pod;
         extra_[node->value()].Add(
             kGpu, nodes_[node->value()].MemoryShareOf(group.pod));
@@ -354,9 +354,8 @@ class Attempt {
              booked.Get(r) - (r == kGpu ? memory_shares : 0);
     }
   };
-  Free FreeOn(const Node& node) const {
+  Free FreeOn(uint32_t id, const Node& node) const {
     Free free;
-    uint32_t id = static_cast<uint32_t>(&node - nodes_.data());
     free.allocatable = node.allocatable.view();
     free.pods = node.max_pods;
     if (!options_.ignore_usage) {
@@ -454,11 +453,11 @@ class Attempt {
   // Reason the node cannot take a pod of `group`, or empty when it can.
   // `free`: FreeOn(node), which the caller needs too.
   // `verdict`, when given, gets the node's filter verdict (for the score).
-  std::optional<Rejection> Check(const Node& node, const Free& free,
-                                 uint32_t group_index, int64_t pods_left,
+  std::optional<Rejection> Check(uint32_t id, const Node& node,
+                                 const Free& free, uint32_t group_index,
+                                 int64_t pods_left,
                                  FilterVerdict* verdict = nullptr) const {
     const PlacementGroup& group = request_.groups[group_index];
-    uint32_t id = static_cast<uint32_t>(&node - nodes_.data());
     auto why = [](const char* reason) { return Rejection{reason, {}}; };
     if (!node.schedulable && !options_.ignore_usage) return why("cordoned");
     // Taints, selector and affinity are the node's spec, like its labels: a
@@ -513,7 +512,7 @@ class Attempt {
     }
     if (gpu > 0) {
       if (node.DeviceCount() > 0) {
-        if (!Devices(node, group)) return why(kNoDevice);
+        if (!Devices(id, node, group)) return why(kNoDevice);
       } else if (SharesGpu(group.pod)) {
         return why(kNotShared);
       }
@@ -534,10 +533,9 @@ class Attempt {
   // The devices a pod of `group` would get on `node` (tracked devices).
   // Unless `choose`, a whole-GPU pod on a node this attempt has not booked
   // on is only counted: nullopt when it does not fit, else 0.
-  std::optional<DeviceMask> Devices(const Node& node,
+  std::optional<DeviceMask> Devices(uint32_t id, const Node& node,
                                     const PlacementGroup& group,
                                     bool choose = false) const {
-    const uint32_t id = static_cast<uint32_t>(&node - nodes_.data());
     const DeviceDelta* delta = devices_.Find(id);
     const int32_t keep = options_.ignore_usage || options_.ignore_reserved
                              ? 0
@@ -558,12 +556,13 @@ class Attempt {
 
   // Books the devices of one pod of `group` on `node` (which Check let
   // take it); 0 when the pod holds no devices there.
-  DeviceMask BookDevices(const Node& node, const PlacementGroup& group) {
+  DeviceMask BookDevices(uint32_t id, const PlacementGroup& group) {
+    const Node& node = nodes_[id];
     const int64_t gpu = node.GpuOf(group.pod);
     if (gpu <= 0 || node.DeviceCount() == 0) return 0;
-    const std::optional<DeviceMask> mask = Devices(node, group, true);
+    const std::optional<DeviceMask> mask = Devices(id, node, group, true);
     if (!mask) return 0;  // Check said it fits; cannot happen
-    DeviceDelta& delta = devices_[static_cast<uint32_t>(&node - nodes_.data())];
+    DeviceDelta& delta = devices_[id];
     ForEachDevice(*mask, [&](int d) {
       if (static_cast<int>(delta.size()) <= d) delta.resize(d + 1, 0);
       delta[static_cast<size_t>(d)] += static_cast<int32_t>(PerDevice(gpu));
@@ -601,9 +600,9 @@ class Attempt {
                                  int64_t pods_left) {
     const Node& node = nodes_[i];
     if (!node.live) return std::nullopt;
-    const Free free = FreeOn(node);
+    const Free free = FreeOn(i, node);
     FilterVerdict verdict;
-    if (auto why = Check(node, free, group_index, pods_left, &verdict)) {
+    if (auto why = Check(i, node, free, group_index, pods_left, &verdict)) {
       Reject(*why);
       return std::nullopt;
     }
@@ -623,7 +622,7 @@ class Attempt {
     // GPUs").
     int gpu_tier = (!gpu_pod && node.allocatable.Get(kGpu) > 0) ? 1 : 0;
     if (SharesGpu(group.pod)) {
-      const std::optional<DeviceMask> mask = Devices(node, group);
+      const std::optional<DeviceMask> mask = Devices(i, node, group);
       const bool shares =
           mask && HeldOn(node, devices_.Find(i), std::countr_zero(*mask)) > 0;
       gpu_tier = shares == spread ? 1 : 0;
@@ -736,7 +735,7 @@ class Attempt {
     return NodeId(std::get<7>(*best));
   }
 
-  const std::vector<Node>& nodes_;
+  const NodeTable& nodes_;
   const ResourceTable& resources_;
   const GangRequest& request_;
   const PlacerOptions& options_;
@@ -776,8 +775,7 @@ class Attempt {
 // Topology domains to try, in order: the one the gang already runs in
 // first, then by free capacity of the gang's key resource (least free first
 // for bin-packing, most free first for spreading).
-DomainList CandidateDomains(const std::vector<Node>& nodes,
-                            const GangRequest& request,
+DomainList CandidateDomains(const NodeTable& nodes, const GangRequest& request,
                             const PlacerOptions& options) {
   const std::string& key = request.gang.topology_key;
   for (NodeId n : request.gang_bound_nodes) {
@@ -818,7 +816,7 @@ int32_t PodsOf(const GangRequest& request) {
   return pods;
 }
 
-GangPlacement TryPlaceGang(const std::vector<Node>& nodes,
+GangPlacement TryPlaceGang(const NodeTable& nodes,
                            const ResourceTable& resources,
                            const GangRequest& request,
                            const PlacerOptions& options) {
@@ -863,8 +861,7 @@ GangPlacement TryPlaceGang(const std::vector<Node>& nodes,
   return out;
 }
 
-GangPlacement PlaceGang(const std::vector<Node>& nodes,
-                        const ResourceTable& resources,
+GangPlacement PlaceGang(const NodeTable& nodes, const ResourceTable& resources,
                         const GangRequest& request,
                         const PlacerOptions& options) {
   GangPlacement now = TryPlaceGang(nodes, resources, request, options);

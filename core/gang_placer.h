@@ -117,15 +117,14 @@ ResourceVector TotalOf(const GangRequest& request);
 int32_t PodsOf(const GangRequest& request);
 
 // Tries the request against the nodes as they are now.
-GangPlacement TryPlaceGang(const std::vector<Node>& nodes,
+GangPlacement TryPlaceGang(const NodeTable& nodes,
                            const ResourceTable& resources,
                            const GangRequest& request,
                            const PlacerOptions& options);
 
 // TryPlaceGang, and when it fails, the same against empty nodes to tell
 // "retry later" (kRetryLater) from "can never fit" (kNeverFits).
-GangPlacement PlaceGang(const std::vector<Node>& nodes,
-                        const ResourceTable& resources,
+GangPlacement PlaceGang(const NodeTable& nodes, const ResourceTable& resources,
                         const GangRequest& request,
                         const PlacerOptions& options = {});
 

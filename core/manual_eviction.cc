@@ -20,12 +20,12 @@ absl::StatusOr<std::vector<Eviction>> Scheduler::Preempt(
     absl::string_view workload_id, PreemptScope scope, bool requeue,
     bool dry_run, absl::Time now) {
   if (!dry_run) AdvanceUsage(now);
-  auto found = workload_ids_.find(workload_id);
-  if (found == workload_ids_.end()) {
+  const WorkloadId* found = workload_ids_.Find(workload_id);
+  if (found == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("workload_id: workload \"", workload_id, "\" not found"));
   }
-  Workload& w = *workloads_[found->second.value()];
+  Workload& w = MutWorkload(*found);
   if (w.state == WorkloadState::kReleased) {
     return absl::FailedPreconditionError(absl::StrCat(
         "workload_id: workload \"", workload_id, "\" is released"));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "core/cow_ptr.h"
 #include "core/gpu_devices.h"
 #include "core/ids.h"
 #include "core/resources.h"
@@ -115,5 +116,8 @@ struct Node {
   std::optional<absl::string_view> FindLabel(absl::string_view key) const;
   bool Matches(const Labels& selector) const;
 };
+
+// The nodes by id (NodeId), shared in chunks with a dry run's copy.
+using NodeTable = CowTable<Node>;
 
 }  // namespace gangsched

@@ -34,9 +34,35 @@ bool Indexed(const Node& node) {
 
 }  // namespace
 
+std::shared_ptr<NodeIndex> NodeIndex::Over(
+    std::shared_ptr<const NodeIndex> base) {
+  // An overlay's copy is another overlay of the same base, with the
+  // changes made so far.
+  if (base->base_) return std::make_shared<NodeIndex>(*base);
+  auto overlay = std::make_shared<NodeIndex>();
+  overlay->base_ = std::move(base);
+  return overlay;
+}
+
+const NodeIndex::Entry* NodeIndex::EntryOf(uint32_t id) const {
+  if (base_) {
+    auto it = changed_.find(id);
+    if (it == changed_.end()) return base_->EntryOf(id);
+    return it->second ? &*it->second : nullptr;
+  }
+  return id < entries_.size() && entries_[id] ? &*entries_[id] : nullptr;
+}
+
 void NodeIndex::Remove(uint32_t id) {
-  if (id >= entries_.size() || !entries_[id]) return;
-  const Entry& e = *entries_[id];
+  const Entry* found = EntryOf(id);
+  if (found == nullptr) return;
+  const Entry e = *found;
+  if (base_) {
+    // The base's entry is hidden from now on; only our own sets change.
+    changed_[id].reset();
+  } else {
+    entries_[id].reset();
+  }
   if (e.shared) shared_.erase(e.by_gpu);
   if (e.has_gpu) {
     gpu_by_gpu_.erase(e.by_gpu);
@@ -44,13 +70,11 @@ void NodeIndex::Remove(uint32_t id) {
   } else {
     cpu_by_cpu_.erase(e.by_cpu);
   }
-  entries_[id].reset();
 }
 
 void NodeIndex::Update(const Node& node, uint32_t id) {
   Remove(id);
   if (!Indexed(node)) return;
-  if (id >= entries_.size()) entries_.resize(id + 1);
   ResourceVector free = node.Free();
   Entry e;
   e.has_gpu = node.allocatable.Get(kGpu) > 0;
@@ -64,15 +88,20 @@ void NodeIndex::Update(const Node& node, uint32_t id) {
   } else {
     cpu_by_cpu_.insert(e.by_cpu);
   }
-  entries_[id] = e;
+  if (base_) {
+    changed_[id] = e;
+  } else {
+    if (id >= entries_.size()) entries_.resize(id + 1);
+    entries_[id] = e;
+  }
 }
 
 bool NodeIndex::Matches(const Node& node, uint32_t id) const {
-  bool indexed = id < entries_.size() && entries_[id].has_value();
-  if (!Indexed(node)) return !indexed;
-  if (!indexed) return false;
+  const Entry* found = EntryOf(id);
+  if (!Indexed(node)) return found == nullptr;
+  if (found == nullptr) return false;
   ResourceVector free = node.Free();
-  const Entry& e = *entries_[id];
+  const Entry& e = *found;
   return e.has_gpu == (node.allocatable.Get(kGpu) > 0) &&
          e.shared == HasSharedRoom(node) &&
          e.by_gpu == GpuKey(node, free, id) &&

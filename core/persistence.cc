@@ -109,7 +109,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
     return absl::DataLossError(
         absl::StrCat("stored workload \"", r.spec.id, "\": ", why));
   };
-  if (workload_ids_.contains(r.spec.id)) return fail("restored twice");
+  if (workload_ids_.Contains(r.spec.id)) return fail("restored twice");
   const Queue* queue = FindQueue(r.spec.queue);
   bool released = r.state == WorkloadState::kReleased;
   if (queue == nullptr && released) {
@@ -143,8 +143,8 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   if (cls == nullptr) cls = FindClass("");
 
   WorkloadId id = NewWorkloadId();
-  auto owned = std::make_unique<Workload>();
-  Workload& w = *owned;
+  workloads_.Mut(id.value()) = CowPtr<Workload>::Make();
+  Workload& w = MutWorkload(id);
   w.id = id;
   w.spec = r.spec;
   w.queue = queue->id;
@@ -171,8 +171,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
         gs, ReplicaFlags(r.replica_live[g].begin(), r.replica_live[g].end())));
   }
   w.ResetGroupOrder();
-  workloads_[id.value()] = std::move(owned);
-  workload_ids_.emplace(r.spec.id, id);
+  workload_ids_.Set(r.spec.id, id);
   if (w.state == WorkloadState::kReleased) {
     released_order_.push_back({id, w.submit_seq});
   } else {
@@ -280,9 +279,9 @@ void Scheduler::RestoreCounters(int64_t revision, uint64_t submit_seq,
   // Who evictions under way were made for (not stored: derived).
   for (uint32_t id : active_) {
     for (const Eviction& e : workloads_[id]->evictions) {
-      auto it = workload_ids_.find(e.preemptor);
-      if (it != workload_ids_.end() && workloads_[it->second.value()])
-        workloads_[it->second.value()]->had_victims = true;
+      const WorkloadId* it = workload_ids_.Find(e.preemptor);
+      if (it != nullptr && workloads_[it->value()])
+        MutWorkload(*it).had_victims = true;
     }
   }
   // What an older version left stuck moves on now, as real changes (events
@@ -297,7 +296,7 @@ void Scheduler::RestoreCounters(int64_t revision, uint64_t submit_seq,
 }
 
 absl::Status Scheduler::CheckConsistency() const {
-  const std::vector<Node>& nodes = cluster_.nodes();
+  const NodeTable& nodes = cluster_.nodes();
   std::vector<ResourceVector> used(nodes.size()), reserved(nodes.size());
   std::vector<int64_t> pods(nodes.size()), reserved_pods(nodes.size());
   std::vector<DeviceUse> devices(nodes.size());

@@ -131,7 +131,7 @@ void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
     waited_on.insert(u.workload);
     if (u.inherited) continue;  // evicted for it already
     Merged& m = merged[u.workload->submit_seq];
-    m.victim = workloads_[u.workload->id.value()].get();
+    m.victim = &MutWorkload(u.workload->id);
     for (auto slot : u.slots) {
       if (std::find(m.slots.begin(), m.slots.end(), slot) == m.slots.end())
         m.slots.push_back(slot);
@@ -197,7 +197,7 @@ void Scheduler::SettleUnsettled(absl::Time now) {
   std::vector<WorkloadId> ids;
   ids.swap(unsettled_);
   for (WorkloadId id : ids) {
-    if (workloads_[id.value()]) SettleEvictions(*workloads_[id.value()], now);
+    if (workloads_[id.value()]) SettleEvictions(MutWorkload(id), now);
   }
 }
 

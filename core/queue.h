@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/btree_set.h"
+#include "core/cow_ptr.h"
 #include "core/ids.h"
 #include "core/resources.h"
 #include "core/spec.h"
@@ -33,7 +33,7 @@ struct Queue {
   // computed from them can be cached (PlaceGangMinimums).
   uint64_t version = 0;
   // Ids of the workloads in this (leaf) queue that are not RELEASED.
-  absl::btree_set<uint32_t> active;
+  CowIdSet active;  // shared with a dry run's copy (core/cow_ptr.h)
   // Per resource id; kUnlimited where the queue sets none. A resource the
   // queue does not list is not constrained by it.
   ResourceVector quota;

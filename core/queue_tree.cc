@@ -73,8 +73,8 @@ absl::Status Scheduler::RemoveQueue(absl::string_view name) {
   changes_.queues.insert(std::string(name));
   // Its RELEASED history goes with it: a record naming a queue that no
   // longer exists could not be restored.
-  for (const auto& w : workloads_) {
-    if (w && w->queue == id) Forget(*w);
+  for (uint32_t w = 0; w < workloads_.size(); ++w) {
+    if (workloads_[w] && workloads_[w]->queue == id) Forget(MutWorkload(w));
   }
   usage_.Remove(id);
   queues_.Remove(id);

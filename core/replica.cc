@@ -46,9 +46,8 @@ absl::Status Scheduler::ApplyReplica(const ReplicaBatch& batch) {
   // 1. The workloads the batch names go first, freeing what they held, so
   //    nodes and queues below can change or go without side effects.
   auto drop = [&](const std::string& id) {
-    auto it = workload_ids_.find(id);
-    if (it != workload_ids_.end())
-      DropReplicated(*workloads_[it->second.value()]);
+    if (const WorkloadId* it = workload_ids_.Find(id))
+      DropReplicated(MutWorkload(*it));
   };
   for (const WorkloadRecord& r : batch.workloads) drop(r.spec.id);
   for (const std::string& id : batch.removed_workloads) drop(id);

@@ -154,9 +154,8 @@ const PriorityClass* Scheduler::FindClass(absl::string_view name) const {
 // Workloads
 
 const Workload* Scheduler::FindWorkload(absl::string_view id) const {
-  auto it = workload_ids_.find(id);
-  return it == workload_ids_.end() ? nullptr
-                                   : workloads_[it->second.value()].get();
+  const WorkloadId* it = workload_ids_.Find(id);
+  return it == nullptr ? nullptr : workloads_[it->value()].get();
 }
 
 absl::Status Scheduler::ValidateAgainstState(const WorkloadSpec& spec,
@@ -237,10 +236,8 @@ absl::Status Scheduler::ValidateAgainstState(const WorkloadSpec& spec,
 
 absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
   AdvanceUsage(now);
-  auto found = workload_ids_.find(spec.id);
-  Workload* existing = found == workload_ids_.end()
-                           ? nullptr
-                           : workloads_[found->second.value()].get();
+  const WorkloadId* found = workload_ids_.Find(spec.id);
+  Workload* existing = found == nullptr ? nullptr : &MutWorkload(*found);
   if (absl::Status s = CheckResourceNames(spec); !s.ok()) return s;
   if (absl::Status s = ValidateAgainstState(spec, existing); !s.ok()) return s;
   changes_.workloads.insert(spec.id);
@@ -252,16 +249,16 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
 
   if (existing == nullptr) {
     WorkloadId id = NewWorkloadId();
-    auto w = std::make_unique<Workload>();
+    workloads_.Mut(id.value()) = CowPtr<Workload>::Make();
+    Workload* w = &MutWorkload(id);
     w->id = id;
     w->created = now;
     w->waiting_since = now;
     w->submit_seq = ++submit_seq_;
     w->queue = queues_.FindId(spec.queue);
     w->spec.id = spec.id;
-    existing = w.get();
-    workloads_[id.value()] = std::move(w);
-    workload_ids_.emplace(spec.id, id);
+    existing = w;
+    workload_ids_.Set(spec.id, id);
     SetActive(*existing, true);
     queues_.CountWorkload(existing->queue, 1);
   }
@@ -390,12 +387,12 @@ absl::StatusOr<ReleaseAnswer> Scheduler::Release(
     absl::string_view workload_id, const std::vector<SlotRef>& slots,
     bool shrink, absl::Time now) {
   AdvanceUsage(now);
-  auto found = workload_ids_.find(workload_id);
-  if (found == workload_ids_.end()) {
+  const WorkloadId* found = workload_ids_.Find(workload_id);
+  if (found == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("workload_id: workload \"", workload_id, "\" not found"));
   }
-  Workload& w = *workloads_[found->second.value()];
+  Workload& w = MutWorkload(*found);
   ReleaseAnswer answer;
   answer.workload_id = w.spec.id;
   if (w.state == WorkloadState::kReleased) {
@@ -508,10 +505,10 @@ void Scheduler::MarkReleased(Workload& w, absl::Time now) {
     released_order_.pop_front();
     // The id may be another workload's by now (forgotten with its queue,
     // or submitted again): only the one released here is forgotten.
-    const auto& held = workloads_[old.value()];
+    const Workload* held = workloads_[old.value()].get();
     if (held && held->submit_seq == seq &&
         held->state == WorkloadState::kReleased) {
-      Forget(*held);
+      Forget(MutWorkload(old));
     }
   }
 }
@@ -557,16 +554,16 @@ WorkloadId Scheduler::NewWorkloadId() {
     free_workload_ids_.pop_back();
     return id;
   }
-  workloads_.emplace_back();
+  workloads_.EmplaceBack();
   return WorkloadId(static_cast<uint32_t>(workloads_.size() - 1));
 }
 
 void Scheduler::Forget(Workload& w) {
   Changed(w);  // gone: the store deletes it
-  workload_ids_.erase(w.spec.id);
+  workload_ids_.Erase(w.spec.id);
   uint32_t id = w.id.value();
   SetActive(w, false);
-  workloads_[id].reset();
+  workloads_.Mut(id).reset();
   free_workload_ids_.push_back(id);
 }
 

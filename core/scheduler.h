@@ -30,8 +30,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "core/clone_ptr.h"
 #include "core/cluster_state.h"
+#include "core/cow_ptr.h"
 #include "core/gang_placer.h"
 #include "core/node.h"
 #include "core/queue.h"
@@ -42,6 +42,9 @@
 #include "core/workload.h"
 
 namespace gangsched {
+
+// The workloads by id (WorkloadId); empty where an id is free.
+using WorkloadTable = CowTable<CowPtr<Workload>, 4>;
 
 struct Binding {
   std::string group;
@@ -372,11 +375,9 @@ class Scheduler {
   const Workload* FindWorkload(absl::string_view id) const;
   const Queue* FindQueue(absl::string_view name) const;
   const Node* FindNode(absl::string_view name) const;
-  const std::vector<Node>& nodes() const { return cluster_.nodes(); }
+  const NodeTable& nodes() const { return cluster_.nodes(); }
   const std::vector<Queue>& queues() const { return queues_.all(); }
-  const std::vector<ClonePtr<Workload>>& workloads() const {
-    return workloads_;
-  }
+  const WorkloadTable& workloads() const { return workloads_; }
   const ResourceTable& resources() const { return resources_; }
   // The placer's view of nodes() with both indexes (PlaceGang's options).
   PlacerOptions Indexed() const { return cluster_.Indexed(); }
@@ -868,23 +869,29 @@ class Scheduler {
 
   QueueTree queues_;  // the queues, their paths and roll-ups
 
-  std::vector<ClonePtr<Workload>> workloads_;  // index = WorkloadId
+  // Index = WorkloadId. Shared with a dry run's copy in chunks of 16
+  // pointers, each workload until one of them writes (core/cow_ptr.h).
+  WorkloadTable workloads_;
+  // The workload to change: this scheduler's own copy (a dry run's copy
+  // shares every workload it has not changed, core/cow_ptr.h).
+  Workload& MutWorkload(uint32_t id) { return *workloads_.Mut(id).Mut(); }
+  Workload& MutWorkload(WorkloadId id) { return MutWorkload(id.value()); }
   std::vector<uint32_t> free_workload_ids_;
-  absl::flat_hash_map<std::string, WorkloadId> workload_ids_;
+  CowNameMap<WorkloadId> workload_ids_;
   // Released workloads, oldest first, with their submit sequence (an id is
   // reused once its workload is forgotten).
   std::deque<std::pair<WorkloadId, uint64_t>> released_order_;
   // Ids of the workloads that are not RELEASED, so cycles walk the live
   // work and not the retained history (SetState, Submit, Forget and
   // RestoreWorkload keep it).
-  absl::btree_set<uint32_t> active_;
+  CowIdSet active_;
   // The active workloads a cycle may have something to do for: all but
   // the settled ones (Workload::Settled: running, whole, nothing to grow,
   // no reason). A workload joins when it becomes active and whenever its
   // stored record changes (Changed), and leaves when a cycle ends with it
   // settled; every phase of a cycle would leave a settled workload as it
   // is, so cycles walk the work that is moving, not every running gang.
-  absl::btree_set<uint32_t> to_visit_;
+  CowIdSet to_visit_;
   // Keeps active_, to_visit_ and the workload's queue's set; `active`
   // false removes.
   void SetActive(Workload& w, bool active) {
@@ -921,14 +928,15 @@ class Scheduler {
   // of a cycle, and of a replica's batch).
   void PruneSettled();
   // The workloads in to_visit_, by id; a copy of the ids, so `visit` may
-  // change states (and so the sets).
+  // change states (and so the sets). Each is this scheduler's own (a dry
+  // run's copy makes it so), so the cycle may keep pointers to them while
+  // it changes them and others.
   template <typename Visit>
   void ForEachToVisit(Visit&& visit) {
-    const absl::btree_set<uint32_t>& walk =
-        options_.walk_every_active ? active_ : to_visit_;
+    const CowIdSet& walk = options_.walk_every_active ? active_ : to_visit_;
     std::vector<uint32_t> ids(walk.begin(), walk.end());
     for (uint32_t id : ids) {
-      if (workloads_[id]) visit(*workloads_[id]);
+      if (workloads_[id]) visit(MutWorkload(id));
     }
   }
   uint64_t submit_seq_ = 0;

@@ -4,7 +4,7 @@ namespace gangsched {
 
 void TopologyIndex::Add(const Member& m, int sign) {
   for (auto [key, domain] : m.domains) {
-    Domain& d = keys_[key].domains[domain];
+    Domain& d = keys_[key].domains.Mut(domain);
     if (sign > 0) {
       d.allocatable += m.allocatable;
       d.used += m.used;
@@ -22,40 +22,41 @@ void TopologyIndex::Remove(uint32_t id) {
   const Member& m = *members_[id];
   Add(m, -1);
   for (auto [key, domain] : m.domains) {
-    --keys_[key].domains[domain].nodes;
-    keys_[key].node_domain[id] = kNoDomain;
+    --keys_[key].domains.Mut(domain).nodes;
+    (*keys_[key].node_domain.Mut())[id] = kNoDomain;
   }
-  members_[id].reset();
+  members_.Mut(id).reset();
 }
 
 void TopologyIndex::SetNode(const Node& node, uint32_t id) {
   Remove(id);
   if (!node.live) return;
-  if (id >= members_.size()) members_.resize(id + 1);
+  while (members_.size() <= id) members_.EmplaceBack();
   Member m;
   for (const auto& [label, value] : node.labels) {
     auto [kit, new_key] =
         key_ids_.try_emplace(label, static_cast<uint32_t>(keys_.size()));
     if (new_key) keys_.emplace_back();
     Key& key = keys_[kit->second];
-    auto [dit, new_domain] = key.domain_ids.try_emplace(
+    auto [dit, new_domain] = key.domain_ids.Mut()->try_emplace(
         value, static_cast<uint32_t>(key.domains.size()));
-    if (new_domain) key.domains.emplace_back().value = std::string(value);
-    if (key.node_domain.size() <= id) key.node_domain.resize(id + 1, kNoDomain);
-    key.node_domain[id] = dit->second;
-    ++key.domains[dit->second].nodes;
+    if (new_domain) key.domains.EmplaceBack().value = std::string(value);
+    std::vector<uint32_t>& node_domain = *key.node_domain.Mut();
+    if (node_domain.size() <= id) node_domain.resize(id + 1, kNoDomain);
+    node_domain[id] = dit->second;
+    ++key.domains.Mut(dit->second).nodes;
     m.domains.emplace_back(kit->second, dit->second);
   }
   m.allocatable = node.allocatable;
   m.used = node.used;
   m.reserved = node.reserved;
   Add(m, +1);
-  members_[id] = std::move(m);
+  members_.Mut(id) = std::move(m);
 }
 
 void TopologyIndex::Touch(const Node& node, uint32_t id) {
   if (id >= members_.size() || !members_[id]) return;
-  Member& m = *members_[id];
+  Member& m = *members_.Mut(id);
   Add(m, -1);
   m.allocatable = node.allocatable;
   m.used = node.used;
@@ -70,17 +71,17 @@ std::optional<uint32_t> TopologyIndex::FindKey(absl::string_view key) const {
 }
 
 uint32_t TopologyIndex::DomainOf(uint32_t key, uint32_t node) const {
-  const std::vector<uint32_t>& of = keys_[key].node_domain;
+  const std::vector<uint32_t>& of = *keys_[key].node_domain;
   return node < of.size() ? of[node] : kNoDomain;
 }
 
 uint32_t TopologyIndex::FindDomain(uint32_t key,
                                    absl::string_view value) const {
-  auto it = keys_[key].domain_ids.find(value);
-  return it == keys_[key].domain_ids.end() ? kNoDomain : it->second;
+  auto it = keys_[key].domain_ids->find(value);
+  return it == keys_[key].domain_ids->end() ? kNoDomain : it->second;
 }
 
-bool TopologyIndex::Matches(const std::vector<Node>& nodes) const {
+bool TopologyIndex::Matches(const NodeTable& nodes) const {
   TopologyIndex fresh;
   for (uint32_t i = 0; i < nodes.size(); ++i) fresh.SetNode(nodes[i], i);
   for (const auto& [name, fresh_key] : fresh.key_ids_) {

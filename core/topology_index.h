@@ -15,6 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "core/cow_ptr.h"
 #include "core/node.h"
 #include "core/resources.h"
 
@@ -43,7 +44,7 @@ class TopologyIndex {
   // The node's domain under `key`, or kNoDomain.
   uint32_t DomainOf(uint32_t key, uint32_t node) const;
   // Indexed by domain id; skip entries with no nodes.
-  const std::vector<Domain>& Domains(uint32_t key) const {
+  const CowTable<Domain>& Domains(uint32_t key) const {
     return keys_[key].domains;
   }
   // The domain id of `value` under `key`, or kNoDomain.
@@ -51,13 +52,19 @@ class TopologyIndex {
 
   // True when the sums and memberships are what rebuilding from `nodes`
   // would give (consistency checks and tests).
-  bool Matches(const std::vector<Node>& nodes) const;
+  bool Matches(const NodeTable& nodes) const;
 
  private:
+  // Each part shared with a dry run's copy until one of them writes
+  // (core/cow_ptr.h): a key such as kubernetes.io/hostname has a domain per
+  // node, and a bind changes the sums of one of them.
   struct Key {
-    absl::flat_hash_map<std::string, uint32_t> domain_ids;
-    std::vector<Domain> domains;
-    std::vector<uint32_t> node_domain;  // by node id
+    CowPtr<absl::flat_hash_map<std::string, uint32_t>> domain_ids =
+        std::make_unique<absl::flat_hash_map<std::string, uint32_t>>();
+    CowTable<Domain> domains;
+    // By node id; changes only with labels, so shared whole.
+    CowPtr<std::vector<uint32_t>> node_domain =
+        std::make_unique<std::vector<uint32_t>>();
   };
   // What a node added to its domains, to take it out again.
   struct Member {
@@ -70,7 +77,7 @@ class TopologyIndex {
 
   absl::flat_hash_map<std::string, uint32_t> key_ids_;
   std::vector<Key> keys_;
-  std::vector<std::optional<Member>> members_;  // by node id
+  CowTable<std::optional<Member>> members_;  // by node id
 };
 
 }  // namespace gangsched

@@ -194,7 +194,7 @@ bool Scheduler::FreedByVictims::MayFit() {
       if (same == shapes_->end()) same = shapes_->insert(same, {pod});
       same->asked += replica.pods;
     }
-    const std::vector<Node>& nodes = scheduler_.cluster_.nodes();
+    const NodeTable& nodes = scheduler_.cluster_.nodes();
     for (uint32_t id = 0; id < nodes.size(); ++id) {
       auto it = room_of_.find(id);
       const FreedRoom* room =

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -34,8 +35,9 @@ bool AppendWithinBytes(
 }
 
 // Pointers to the live items (queues, nodes), sorted by name.
-template <typename T, typename Name>
-std::vector<const T*> LiveByName(const std::vector<T>& items, Name name) {
+template <typename Items, typename Name>
+auto LiveByName(const Items& items, Name name) {
+  using T = std::remove_cvref_t<decltype(*items.begin())>;
   std::vector<const T*> out;
   for (const T& item : items) {
     if (item.live) out.push_back(&item);

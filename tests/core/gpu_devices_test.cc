@@ -230,7 +230,7 @@ class GpuMemoryTest : public FractionTest {
       if (n.live && n.name == name) return n;
     }
     ADD_FAILURE() << "no node " << name;
-    return s_.nodes().front();
+    return s_.nodes()[0];
   }
 };
 

@@ -969,9 +969,9 @@ class RandomRun {
           break;
       }
     }
-    for (const Node& n : s_->nodes()) {
+    for (uint32_t id = 0; id < s_->nodes().size(); ++id) {
+      const Node& n = s_->nodes()[id];
       if (!n.live) continue;
-      uint32_t id = static_cast<uint32_t>(&n - s_->nodes().data());
       if (!n.used.FitsIn(n.allocatable))
         return absl::StrCat(n.name, " is over allocatable");
       size_t bound_here = 0;
