@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "server/convert.h"
@@ -95,11 +96,12 @@ void CoreLoop::Stop() {
   if (committer_.joinable()) committer_.join();
 }
 
-bool CoreLoop::Post(Work apply, Work reply) {
+bool CoreLoop::Post(Work apply, Work reply, bool read_only) {
   {
     std::lock_guard lock(mu_);
     if (inbox_.size() >= options_.inbox_capacity || stopping_) return false;
-    inbox_.push_back({std::move(apply), std::move(reply)});
+    inbox_.push_back({std::move(apply), std::move(reply), std::nullopt, false,
+                      read_only && apply == nullptr});
   }
   cv_.notify_one();
   return true;
@@ -204,7 +206,17 @@ void CoreLoop::Run() {
                 cycle_, &deferred};
     bool mutating = false;
     bool cycle = false;  // a test clock's cycle asked for
-    state_lock_.Lock();
+    // Reads only (dry runs that found the core busy): they share the state
+    // with the gRPC threads' reads, so a burst of them cannot keep every
+    // other read off the state while it lasts.
+    const bool read_only =
+        std::all_of(batch.begin(), batch.end(),
+                    [](const Item& item) { return item.read_only; });
+    if (read_only) {
+      state_lock_.LockShared();
+    } else {
+      state_lock_.Lock();
+    }
     for (auto& item : batch) {
       if (item.clock) test_now_ = ctx.now = *item.clock;
       cycle |= item.cycle;
@@ -219,7 +231,8 @@ void CoreLoop::Run() {
       last_cycle_ = start;
       scheduler_->RunCycle(ctx.now);
     }
-    std::vector<Event> events = scheduler_->TakeEvents();
+    std::vector<Event> events;
+    if (!read_only) events = scheduler_->TakeEvents();
     for (auto& item : batch) {
       if (item.reply) item.reply(ctx);
     }
@@ -227,11 +240,15 @@ void CoreLoop::Run() {
     // commit, which the committer thread does while this thread goes on
     // with the next batch. Reads queue behind earlier writes, so they never
     // reveal what is not committed yet.
-    ChangeSet changes = scheduler_->TakeChanges();
-    std::vector<IdempotencyCache::Entry> answers = idempotency_.TakeNew();
-    // Every batch counts, reads included: a reply computed here may have
-    // changed the scheduler too (a dry run interns a new resource name).
-    ++computed_;
+    ChangeSet changes;
+    std::vector<IdempotencyCache::Entry> answers;
+    if (!read_only) {
+      changes = scheduler_->TakeChanges();
+      answers = idempotency_.TakeNew();
+      // Every other batch counts, reads included: a reply computed here may
+      // have changed the scheduler too (a read's `prepare`).
+      ++computed_;
+    }
     state_lock_.Unlock();
     // Only this thread changes the scheduler, so it reads it without the
     // lock from here on.
@@ -239,7 +256,7 @@ void CoreLoop::Run() {
     for (size_t i = 0; i < events.size(); ++i) ToProto(events[i], &wire[i]);
     Pending pending{computed_, nullptr, std::move(deferred), std::move(wire)};
     deferred.clear();
-    if (replicas_ != nullptr && replicas_->has_followers()) {
+    if (!read_only && replicas_ != nullptr && replicas_->has_followers()) {
       bool fair = scheduler_->fair_share_epoch() != sent_fair_share_epoch_;
       // A config reload changes the classes without a record.
       bool classes =

@@ -123,7 +123,11 @@ class CoreLoop {
   // Answers everything still queued, then stops the thread.
   void Stop();
   // False when the inbox is full (the caller answers RESOURCE_EXHAUSTED).
-  bool Post(Work apply, Work reply);
+  // `read_only`: `reply` only reads the scheduler (a dry run waiting for a
+  // busy core). A batch of nothing else runs under the shared lock, so
+  // reads on gRPC threads (TryRead) go on beside it rather than queueing
+  // behind it in turn.
+  bool Post(Work apply, Work reply, bool read_only = false);
   // Options::test_clock only: moves the clock to `at` (if given; requests
   // after it are applied at that time) and, if `cycle`, runs one cycle at
   // the clock's time. `done` runs once that batch is answered. False when
@@ -151,6 +155,7 @@ class CoreLoop {
     Work reply;
     std::optional<absl::Time> clock;  // PostClock
     bool cycle = false;               // PostClock
+    bool read_only = false;           // Post
   };
   // A batch whose replies and events wait for its commit.
   struct Pending {
@@ -175,6 +180,7 @@ class CoreLoop {
     StateLock();
     ~StateLock();
     void Lock() { pthread_rwlock_wrlock(&lock_); }
+    void LockShared() { pthread_rwlock_rdlock(&lock_); }
     void Unlock() { pthread_rwlock_unlock(&lock_); }
     bool TryLockShared() { return pthread_rwlock_tryrdlock(&lock_) == 0; }
 

@@ -46,7 +46,7 @@ struct ServerFlags {
   int64_t max_message_bytes = 4 << 20;
   int64_t max_watch_streams = 1000;
   int64_t max_follow_streams = 32;
-  int64_t max_dry_runs = 4;
+  int64_t max_dry_runs = 64;
   int64_t watch_max_lag_events = 10000;
   std::string log_level = "info";
   std::string log_format = "text";

@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 #include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -55,7 +56,8 @@ grpc::ServerUnaryReactor* Dispatch(
     CoreLoop* core, Metrics* metrics, grpc::CallbackServerContext* ctx,
     absl::string_view method, const std::string& request_id, Response* response,
     ApplyFn apply, ReplyFn reply,
-    const google::protobuf::Message* request = nullptr) {
+    const google::protobuf::Message* request = nullptr,
+    bool read_only = false) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::Time start = absl::Now();
   auto finish = [reactor, metrics, method, start](grpc::Status status) {
@@ -117,7 +119,8 @@ grpc::ServerUnaryReactor* Dispatch(
     }
     c.Defer([finish, status] { finish(status); });
   };
-  if (!core->Post(std::move(wrapped_apply), std::move(wrapped_reply))) {
+  if (!core->Post(std::move(wrapped_apply), std::move(wrapped_reply),
+                  read_only)) {
     finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "the scheduler's inbox is full; retry with backoff"));
   }
@@ -485,7 +488,8 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
                         absl::Now() - start);
     }
     // Else it waits on the core, behind writes, and runs there: at most
-    // --max-dry-runs at a time, so a flood of them cannot hold up real work.
+    // --max-dry-runs at a time, so a flood of them cannot hold up real work
+    // for long.
     if (queued_dry_runs_.fetch_add(1) >= dry_run_limits_.max_queued) {
       queued_dry_runs_.fetch_sub(1);
       return Reject(
@@ -494,13 +498,17 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
               grpc::StatusCode::RESOURCE_EXHAUSTED,
               absl::StrCat("dry_run: the scheduler is busy and ",
                            dry_run_limits_.max_queued,
-                           " dry runs already wait for it (each copies the "
-                           "state; --max-dry-runs); retry shortly")));
+                           " dry runs already wait for it (--max-dry-runs); "
+                           "retry shortly")));
     }
     std::shared_ptr<void> slot(
         nullptr, [this](void*) { queued_dry_runs_.fetch_sub(1); });
-    return Dispatch(core_, metrics_, ctx, "Allocate", "", response, nullptr,
-                    [run, slot](Ctx& c) { return run(c.scheduler); });
+    // It only reads (DryRun is const): it shares the state with the reads
+    // on gRPC threads while it runs (CoreLoop::Post's `read_only`).
+    return Dispatch(
+        core_, metrics_, ctx, "Allocate", "", response, nullptr,
+        [run, slot](Ctx& c) { return run(std::as_const(c.scheduler)); },
+        nullptr, /*read_only=*/true);
   }
   auto shared = std::make_shared<WorkloadSpec>(std::move(parsed->spec));
   auto applied = std::make_shared<absl::Status>();
