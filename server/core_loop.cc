@@ -217,6 +217,7 @@ void CoreLoop::Run() {
     } else {
       state_lock_.Lock();
     }
+    const absl::Time locked = absl::Now();
     for (auto& item : batch) {
       if (item.clock) test_now_ = ctx.now = *item.clock;
       cycle |= item.cycle;
@@ -250,6 +251,7 @@ void CoreLoop::Run() {
       ++computed_;
     }
     state_lock_.Unlock();
+    const absl::Duration held = absl::Now() - locked;
     // Only this thread changes the scheduler, so it reads it without the
     // lock from here on.
     std::vector<gangsched::v1::Event> wire(events.size());
@@ -287,7 +289,7 @@ void CoreLoop::Run() {
       commit_cv_.notify_one();
     }
     if (observer_ && (test_clock ? cycle : mutating)) {
-      observer_({cycle_, batch.size(), absl::Now() - start}, *scheduler_,
+      observer_({cycle_, batch.size(), absl::Now() - start, held}, *scheduler_,
                 events);
     }
     batch.clear();

@@ -79,6 +79,9 @@ struct CycleStats {
   uint64_t cycle = 0;
   size_t batch_size = 0;
   absl::Duration duration;
+  // How long the core held the state alone for it (apply, cycle, replies):
+  // what every read and request arriving meanwhile waited at most.
+  absl::Duration held;
 };
 
 class CoreLoop {

@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -89,6 +90,21 @@ Metrics::Metrics(const std::string& role)
                     "place, publish events, answer.")
               .Register(*registry_)
               .Add({}, LatencyBuckets())),
+      core_hold_(prometheus::BuildHistogram()
+                     .Name("gangsched_core_hold_seconds")
+                     .Help("Time the scheduling thread held the state alone "
+                           "for one cycle (its batch's requests, the cycle, "
+                           "the replies): what any request or read "
+                           "arriving meanwhile waited at most.")
+                     .Register(*registry_)
+                     .Add({}, LatencyBuckets())),
+      core_hold_longest_(
+          prometheus::BuildGauge()
+              .Name("gangsched_core_hold_longest_seconds")
+              .Help("The longest such hold in the current and the previous "
+                    "minute.")
+              .Register(*registry_)
+              .Add({})),
       running_workloads_(
           prometheus::BuildGauge()
               .Name("gangsched_running_workloads")
@@ -428,6 +444,19 @@ void Metrics::RefreshCheckpoints(const SqliteStore::Checkpoints& now) {
 void Metrics::RecordCycle(const CycleStats& stats, const Scheduler& scheduler,
                           const std::vector<Event>& events) {
   cycle_duration_.Observe(absl::ToDoubleSeconds(stats.duration));
+  core_hold_.Observe(absl::ToDoubleSeconds(stats.held));
+  const absl::Time now = absl::Now();
+  if (now - hold_window_start_ >= absl::Minutes(1)) {
+    // A minute with no cycle at all leaves nothing to remember.
+    hold_longest_before_ = now - hold_window_start_ < absl::Minutes(2)
+                               ? hold_longest_now_
+                               : absl::ZeroDuration();
+    hold_longest_now_ = absl::ZeroDuration();
+    hold_window_start_ = now;
+  }
+  hold_longest_now_ = std::max(hold_longest_now_, stats.held);
+  core_hold_longest_.Set(
+      absl::ToDoubleSeconds(std::max(hold_longest_now_, hold_longest_before_)));
   for (const Event& e : events) {
     if (e.waited) {
       const Workload* w = scheduler.FindWorkload(e.workload);

@@ -85,6 +85,12 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_duration_;
   prometheus::Histogram& cycle_duration_;
+  // The core's exclusive holds of the state (CycleStats::held), and the
+  // longest of the current and the previous minute.
+  prometheus::Histogram& core_hold_;
+  prometheus::Gauge& core_hold_longest_;
+  absl::Time hold_window_start_ = absl::InfinitePast();
+  absl::Duration hold_longest_now_, hold_longest_before_;
   prometheus::Family<prometheus::Gauge>& running_workloads_;
   prometheus::Family<prometheus::Gauge>& pending_workloads_;
   prometheus::Family<prometheus::Gauge>& queue_allocated_;

@@ -142,5 +142,33 @@ TEST(MetricsTest, CheckpointCountsBecomeCountersOnTheFirstRefresh) {
             }));
 }
 
+// What the core's holds of the state export: a sample per cycle, and the
+// longest of them as a gauge (the "longest core-thread hold").
+TEST(MetricsTest, CoreHoldsAreCountedAndTheLongestIsShown) {
+  Metrics metrics;
+  Scheduler scheduler;
+  auto read = [&] {
+    std::pair<uint64_t, double> out{0, -1};
+    for (const auto& family : metrics.registry()->Collect()) {
+      for (const auto& metric : family.metric) {
+        if (family.name == "gangsched_core_hold_seconds")
+          out.first = metric.histogram.sample_count;
+        if (family.name == "gangsched_core_hold_longest_seconds")
+          out.second = metric.gauge.value;
+      }
+    }
+    return out;
+  };
+  metrics.RecordCycle({1, 1, absl::Milliseconds(9), absl::Milliseconds(7)},
+                      scheduler, {});
+  metrics.RecordCycle({2, 1, absl::Milliseconds(40), absl::Milliseconds(30)},
+                      scheduler, {});
+  metrics.RecordCycle({3, 1, absl::Milliseconds(2), absl::Milliseconds(1)},
+                      scheduler, {});
+  auto [samples, longest] = read();
+  EXPECT_EQ(samples, 3u);
+  EXPECT_DOUBLE_EQ(longest, 0.030);
+}
+
 }  // namespace
 }  // namespace gangsched::server
