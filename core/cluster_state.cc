@@ -84,7 +84,7 @@ void ClusterState::Remove(NodeId id) {
   Node& node = nodes_.Mut(id.value());
   if (node.schedulable) schedulable_allocatable_ -= node.allocatable;
   ids_.Mut()->erase(node.name);
-  index_.Mut()->Remove(id.value());
+  WritableIndex().Remove(id.value());
   topology_.Mut()->Remove(id.value());
   node = Node{};
   free_ids_.push_back(id.value());
@@ -167,7 +167,7 @@ void ClusterState::Touch(NodeId id) {
     batched_.push_back(id.value());
     return;
   }
-  index_.Mut()->Update(nodes_[id.value()], id.value());
+  WritableIndex().Update(nodes_[id.value()], id.value());
   topology_.Mut()->Touch(nodes_[id.value()], id.value());
 }
 

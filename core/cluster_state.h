@@ -103,6 +103,13 @@ class ClusterState {
   NodeTable nodes_;
   // Every change of a node's free room goes through Touch.
   CowPtr<NodeIndex> index_ = std::make_unique<NodeIndex>();
+  // The index to change: ours, and no longer an overlay once the copy it
+  // was made for is gone (NodeIndex::Flatten).
+  NodeIndex& WritableIndex() {
+    NodeIndex* index = index_.Mut();
+    index->Flatten();
+    return *index;
+  }
   CowPtr<TopologyIndex> topology_ =
       std::make_unique<TopologyIndex>();  // likewise; labels set in Apply
   uint64_t spec_version_ = 0;

@@ -5,13 +5,16 @@
 // and what-if"; docs/ARCHITECTURE.md, "Dry runs on a copy").
 //
 // Reads see a const T. Mut() gives a T that no other copy sees: the object
-// is cloned first when it is shared. The copies may live on other threads
-// (dry runs run on gRPC threads under the core loop's shared lock): they only
-// read what they share, and the owner writes only once no copy is left
-// (the lock's exclusive side), when use_count() is 1 again.
+// is cloned first when it is shared. Copies may live on other threads (a
+// dry run decides on its copy on a gRPC thread, holding no lock): each
+// copy only reads what it shares, and a write, by the owner or a copy,
+// first makes the object its own. Use counts are atomic; a writer that
+// finds itself the last holder fences (acquire) so that the reads of the
+// copy that let go come before its writes.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -59,7 +62,11 @@ class CowPtr {
   bool Shared() const { return p_ != nullptr && p_.use_count() > 1; }
   // The object to write to: this copy's own (cloned when shared).
   T* Mut() {
-    if (p_ != nullptr && p_.use_count() > 1) p_ = CowCopy(p_);
+    if (p_ != nullptr && p_.use_count() > 1) {
+      p_ = CowCopy(p_);
+    } else {
+      std::atomic_thread_fence(std::memory_order_acquire);
+    }
     return p_.get();
   }
 
@@ -101,7 +108,11 @@ class CowTable {
     std::shared_ptr<Block>& block = blocks_[i >> (kBits + kBlockBits)];
     if (block.use_count() > 1) block = std::make_shared<Block>(*block);
     std::shared_ptr<Chunk>& chunk = (*block)[(i >> kBits) & (kBlock - 1)];
-    if (chunk.use_count() > 1) chunk = std::make_shared<Chunk>(*chunk);
+    if (chunk.use_count() > 1) {
+      chunk = std::make_shared<Chunk>(*chunk);
+    } else {
+      std::atomic_thread_fence(std::memory_order_acquire);  // see CowPtr
+    }
     return (*chunk)[i & (kChunk - 1)];
   }
   // A new last element, default-made; returns it to fill in.
@@ -193,9 +204,23 @@ class CowNameMap {
   }
 
  private:
-  // Whether changes may go to the shared map: no copy shares it, and none
-  // went elsewhere before.
-  bool Own() const { return changed_.empty() && !shared_.Shared(); }
+  // Whether changes may go to the shared map: no copy shares it. Changes
+  // kept apart while one did are folded in first.
+  bool Own() {
+    if (shared_.Shared()) return false;
+    if (!changed_.empty()) {
+      absl::flat_hash_map<std::string, V>& own = *shared_.Mut();
+      for (auto& [name, value] : changed_) {
+        if (value) {
+          own[name] = std::move(*value);
+        } else {
+          own.erase(name);
+        }
+      }
+      changed_.clear();
+    }
+    return true;
+  }
   CowPtr<absl::flat_hash_map<std::string, V>> shared_ =
       std::make_unique<absl::flat_hash_map<std::string, V>>();
   absl::flat_hash_map<std::string, std::optional<V>> changed_;
@@ -288,8 +313,17 @@ class CowIdSet {
   const_iterator end() const { return {this, true}; }
 
  private:
-  bool Own() const {
-    return added_.empty() && removed_.empty() && !shared_.Shared();
+  // As CowNameMap::Own.
+  bool Own() {
+    if (shared_.Shared()) return false;
+    if (!added_.empty() || !removed_.empty()) {
+      absl::btree_set<uint32_t>& own = *shared_.Mut();
+      own.insert(added_.begin(), added_.end());
+      for (uint32_t id : removed_) own.erase(id);
+      added_.clear();
+      removed_.clear();
+    }
+    return true;
   }
   CowPtr<absl::btree_set<uint32_t>> shared_ =
       std::make_unique<absl::btree_set<uint32_t>>();

@@ -2,6 +2,7 @@
 // committed path (Submit, then one cycle) on a copy of the state.
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -65,21 +66,32 @@ absl::Status Scheduler::ApplyWhatIf(const WhatIf& what_if, absl::Time now) {
 absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec,
                                                  const WhatIf& what_if,
                                                  absl::Time now) const {
-  // The same path as a committed Allocate (Submit, then a cycle), on a copy:
-  // whatever that decides (order, victims, pipelining, elastic growth, a
-  // spec update of a live workload) the dry run says, and nothing else.
-  Scheduler copy(*this);
+  return Fork()->DecideDryRun(spec, what_if, now);
+}
+
+std::unique_ptr<Scheduler> Scheduler::Fork() const {
+  return std::unique_ptr<Scheduler>(new Scheduler(*this));
+}
+
+absl::StatusOr<AllocateAnswer> Scheduler::DecideDryRun(const WorkloadSpec& spec,
+                                                       const WhatIf& what_if,
+                                                       absl::Time now) {
+  // The same path as a committed Allocate (Submit, then a cycle), on this
+  // fork: whatever that decides (order, victims, pipelining, elastic
+  // growth, a spec update of a live workload) the dry run says, and nothing
+  // else.
+  const int64_t revision = revision_;
   if (!what_if.empty()) {
-    if (absl::Status s = copy.ApplyWhatIf(what_if, now); !s.ok()) return s;
+    if (absl::Status s = ApplyWhatIf(what_if, now); !s.ok()) return s;
     // Made first, as the calls would be: their own cycle runs before the
     // request is taken in, so work already waiting gets first go at room
     // they add.
-    copy.RunCycle(now);
+    RunCycle(now);
   }
-  if (absl::Status s = copy.Submit(spec, now); !s.ok()) return s;
-  copy.RunCycle(now);
-  absl::StatusOr<AllocateAnswer> answer = copy.Answer(spec.id);
-  if (answer.ok()) answer->revision = revision_;
+  if (absl::Status s = Submit(spec, now); !s.ok()) return s;
+  RunCycle(now);
+  absl::StatusOr<AllocateAnswer> answer = Answer(spec.id);
+  if (answer.ok()) answer->revision = revision;
   return answer;
 }
 

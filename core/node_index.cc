@@ -1,5 +1,8 @@
 #include "core/node_index.h"
 
+#include <atomic>
+#include <utility>
+
 namespace gangsched {
 
 namespace {
@@ -81,6 +84,25 @@ void NodeIndex::Update(const Node& node, uint32_t id) {
   e.by_gpu = GpuKey(node, free, id);
   e.by_cpu = {free.Get(kCpu), 0, free.Get(kMemory), id};
   e.shared = HasSharedRoom(node);
+  Insert(id, e);
+}
+
+void NodeIndex::Flatten() {
+  if (!base_ || base_.use_count() > 1) return;
+  std::atomic_thread_fence(std::memory_order_acquire);  // see CowPtr::Mut
+  // The last holder of the base: it becomes ours, with our changes in it.
+  std::shared_ptr<NodeIndex> root = std::const_pointer_cast<NodeIndex>(base_);
+  base_.reset();
+  for (const auto& [id, entry] : changed_) {
+    root->Remove(id);
+    if (entry) root->Insert(id, *entry);
+  }
+  NodeIndex flat = std::move(*root);
+  root.reset();
+  *this = std::move(flat);
+}
+
+void NodeIndex::Insert(uint32_t id, const Entry& e) {
   if (e.shared) shared_.insert(e.by_gpu);
   if (e.has_gpu) {
     gpu_by_gpu_.insert(e.by_gpu);

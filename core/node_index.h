@@ -37,6 +37,10 @@ class NodeIndex {
   static std::shared_ptr<NodeIndex> Over(std::shared_ptr<const NodeIndex> base);
 
   void Update(const Node& node, uint32_t id);
+  // An overlay whose base nothing else holds any more takes the base in,
+  // with its changes, and is an index of its own again: the owner's index
+  // does not stay an overlay after the dry run that made it one is gone.
+  void Flatten();
   // True when the entry for `id` is what Update(node, id) would make it.
   bool Matches(const Node& node, uint32_t id) const;
   void Remove(uint32_t id);
@@ -181,6 +185,8 @@ class NodeIndex {
     }
   }
 
+  // Adds `e` for node `id`, which has no entry here.
+  void Insert(uint32_t id, const Entry& e);
   // The node's entry as this index reads it (nullptr: not indexed).
   const Entry* EntryOf(uint32_t id) const;
 

@@ -346,6 +346,15 @@ class Scheduler {
   absl::StatusOr<AllocateAnswer> DryRun(const WorkloadSpec& spec,
                                         const WhatIf& what_if,
                                         absl::Time now) const;
+  // DryRun in two steps, so that only the first needs the state held still:
+  // Fork makes the copy (sharing all it does not change, core/cow_ptr.h;
+  // microseconds), DecideDryRun decides on it, on any thread, while this
+  // scheduler goes on changing (docs/ARCHITECTURE.md, "Dry runs on a
+  // copy"). Call DecideDryRun on a fork only, once.
+  std::unique_ptr<Scheduler> Fork() const;
+  absl::StatusOr<AllocateAnswer> DecideDryRun(const WorkloadSpec& spec,
+                                              const WhatIf& what_if,
+                                              absl::Time now);
   bool KnowsResources(const WorkloadSpec& spec) const;
   // Makes every resource name of `spec` known; changes nothing else. Always
   // (a restore must load what was stored): requests check

@@ -212,12 +212,14 @@ void CoreLoop::Run() {
     const bool read_only =
         std::all_of(batch.begin(), batch.end(),
                     [](const Item& item) { return item.read_only; });
+    // From asking for the state: a read holding it shared makes the core
+    // (and everything queued behind it) wait too.
+    const absl::Time locked = absl::Now();
     if (read_only) {
       state_lock_.LockShared();
     } else {
       state_lock_.Lock();
     }
-    const absl::Time locked = absl::Now();
     for (auto& item : batch) {
       if (item.clock) test_now_ = ctx.now = *item.clock;
       cycle |= item.cycle;

@@ -79,8 +79,9 @@ struct CycleStats {
   uint64_t cycle = 0;
   size_t batch_size = 0;
   absl::Duration duration;
-  // How long the core held the state alone for it (apply, cycle, replies):
-  // what every read and request arriving meanwhile waited at most.
+  // From the core asking for the state (readers may hold it a moment) to
+  // letting it go after the batch's requests, the cycle and the replies:
+  // what every request arriving meanwhile waited at most.
   absl::Duration held;
 };
 

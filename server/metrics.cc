@@ -92,10 +92,11 @@ Metrics::Metrics(const std::string& role)
               .Add({}, LatencyBuckets())),
       core_hold_(prometheus::BuildHistogram()
                      .Name("gangsched_core_hold_seconds")
-                     .Help("Time the scheduling thread held the state alone "
-                           "for one cycle (its batch's requests, the cycle, "
-                           "the replies): what any request or read "
-                           "arriving meanwhile waited at most.")
+                     .Help("Time from the scheduling thread asking for the "
+                           "state (readers may hold it a moment) to letting "
+                           "it go after one cycle (its batch's requests, the "
+                           "cycle, the replies): what any request arriving "
+                           "meanwhile waited at most.")
                      .Register(*registry_)
                      .Add({}, LatencyBuckets())),
       core_hold_longest_(

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <type_traits>
 #include <utility>
@@ -468,25 +469,30 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
     // request_id nor answered from it, but the id must still be a valid one.
     if (absl::Status s = CheckRequestId(request->request_id()); !s.ok())
       return Reject(metrics_, ctx, "Allocate", ToGrpc(s));
-    // The dry run decides on its own copy of the state
-    // (Scheduler::DryRun): on this gRPC thread when the core allows it,
-    // which costs the core nothing.
+    // The dry run decides on its own copy of the state (Scheduler::Fork):
+    // on this gRPC thread when the core allows it, which costs the core
+    // nothing: the state is held only while the copy is made, and the
+    // decision (a whole cycle, what_if included) runs on the copy with no
+    // lock held, while the core goes on.
     auto dry = std::make_shared<AllocateParsed>(*std::move(parsed));
-    auto run = [dry, response](const Scheduler& s) {
-      auto answer = s.DryRun(dry->spec, dry->what_if, absl::Now());
+    auto decide = [dry, response](Scheduler& fork) {
+      auto answer = fork.DecideDryRun(dry->spec, dry->what_if, absl::Now());
       if (!answer.ok()) return ToGrpc(answer.status());
       ToProto(*answer, response);
       return grpc::Status::OK;
     };
     const absl::Time start = absl::Now();
-    grpc::Status status;
+    std::unique_ptr<Scheduler> fork;
     if (core_->TryRead([&](const Scheduler& s) {
-          status = run(s);
+          fork = s.Fork();
           return true;
         })) {
+      grpc::Status status = decide(*fork);
+      fork.reset();
       return FinishHere(metrics_, ctx, "Allocate", std::move(status),
                         absl::Now() - start);
     }
+    auto run = [decide](const Scheduler& s) { return decide(*s.Fork()); };
     // Else it waits on the core, behind writes, and runs there: at most
     // --max-dry-runs at a time, so a flood of them cannot hold up real work
     // for long.

@@ -827,6 +827,51 @@ class RandomRun {
   // changes nothing, and answers what the committed request then answers
   // (the what-if changes and their cycle, then the submit and its cycle), and
   // Explain names the same pending reason. Returns what differed.
+  // A fork (Scheduler::Fork) decides as the state was when it was made,
+  // however the state changes while it lives (the server's dry runs decide
+  // on their fork with no lock held while the core goes on); and the state
+  // itself stays whole (Check, by the caller).
+  std::string ForkThenChange(int step) {
+    static const char* kClasses[] = {"train", "build-preemptible", "build",
+                                     "inference"};
+    int h = 1 + Pick(2);
+    int min = h * (1 + Pick(2));
+    WorkloadSpec spec =
+        Workload(absl::StrCat("f", step, "-", Pick(1000)),
+                 {Group("head", 0, 1, 1),
+                  Group("w", 1 + Pick(4), min, min + h, min + h, h)},
+                 leaves_[Pick(leaves_.size())], kClasses[Pick(4)]);
+    MaybeFractional(spec.groups[1]);
+    WhatIf what_if;
+    if (Pick(4) == 0 && !s_->nodes().empty()) {
+      const Node& n = s_->nodes()[Pick(s_->nodes().size())];
+      if (n.live) what_if.remove_nodes.push_back(n.name);
+    }
+    const absl::Time at = now_;
+    absl::StatusOr<AllocateAnswer> then = s_->DryRun(spec, what_if, at);
+    std::unique_ptr<Scheduler> fork = s_->Fork();
+    std::unique_ptr<Scheduler> second = Pick(2) ? s_->Fork() : nullptr;
+    const int changes = 1 + Pick(4);
+    for (int i = 0; i < changes; ++i) {
+      Step(step);
+      if (::testing::Test::HasFatalFailure()) return "a step failed";
+    }
+    absl::StatusOr<AllocateAnswer> decided =
+        fork->DecideDryRun(spec, what_if, at);
+    fork.reset();
+    if (then.ok() != decided.ok() ||
+        (then.ok() ? Describe(*then) != Describe(*decided)
+                   : then.status() != decided.status())) {
+      return absl::StrCat(
+          "\n at the fork: ",
+          then.ok() ? Describe(*then) : then.status().ToString(),
+          "\n decided later on the fork: ",
+          decided.ok() ? Describe(*decided) : decided.status().ToString());
+    }
+    second.reset();  // the last copy goes after the state changed again
+    return "";
+  }
+
   std::string DryRunThenCommit(int step) {
     now_ += absl::Seconds(Pick(4) == 0 ? Pick(40) : 1);
     WorkloadSpec spec;
@@ -1078,6 +1123,29 @@ TEST(PropertyTest, ADryRunAnswersWhatTheCommittedRequestDoes) {
     }
   }
   EXPECT_GT(compared, kSequences * kSteps / 4);
+}
+
+TEST(PropertyTest, AForkDecidesAsTheStateWasWhenItWasMade) {
+  const int kSequences =
+      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) / 2 : 300;
+  constexpr int kSteps = 30;
+  int forked = 0;
+  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+    RandomRun run(seed + 50000);
+    run.AddFirstNodes();
+    for (int step = 0; step < kSteps; ++step) {
+      if (run.Pick(3) == 0) {
+        ASSERT_EQ(run.ForkThenChange(step), "")
+            << "seed " << seed << " step " << step;
+        ++forked;
+      } else {
+        run.Step(step);
+      }
+      if (::testing::Test::HasFatalFailure()) return;
+      ASSERT_EQ(run.Check(), "") << "seed " << seed << " step " << step;
+    }
+  }
+  EXPECT_GT(forked, kSequences * kSteps / 5);
 }
 
 // Cycles skip the settled workloads (to_visit_). The same random

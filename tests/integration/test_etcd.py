@@ -118,10 +118,11 @@ class EtcdFailoverTest(unittest.TestCase):
                    if c.alive() and "elected leader" in c.output()]
         return leaders[-1] if leaders else None
 
-    def snapshot(self):
+    def snapshot(self, min_revision=0):
         try:
-            return self.admin.GetClusterSnapshot(e2e.admin.GetClusterSnapshotRequest(),
-                                                 timeout=2)
+            return self.admin.GetClusterSnapshot(
+                e2e.admin.GetClusterSnapshotRequest(min_revision=min_revision),
+                timeout=2)
         except e2e.grpc.RpcError:
             return None
 
@@ -154,7 +155,11 @@ class EtcdFailoverTest(unittest.TestCase):
         b = self.sched.Allocate(e2e.pb.AllocateRequest(workload=e2e.workload(
             "ns/b", e2e.group("worker", {GPU: "8"}, 2, 2))), timeout=5)
         self.assertEqual(b.state, e2e.types.WORKLOAD_STATE_PENDING)
-        before = self.snapshot()
+        # The frontend's read cache may not have heard of b yet: ask for
+        # the state b's answer reflects (a read without min_revision may be
+        # older, as documented).
+        before = self.snapshot(min_revision=b.revision)
+        self.assertIsNotNone(before)
 
         self.cores[first].kill(signal.SIGKILL)
         killed = time.monotonic()
