@@ -214,7 +214,7 @@ void CoreLoop::Run() {
                     [](const Item& item) { return item.read_only; });
     // From asking for the state: a read holding it shared makes the core
     // (and everything queued behind it) wait too.
-    const absl::Time locked = absl::Now();
+    const absl::Time asked = absl::Now();
     if (read_only) {
       state_lock_.LockShared();
     } else {
@@ -253,7 +253,7 @@ void CoreLoop::Run() {
       ++computed_;
     }
     state_lock_.Unlock();
-    const absl::Duration held = absl::Now() - locked;
+    const absl::Duration held = absl::Now() - asked;
     // Only this thread changes the scheduler, so it reads it without the
     // lock from here on.
     std::vector<gangsched::v1::Event> wire(events.size());

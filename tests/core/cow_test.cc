@@ -126,23 +126,24 @@ Node GpuNode(int64_t gpu, int64_t cpu, int64_t used_gpu, bool schedulable) {
   return n;
 }
 
-std::vector<uint32_t> WalkByGpu(const NodeIndex& index, int64_t need,
-                                int64_t need_cpu) {
+// The node ids a visit of the index hands out, in its order: `walk` calls
+// one of NodeIndex's Visit functions with the visitor it is given.
+template <typename Walk>
+std::vector<uint32_t> Visited(Walk walk) {
   std::vector<uint32_t> out;
-  index.VisitByGpu(need, need_cpu, [&](uint32_t id) {
+  walk([&](uint32_t id) {
     out.push_back(id);
     return false;
   });
   return out;
 }
+std::vector<uint32_t> WalkByGpu(const NodeIndex& index, int64_t need,
+                                int64_t need_cpu) {
+  return Visited([&](auto visit) { index.VisitByGpu(need, need_cpu, visit); });
+}
 std::vector<uint32_t> WalkByCpu(const NodeIndex& index, bool gpu_nodes,
                                 int64_t need) {
-  std::vector<uint32_t> out;
-  index.VisitByCpu(gpu_nodes, need, [&](uint32_t id) {
-    out.push_back(id);
-    return false;
-  });
-  return out;
+  return Visited([&](auto visit) { index.VisitByCpu(gpu_nodes, need, visit); });
 }
 
 // An overlay given random node changes walks exactly as an index built
