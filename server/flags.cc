@@ -94,8 +94,9 @@ std::string FlagsUsage() {
   --watch-max-lag-events=N a WatchEvents reader more than N events behind
                            is dropped with RESOURCE_EXHAUSTED (default 10000)
   --max-dry-runs=N         dry-run Allocates that may wait for a busy core
-                           (each runs there, beside other reads) before new
-                           ones get RESOURCE_EXHAUSTED (default 64)
+                           (to copy the state; each then decides on a worker
+                           thread) before new ones get RESOURCE_EXHAUSTED
+                           (default 64)
   --log-level=LEVEL        trace|debug|info|warn|error|off (default info)
   --log-format=FORMAT      text (key=value) or json (one JSON object per line);
                            one line per scheduling decision and per eviction

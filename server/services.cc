@@ -432,7 +432,10 @@ SchedulerService::SchedulerService(CoreLoop* core, EventLog* events,
       access_(access),
       heartbeat_(heartbeat),
       watch_limits_(watch_limits),
-      dry_run_limits_(dry_run_limits) {
+      dry_run_limits_(dry_run_limits),
+      dry_run_workers_(
+          static_cast<int>(std::thread::hardware_concurrency() / 2),
+          "gs-dry-run") {
   absl::Duration tick =
       std::clamp(heartbeat_ / 4, absl::Milliseconds(10), absl::Seconds(1));
   ticker_ = std::thread([this, tick] {
@@ -492,10 +495,10 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
       return FinishHere(metrics_, ctx, "Allocate", std::move(status),
                         absl::Now() - start);
     }
-    auto run = [decide](const Scheduler& s) { return decide(*s.Fork()); };
-    // Else it waits on the core, behind writes, and runs there: at most
-    // --max-dry-runs at a time, so a flood of them cannot hold up real work
-    // for long.
+    // Else the core makes the fork when it comes to it, behind the writes
+    // already queued, and a worker decides on it: the core spends only the
+    // fork's microseconds on it, whatever the what-if. At most
+    // --max-dry-runs wait or decide so at once.
     if (queued_dry_runs_.fetch_add(1) >= dry_run_limits_.max_queued) {
       queued_dry_runs_.fetch_sub(1);
       return Reject(
@@ -507,14 +510,37 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
                            " dry runs already wait for it (--max-dry-runs); "
                            "retry shortly")));
     }
-    std::shared_ptr<void> slot(
-        nullptr, [this](void*) { queued_dry_runs_.fetch_sub(1); });
-    // It only reads (DryRun is const): it shares the state with the reads
-    // on gRPC threads while it runs (CoreLoop::Post's `read_only`).
-    return Dispatch(
-        core_, metrics_, ctx, "Allocate", "", response, nullptr,
-        [run, slot](Ctx& c) { return run(std::as_const(c.scheduler)); },
-        nullptr, /*read_only=*/true);
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    auto decide_on_worker = [this, decide, reactor,
+                             start](std::shared_ptr<Scheduler> fork) {
+      dry_run_workers_.Run([this, decide, reactor, start, fork]() mutable {
+        grpc::Status status = decide(*fork);
+        fork.reset();
+        queued_dry_runs_.fetch_sub(1);
+        metrics_->RecordRequest("Allocate", status.error_code(),
+                                absl::Now() - start);
+        reactor->Finish(std::move(status));
+      });
+    };
+    // The fork only reads (Fork is const): the core makes it under the
+    // shared lock beside the reads on gRPC threads (CoreLoop::Post's
+    // `read_only`), and hands it over once the batch is released.
+    if (!core_->Post(
+            nullptr,
+            [decide_on_worker](Ctx& c) {
+              std::shared_ptr<Scheduler> fork =
+                  std::as_const(c.scheduler).Fork();
+              c.Defer([decide_on_worker, fork] { decide_on_worker(fork); });
+            },
+            /*read_only=*/true)) {
+      queued_dry_runs_.fetch_sub(1);
+      metrics_->RecordRequest("Allocate", grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              absl::Now() - start);
+      reactor->Finish(
+          grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                       "the scheduler's inbox is full; retry with backoff"));
+    }
+    return reactor;
   }
   auto shared = std::make_shared<WorkloadSpec>(std::move(parsed->spec));
   auto applied = std::make_shared<absl::Status>();

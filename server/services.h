@@ -21,6 +21,7 @@
 #include "server/event_log.h"
 #include "server/metrics.h"
 #include "server/spec_cache.h"
+#include "server/worker_pool.h"
 
 namespace gangsched::server {
 
@@ -33,12 +34,12 @@ struct WatchLimits {
   int64_t max_lag_events = 10000;
 };
 
-// Dry runs copy the whole state (docs/SCHEDULING.md, "Dry runs and
-// what-if"). One that finds the core busy waits on it and runs there: at
-// most this many wait at once, server-wide; more get RESOURCE_EXHAUSTED,
-// so a reader's flood cannot queue copies on the core ahead of writes
-// (docs/SECURITY.md, overload). Dry runs answered on gRPC threads cost the
-// core nothing and are not counted.
+// A dry run decides on a copy of the state (docs/SCHEDULING.md, "Dry runs
+// and what-if"). One that finds the core busy waits for the core to make
+// its copy, then decides on a worker thread: at most `max_queued` wait or
+// decide so at once, server-wide; more get RESOURCE_EXHAUSTED, so a
+// reader's flood cannot pile work up behind the writes (docs/SECURITY.md,
+// overload). Dry runs answered on gRPC threads are not counted.
 struct DryRunLimits {
   int64_t max_queued = 4;
 };
@@ -100,6 +101,8 @@ class SchedulerService final : public v1::Scheduler::CallbackService {
   std::atomic<int64_t> open_watches_{0};
   DryRunLimits dry_run_limits_;
   std::atomic<int64_t> queued_dry_runs_{0};  // waiting on the core
+  // Decide the dry runs that waited for the core, on the fork it made.
+  WorkerPool dry_run_workers_;
   // Wakes the watch streams a few times per heartbeat interval, so each
   // can tell it has been quiet long enough.
   std::mutex ticker_mu_;

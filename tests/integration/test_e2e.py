@@ -260,7 +260,8 @@ class HealthAndMetricsTest(E2ETestCase):
         self.assertEqual(float(build_info[0].rsplit(" ", 1)[1]), 1.0)
 
     def test_core_and_committer_threads_are_named(self):
-        """What top -H and perf show: the two threads that own the state."""
+        """What top -H and perf show: the two threads that own the state, and
+        the ones dry runs that waited for the core decide on."""
         task_dir = "/proc/%d/task" % self.server.proc.pid
         names = set()
         for tid in os.listdir(task_dir):
@@ -269,7 +270,8 @@ class HealthAndMetricsTest(E2ETestCase):
                     names.add(f.read().strip())
             except OSError:  # a thread that ended meanwhile
                 pass
-        self.assertLessEqual({"gs-core", "gs-commit"}, names, sorted(names))
+        self.assertLessEqual({"gs-core", "gs-commit", "gs-dry-run"}, names,
+                             sorted(names))
 
 
 # ---------------------------------------------------------------------------
@@ -652,9 +654,9 @@ class ResourceNameCapTest(E2ETestCase):
 
 
 class DryRunLimitTest(E2ETestCase):
-    """A dry run that finds the core busy waits for it and runs there: at
-    most --max-dry-runs at once; past that RESOURCE_EXHAUSTED, and real
-    work goes on."""
+    """A dry run that finds the core busy waits for the core to copy the
+    state and then decides on a worker thread: at most --max-dry-runs at
+    once; past that RESOURCE_EXHAUSTED, and real work goes on."""
 
     server_args = ("--max-dry-runs=1",)
 
@@ -675,7 +677,10 @@ class DryRunLimitTest(E2ETestCase):
         codes = {}
         for f in futures:
             try:
-                f.result()
+                # Whichever way it went, the answer is the one for the state
+                # it was decided on: the gang fits n0, and did before the
+                # big write too.
+                self.assertEqual(f.result().state, types.WORKLOAD_STATE_RUNNING)
                 code = grpc.StatusCode.OK
             except grpc.RpcError as e:
                 code = e.code()
