@@ -134,12 +134,13 @@ bool Scheduler::FitsFreeRoomInTotal(const ResourceVector& need) const {
   return need.FitsIn(FreeRoomInTotal(cluster_.nodes()));
 }
 
-bool Scheduler::FitsFreeRoomInTotalNow(const ResourceVector& need) {
-  if (free_total_version_ != cluster_.room_version()) {
-    free_total_ = FreeRoomInTotal(cluster_.nodes());
-    free_total_version_ = cluster_.room_version();
+bool Scheduler::FitsFreeRoomInTotalNow(const ResourceVector& need,
+                                       CycleMemo& memo) const {
+  if (memo.free_total_version != cluster_.room_version()) {
+    memo.free_total = FreeRoomInTotal(cluster_.nodes());
+    memo.free_total_version = cluster_.room_version();
   }
-  return need.FitsIn(free_total_);
+  return need.FitsIn(memo.free_total);
 }
 
 std::optional<Scheduler::MovePlan> Scheduler::FindMoves(
@@ -291,7 +292,7 @@ void Scheduler::Consolidate(Workload& gang, const PlannedRequest& plan,
     }
     Changed(v);
   }
-  moves_left_ -= moves.pods;
+  memo_.moves_left -= moves.pods;
 }
 
 void Scheduler::LandMoves(absl::Time now) {

@@ -21,14 +21,14 @@ namespace gangsched {
 void Scheduler::RunCycle(absl::Time now) {
   AdvanceUsage(now);
   // Resources only shrink during a cycle: a shape that failed stays failed.
-  shape_failures_.clear();
-  if (fits_ever_version_ != cluster_.spec_version() ||
-      fits_ever_.size() >= kMaxFitsEver) {
-    fits_ever_.clear();
-    fits_ever_version_ = cluster_.spec_version();
+  memo_.shape_failures.clear();
+  if (memo_.fits_ever_version != cluster_.spec_version() ||
+      memo_.fits_ever.size() >= kMaxFitsEver) {
+    memo_.fits_ever.clear();
+    memo_.fits_ever_version = cluster_.spec_version();
   }
-  moves_left_ = options_.consolidation.max_pods_per_cycle;
-  move_searches_left_ = kMoveSearchesPerCycle;
+  memo_.moves_left = options_.consolidation.max_pods_per_cycle;
+  memo_.move_searches_left = kMoveSearchesPerCycle;
   // Commands and the restore settle what they unsettle; what is left
   // (workloads released since, for which there is nothing to do) is dropped
   // here so the list never grows.
@@ -107,35 +107,91 @@ void Scheduler::PlaceGangMinimums(absl::Time now) {
 
 void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
                                absl::Time now) {
+  ExplainWatch* watch =
+      explain_watch_ != nullptr && explain_watch_->id == w.id.value()
+          ? explain_watch_
+          : nullptr;
+  GangDecision decision = DecideGangMinimum(
+      w, need, now, memo_, watch != nullptr ? &watch->trace : nullptr);
+  if (watch != nullptr) watch->decision = decision;
+  ApplyGangDecision(w, decision, now);
+}
+
+void Scheduler::ApplyGangDecision(Workload& w, const GangDecision& decision,
+                                  absl::Time now) {
+  switch (decision.action) {
+    case GangAction::kNothing:
+      return;
+    case GangAction::kBind:
+      Commit(w, decision.plan, decision.placement, now);
+      return;
+    case GangAction::kPipeline:
+      Pipeline(w, decision.plan, *decision.victims, now);
+      return;
+    case GangAction::kConsolidate:
+      Consolidate(w, decision.plan, *decision.moves, now);
+      return;
+    case GangAction::kPending:
+      SetPending(w, decision.reason, now);
+      return;
+  }
+}
+
+Scheduler::GangDecision Scheduler::DecideGangMinimum(
+    const Workload& w, const ResourceVector& need, absl::Time now,
+    CycleMemo& memo, DecisionTrace* trace) const {
+  GangDecision d;
   // Earlier picks of this cycle may have evicted it (or completed it).
-  bool lost = w.state == WorkloadState::kRunning && !w.AtMinimum();
-  if (w.state != WorkloadState::kPending && !lost) return;
+  const bool lost = w.state == WorkloadState::kRunning && !w.AtMinimum();
+  if (w.state != WorkloadState::kPending && !lost) return d;
   // The request is built only when something places or searches with it. A
   // waiting gang with no pod bound (every pending gang) has its shape from
   // its groups alone, and a backlog of gangs whose shape already failed
   // this cycle never builds one.
-  std::optional<PlannedRequest> planned;
+  bool planned = false;
   auto plan = [&]() -> const PlannedRequest& {
-    if (!planned) planned = PlanGangMinimum(w);
-    return *planned;
+    if (!planned) {
+      d.plan = PlanGangMinimum(w);
+      planned = true;
+    }
+    return d.plan;
+  };
+  if (trace != nullptr) {
+    trace->lost = lost;
+    trace->need = need;
+    trace->queue_checks = QueueChecks(w, need);
+    plan();  // Explain names its pods
+  }
+  auto pending = [&](PendingReason reason) {
+    d.action = GangAction::kPending;
+    d.reason = std::move(reason);
+    return std::move(d);
+  };
+  auto pipeline = [&](VictimPlan victims) {
+    plan();
+    d.action = GangAction::kPipeline;
+    d.victims = std::move(victims);
+    return std::move(d);
   };
   std::string shape;  // empty: a lost gang, never cached
   if (!lost && w.BoundPods() == 0) {
     UnboundShape unbound = UnboundShapeOf(w);
-    if (unbound.replicas == 0) return;
+    if (unbound.replicas == 0) return d;
     shape = std::move(unbound.key);
   } else {
-    if (plan().request.replicas.empty()) return;
+    if (plan().request.replicas.empty()) return d;
     if (!lost) shape = ShapeKey(plan().request);
   }
   PendingReason reason = CheckQueues(w, need);
+  if (trace != nullptr) trace->queue_verdict = reason;
   if (reason.code == PendingCode::kQueueLimit && !lost) {
     // Lower-priority work under the same limit can make room
     // (docs/SCHEDULING.md, "Taking resources back"); victims are preemptible,
     // so they never free non-preemptible quota.
-    if (std::optional<VictimPlan> victims = FindVictims(w, plan(), now)) {
-      Pipeline(w, plan(), *victims, now);
-      return;
+    if (trace != nullptr) trace->limit_victims_tried = true;
+    if (std::optional<VictimPlan> victims = FindVictims(
+            w, plan(), now, trace != nullptr ? &trace->notes : nullptr)) {
+      return pipeline(*std::move(victims));
     }
   }
   // A running gang below its minimum (pods lost, or a minimum raised by a
@@ -150,20 +206,24 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
                      "grace has its pods evicted and waits whole")};
   };
   if (reason.code != PendingCode::kNone) {
-    SetPending(w, lost ? lost_reason(reason.code, reason.message) : reason,
-               now);
-    return;
+    return pending(lost ? lost_reason(reason.code, reason.message) : reason);
   }
   // A pending gang whose shape already failed this cycle is not placed
   // again (Ray's "stop trying a shape after its first failure").
-  auto cached = lost ? shape_failures_.end() : shape_failures_.find(shape);
-  if (cached == shape_failures_.end()) {
+  auto cached =
+      lost ? memo.shape_failures.end() : memo.shape_failures.find(shape);
+  if (trace != nullptr)
+    trace->placed_before = cached != memo.shape_failures.end();
+  if (cached == memo.shape_failures.end()) {
     GangPlacement placement =
         TryPlaceGang(cluster_.nodes(), resources_, plan().request, Indexed());
     if (placement.result == PlaceResult::kPlaced) {
-      Commit(w, plan(), placement, now);
-      return;
+      plan();
+      d.action = GangAction::kBind;
+      d.placement = std::move(placement);
+      return d;
     }
+    if (trace != nullptr) trace->now = placement;
     if (lost) {  // re-placed when room frees up; stale after the grace
       // Pods that no node they may use could ever hold (taints, affinity,
       // selector) wait in vain: said so, like for a pending gang. Asked
@@ -171,9 +231,7 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
       // waiting (a node lost from a full cluster) cost no second attempt.
       // Other work may leave; the gang's own bound pods stay.
       if (!placement.filtered) {
-        SetPending(w, lost_reason(PendingCode::kCapacity, placement.message),
-                   now);
-        return;
+        return pending(lost_reason(PendingCode::kCapacity, placement.message));
       }
       std::vector<FreedRoom> own;
       for (const GroupState& group : w.groups) {
@@ -186,34 +244,36 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
                        {.ignore_usage = true,
                         .topology = cluster_.topology(),
                         .freed = &own});
-      SetPending(w,
-                 ever.result == PlaceResult::kPlaced
-                     ? lost_reason(PendingCode::kCapacity, placement.message)
-                     : lost_reason(PendingCode::kUnsatisfiable,
-                                   absl::StrCat("they can never fit the "
-                                                "current nodes: ",
-                                                ever.message)),
-                 now);
-      return;
+      if (trace != nullptr)
+        trace->never_fits = ever.result != PlaceResult::kPlaced;
+      return pending(
+          ever.result == PlaceResult::kPlaced
+              ? lost_reason(PendingCode::kCapacity, placement.message)
+              : lost_reason(PendingCode::kUnsatisfiable,
+                            absl::StrCat("they can never fit the "
+                                         "current nodes: ",
+                                         ever.message)));
     }
     ShapeFailure fresh;
     fresh.now = std::move(placement);
-    cached = shape_failures_.emplace(std::move(shape), std::move(fresh)).first;
+    cached =
+        memo.shape_failures.emplace(std::move(shape), std::move(fresh)).first;
   }
   ShapeFailure& failure = cached->second;
+  if (trace != nullptr && trace->placed_before) trace->now = failure.now;
   auto what = [&] {
     return absl::StrCat("gang minimum of ", PodsOf(plan().request), " pods (",
                         resources_.Describe(need), ")");
   };
   if (!failure.ever) {
-    auto known = fits_ever_.find(cached->first);
-    if (known == fits_ever_.end()) {
+    auto known = memo.fits_ever.find(cached->first);
+    if (known == memo.fits_ever.end()) {
       GangPlacement ever =
           TryPlaceGang(cluster_.nodes(), resources_, plan().request,
                        {.ignore_usage = true, .topology = cluster_.topology()});
       ever.nodes.clear();  // only whether and why not are read
       ever.devices.clear();
-      known = fits_ever_.emplace(cached->first, std::move(ever)).first;
+      known = memo.fits_ever.emplace(cached->first, std::move(ever)).first;
     }
     failure.ever = known->second;
   }
@@ -224,36 +284,52 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
           absl::StrCat(what(), " can never fit the current nodes: ",
                        failure.ever->message)};
     }
-    SetPending(w, *failure.unsatisfiable, now);
-    return;
+    if (trace != nullptr) trace->never_fits = true;
+    return pending(*failure.unsatisfiable);
   }
   // Room free in total but spread too thin is gathered by moving running
   // pods, before anything is evicted for good (docs/SCHEDULING.md,
   // "Consolidation"); a shape no moves help waits until the next cycle.
-  if (options_.consolidation.enabled && !failure.no_moves && moves_left_ > 0 &&
-      move_searches_left_ > 0) {
+  using Moves = DecisionTrace::Moves;
+  Moves moves_step = Moves::kOff;
+  if (!options_.consolidation.enabled) {
+    moves_step = Moves::kOff;
+  } else if (failure.no_moves) {
+    moves_step = Moves::kFailedBefore;
+  } else if (memo.moves_left <= 0 || memo.move_searches_left <= 0) {
+    moves_step = Moves::kBudgetSpent;
+  } else {
     std::optional<MovePlan> moves;
-    if (FitsFreeRoomInTotalNow(need)) {
-      --move_searches_left_;
+    moves_step = Moves::kTooLittleInTotal;
+    if (FitsFreeRoomInTotalNow(need, memo)) {
+      --memo.move_searches_left;
+      moves_step = Moves::kNoneFound;
       moves = FindMoves(
           w, plan(),
-          std::min(options_.consolidation.max_pods_per_gang, moves_left_));
+          std::min(options_.consolidation.max_pods_per_gang, memo.moves_left));
     }
     if (moves) {
-      Consolidate(w, plan(), *moves, now);
-      return;
+      if (trace != nullptr) trace->moves = Moves::kFound;
+      d.action = GangAction::kConsolidate;
+      d.moves = std::move(moves);
+      return d;
     }
     failure.no_moves = true;
   }
+  if (trace != nullptr) trace->moves = moves_step;
   // The same shape from the same queue and priority finds no victims
   // either, until the next cycle.
   ShapeFailure::Preemptor preemptor{w.queue.value(), w.priority, w.preemptible};
   if (!failure.no_victims.contains(preemptor)) {
-    if (std::optional<VictimPlan> victims = FindVictims(w, plan(), now)) {
-      Pipeline(w, plan(), *victims, now);
-      return;
+    if (trace != nullptr) trace->victims = DecisionTrace::Victims::kNoneFound;
+    if (std::optional<VictimPlan> victims = FindVictims(
+            w, plan(), now, trace != nullptr ? &trace->notes : nullptr)) {
+      if (trace != nullptr) trace->victims = DecisionTrace::Victims::kFound;
+      return pipeline(*std::move(victims));
     }
     failure.no_victims.insert(preemptor);
+  } else if (trace != nullptr) {
+    trace->victims = DecisionTrace::Victims::kFailedBefore;
   }
   // ORDER only when room is held for pipelined gangs at all (the top-level
   // queues' reserved roll-ups say so without walking the nodes).
@@ -276,8 +352,8 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
                                     "gangs ahead of it that wait for "
                                     "evictions")};
     }
-    SetPending(w, *failure.order, now);
-    return;
+    if (trace != nullptr) trace->held_for_pipelined = true;
+    return pending(*failure.order);
   }
   if (!failure.capacity) {
     failure.capacity = {
@@ -285,7 +361,7 @@ void Scheduler::TryGangMinimum(Workload& w, const ResourceVector& need,
         absl::StrCat(what(), " does not fit the free capacity now: ",
                      failure.now.message)};
   }
-  SetPending(w, *failure.capacity, now);
+  return pending(*failure.capacity);
 }
 
 }  // namespace gangsched

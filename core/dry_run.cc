@@ -70,7 +70,9 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec,
 }
 
 std::unique_ptr<Scheduler> Scheduler::Fork() const {
-  return std::unique_ptr<Scheduler>(new Scheduler(*this));
+  std::unique_ptr<Scheduler> fork(new Scheduler(*this));
+  fork->explain_watch_ = nullptr;  // the watch is this one's, not the fork's
+  return fork;
 }
 
 absl::StatusOr<AllocateAnswer> Scheduler::DecideDryRun(const WorkloadSpec& spec,

@@ -1,7 +1,16 @@
 // Scheduler::Explain: why a workload is pending, in words and in structure
-// (README, "Reading the answers"): the quota / limit / fair-share checks up its
-// queue path, the nodes rejected by reason, and what a preemption would evict.
+// (README, "Reading the answers"). For a gang minimum it runs the next cycle
+// on a fork and puts the decision that cycle made for it in words
+// (docs/ARCHITECTURE.md, "Decide, then apply"): the quota / limit /
+// fair-share checks up its queue path, the nodes rejected by reason,
+// consolidation, and what a preemption would evict, each as the cycle tried
+// them.
 #include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -46,14 +55,36 @@ std::string WhyNoVictims(const VictimSearchNotes& notes) {
 
 }  // namespace
 
+std::string ToString(GangAction action) {
+  switch (action) {
+    case GangAction::kNothing:
+      return "NOTHING";
+    case GangAction::kBind:
+      return "BIND";
+    case GangAction::kPipeline:
+      return "PIPELINE";
+    case GangAction::kConsolidate:
+      return "CONSOLIDATE";
+    case GangAction::kPending:
+      return "PENDING";
+  }
+  return "UNKNOWN";
+}
+
 absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
                                                  absl::Time now) const {
+  return Fork()->DecideExplain(workload_id, now);
+}
+
+absl::StatusOr<ExplainAnswer> Scheduler::DecideExplain(
+    absl::string_view workload_id, absl::Time now) {
   const Workload* found = FindWorkload(workload_id);
   if (found == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("workload_id: workload \"", workload_id, "\" not found"));
   }
-  const Workload& w = *found;
+  // As it is before the cycle below (a copy: the cycle changes this fork).
+  const Workload w = *found;
   ExplainAnswer answer;
   answer.workload_id = w.spec.id;
   answer.state = w.state;
@@ -68,8 +99,21 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
                                  w.pending.message));
   }
 
-  bool gang_step = w.state == WorkloadState::kPending || !w.AtMinimum();
-  PlannedRequest plan = gang_step ? PlanGangMinimum(w) : PlanElasticReplica(w);
+  const bool gang_step = w.state == WorkloadState::kPending || !w.AtMinimum();
+  if (gang_step) {
+    // The next cycle, on this fork, with a watch on the workload: what it
+    // decides is what Explain says, so Explain cannot disagree with it.
+    ExplainWatch watch;
+    watch.id = w.id.value();
+    explain_watch_ = &watch;
+    RunCycle(now);
+    explain_watch_ = nullptr;
+    RenderGangDecision(w, watch, lines, answer);
+    answer.text = absl::StrJoin(lines, "\n");
+    return answer;
+  }
+
+  PlannedRequest plan = PlanElasticReplica(w);
   ResourceVector need = TotalOf(plan.request);
   if (plan.request.replicas.empty()) {
     lines.push_back(w.state == WorkloadState::kRunning
@@ -78,20 +122,37 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
     answer.text = absl::StrJoin(lines, "\n");
     return answer;
   }
-  lines.push_back(absl::StrCat(
-      gang_step ? "Its gang minimum" : "Its next elastic replica", " needs ",
-      PodsOf(plan.request), " pods: ", resources_.Describe(need), "."));
+  lines.push_back(absl::StrCat("Its next elastic replica needs ",
+                               PodsOf(plan.request),
+                               " pods: ", resources_.Describe(need), "."));
+  AddQueueLines(w, need, QueueChecks(w, need), lines, answer);
+  GangPlacement now_placement =
+      TryPlaceGang(cluster_.nodes(), resources_, plan.request, Indexed());
+  if (now_placement.result == PlaceResult::kPlaced) {
+    lines.push_back(
+        "The nodes have room for it now; it is placed in the next cycle "
+        "unless its queue checks fail or others are ahead.");
+  } else {
+    answer.node_rejections = now_placement.rejections;
+    lines.push_back(absl::StrCat("Nodes: ", now_placement.message, "."));
+  }
+  answer.text = absl::StrJoin(lines, "\n");
+  return answer;
+}
 
+void Scheduler::AddQueueLines(const Workload& w, const ResourceVector& need,
+                              std::vector<QueueCheck> checks,
+                              std::vector<std::string>& lines,
+                              ExplainAnswer& answer) const {
   // Quota, limit and fair share on every level of the path: the very
   // checks the cycle decides with (QueueChecks), reserved room included.
   lines.push_back("Queue checks (leaf first):");
-  answer.queue_checks = QueueChecks(w, need);
+  answer.queue_checks = std::move(checks);
   for (const QueueCheck& check : answer.queue_checks) {
     lines.push_back(absl::StrCat("  ", check.message));
     if (!check.ok && answer.queue_verdict.code == PendingCode::kNone)
       answer.queue_verdict = {check.code, check.reason};
   }
-
   // docs/SCHEDULING.md, "Time-based fair share": where recent usage moved
   // an over-quota weight on the path, and why.
   for (QueueId qid : QueuePath(w.queue)) {
@@ -110,101 +171,220 @@ absl::StatusOr<ExplainAnswer> Scheduler::Explain(absl::string_view workload_id,
           std::round(f.factor * 100) / 100, ")."));
     }
   }
+}
 
-  GangPlacement now_placement =
-      TryPlaceGang(cluster_.nodes(), resources_, plan.request, Indexed());
-  if (now_placement.result == PlaceResult::kPlaced) {
-    lines.push_back(
-        "The nodes have room for it now; it is placed in the next cycle "
-        "unless its queue checks fail or others are ahead.");
-  } else {
-    answer.node_rejections = now_placement.rejections;
-    lines.push_back(absl::StrCat("Nodes: ", now_placement.message, "."));
-    std::optional<MovePlan> moves;
-    std::string no_moves;  // why consolidation cannot help, for people
-    if (w.state == WorkloadState::kPending && gang_step) {
-      if (!options_.consolidation.enabled) {
-        no_moves = "consolidation is off";
-      } else if (w.pending.code == PendingCode::kUnsatisfiable) {
-        // Taints, affinity, a selector or sizes keep it off every node it
-        // may use: no move changes that.
-        no_moves =
-            "it can never fit the current nodes (above), so moving pods "
-            "cannot help";
-      } else if (!FitsFreeRoomInTotal(need)) {
-        no_moves =
-            "the free room of all schedulable nodes together is "
-            "too small, so moving pods cannot help";
-      } else {
-        moves = FindMoves(w, plan, options_.consolidation.max_pods_per_gang);
-        no_moves = absl::StrCat(
-            "the free room is spread over several nodes, but no set of at "
-            "most ",
-            options_.consolidation.max_pods_per_gang,
-            " movable pods (preemptible, not a head) can be moved with "
-            "each of them placed elsewhere so that it fits");
-      }
+void Scheduler::RenderGangDecision(const Workload& before,
+                                   const ExplainWatch& watch,
+                                   std::vector<std::string>& lines,
+                                   ExplainAnswer& answer) const {
+  if (!watch.decision || watch.decision->action == GangAction::kNothing) {
+    // The cycle had no gang minimum of it to place: it waits for its
+    // evictions (PIPELINED), or an earlier step of the cycle settled it.
+    const Workload* after = FindWorkload(before.spec.id);
+    if (before.state == WorkloadState::kPipelined) {
+      lines.push_back(
+          after != nullptr && after->state != WorkloadState::kPipelined
+              ? absl::StrCat("Its evictions are confirmed; the next cycle "
+                             "makes it ",
+                             ToString(after->state), ".")
+              : "It waits for the evictions made for it to be confirmed; "
+                "the room they free is held for it.");
+    } else {
+      lines.push_back(
+          after == nullptr || after->state == WorkloadState::kReleased
+              ? "The next cycle releases it."
+              : absl::StrCat("The next cycle does not try to place it; "
+                             "after it, it is ",
+                             ToString(after->state), "."));
     }
-    if (moves) {
+    return;
+  }
+  const GangDecision& d = *watch.decision;
+  const DecisionTrace& t = watch.trace;
+  answer.next = d.action;
+  lines.push_back(
+      t.lost ? absl::StrCat("The ", PodsOf(d.plan.request),
+                            " pods missing from its gang minimum need ",
+                            resources_.Describe(t.need), ".")
+             : absl::StrCat("Its gang minimum needs ", PodsOf(d.plan.request),
+                            " pods: ", resources_.Describe(t.need), "."));
+  AddQueueLines(before, t.need, t.queue_checks, lines, answer);
+
+  // The nominated or bound nodes of the decision, group/index@node.
+  auto add_nodes = [&](const GangPlacement& placement) {
+    ForEachPlacedPod(
+        d.plan, placement,
+        [&](uint32_t g, int32_t slot, NodeId node, DeviceMask) {
+          answer.next_bindings.push_back(
+              {before.spec.groups[g].name, slot, cluster_.node(node).name, {}});
+        });
+  };
+  auto evictions = [&](const std::vector<VictimUnit>& units,
+                       const std::string& preemptor) {
+    std::map<std::string, Eviction> merged;
+    for (const VictimUnit& u : units) {
+      if (u.inherited) continue;  // already being evicted for it
+      Eviction& e = merged[u.workload->spec.id];
+      e.workload = u.workload->spec.id;
+      e.reason = u.reason;
+      e.preemptor = preemptor;
+      for (auto [g, i] : u.slots)
+        e.slots.push_back({u.workload->spec.groups[g].name, i});
+    }
+    std::vector<Eviction> out;
+    for (auto& [id, e] : merged) out.push_back(std::move(e));
+    return out;
+  };
+  auto victims_in_words = [&] {
+    std::vector<std::string> names;
+    for (const Eviction& e : answer.would_evict) {
+      names.push_back(absl::StrCat(e.workload, " (", e.slots.size(), " pods, ",
+                                   ToString(e.reason), ")"));
+    }
+    return names.empty() ? std::string(
+                               "It fits once the evictions already made for it "
+                               "are confirmed.")
+                         : absl::StrCat("A preemption would evict: ",
+                                        absl::StrJoin(names, ", "), ".");
+  };
+
+  if (d.action == GangAction::kBind) {
+    add_nodes(d.placement);
+    std::vector<std::string> where;
+    for (const Binding& b : answer.next_bindings)
+      where.push_back(absl::StrCat(b.group, "/", b.index, " on ", b.node));
+    lines.push_back(absl::StrCat(
+        "The nodes have room for it now: the next cycle binds it (",
+        absl::StrJoin(where, ", "), ")."));
+    return;
+  }
+  if (t.limit_victims_tried) {
+    lines.push_back(absl::StrCat(
+        "A queue on its path is at its limit (above); lower-priority work "
+        "under the same limit can make room: ",
+        d.action == GangAction::kPipeline
+            ? "the next cycle evicts some of it."
+            : absl::StrCat("none can: ", WhyNoVictims(t.notes), ".")));
+  }
+  if (d.action == GangAction::kPending &&
+      t.queue_verdict.code != PendingCode::kNone) {
+    answer.next_pending = d.reason;
+    lines.push_back(absl::StrCat("So it waits: ", ToString(d.reason.code), ": ",
+                                 d.reason.message));
+    return;
+  }
+  if (d.action == GangAction::kPipeline && t.limit_victims_tried) {
+    add_nodes(d.victims->placement);
+    answer.would_evict = evictions(d.victims->units, before.spec.id);
+    lines.push_back(victims_in_words());
+    return;
+  }
+  // The placement failed (the cycle's own attempt, or the same shape's
+  // earlier in the cycle).
+  answer.node_rejections = t.now.rejections;
+  lines.push_back(absl::StrCat("Nodes: ", t.now.message, "."));
+  if (t.placed_before) {
+    lines.push_back(
+        "(A gang of the same shape failed the same way earlier in this "
+        "cycle; the cycle does not place the shape again until the next.)");
+  }
+  if (t.never_fits) {
+    lines.push_back(
+        "No consolidation: it can never fit the current nodes (above), so "
+        "moving pods cannot help.");
+    answer.next_pending = d.reason;
+    lines.push_back(absl::StrCat("So it waits: ", ToString(d.reason.code), ": ",
+                                 d.reason.message));
+    return;
+  }
+  if (t.lost) {
+    answer.next_pending = d.reason;
+    lines.push_back(absl::StrCat("So they wait: ", d.reason.message));
+    return;
+  }
+  using Moves = DecisionTrace::Moves;
+  switch (t.moves) {
+    case Moves::kFound: {
       // docs/SCHEDULING.md, "Consolidation": tried before any eviction.
-      std::map<std::string, Eviction> merged;
+      const MovePlan& moves = *d.moves;
+      add_nodes(moves.placement);
       std::vector<std::string> where;
-      for (size_t k = 0; k < moves->units.size(); ++k) {
-        const VictimUnit& u = moves->units[k];
-        Eviction& e = merged[u.workload->spec.id];
-        e.workload = u.workload->spec.id;
-        e.reason = EvictionReason::kConsolidate;
-        e.preemptor = w.spec.id;
+      for (size_t k = 0; k < moves.units.size(); ++k) {
+        const VictimUnit& u = moves.units[k];
         for (size_t j = 0; j < u.slots.size(); ++j) {
           auto [g, i] = u.slots[j];
-          const std::string& group = u.workload->spec.groups[g].name;
-          e.slots.push_back({group, i});
           where.push_back(absl::StrCat(
-              u.workload->spec.id, " ", group, "/", i, " from ",
-              cluster_.node(u.workload->groups[g].slot_node[i]).name, " to ",
-              cluster_.node(moves->targets[k][j]).name));
+              u.workload->spec.id, " ", u.workload->spec.groups[g].name, "/", i,
+              " from ", cluster_.node(u.workload->groups[g].slot_node[i]).name,
+              " to ", cluster_.node(moves.targets[k][j]).name));
         }
       }
-      for (auto& [id, e] : merged) answer.would_evict.push_back(std::move(e));
+      answer.would_evict = evictions(moves.units, before.spec.id);
+      for (Eviction& e : answer.would_evict)
+        e.reason = EvictionReason::kConsolidate;
       lines.push_back(absl::StrCat(
-          "The free room is spread too thin; moving ", moves->pods,
-          moves->pods == 1 ? " pod" : " pods",
+          "The free room is spread too thin; moving ", moves.pods,
+          moves.pods == 1 ? " pod" : " pods",
           " (consolidation) makes room: ", absl::StrJoin(where, ", "), "."));
-    } else if (w.state == WorkloadState::kPending && gang_step) {
-      lines.push_back(absl::StrCat("No consolidation: ", no_moves, "."));
-      VictimSearchNotes notes;
-      if (std::optional<VictimPlan> victims =
-              FindVictims(w, plan, now, &notes)) {
-        std::map<std::string, Eviction> merged;
-        for (const VictimUnit& u : victims->units) {
-          if (u.inherited) continue;  // already being evicted for it
-          Eviction& e = merged[u.workload->spec.id];
-          e.workload = u.workload->spec.id;
-          e.reason = u.reason;
-          e.preemptor = w.spec.id;
-          for (auto [g, i] : u.slots)
-            e.slots.push_back({u.workload->spec.groups[g].name, i});
-        }
-        std::vector<std::string> names;
-        for (auto& [id, e] : merged) {
-          names.push_back(absl::StrCat(id, " (", e.slots.size(), " pods, ",
-                                       ToString(e.reason), ")"));
-          answer.would_evict.push_back(std::move(e));
-        }
-        lines.push_back(
-            names.empty()
-                ? std::string("It fits once the evictions already made for it "
-                              "are confirmed.")
-                : absl::StrCat("A preemption would evict: ",
-                               absl::StrJoin(names, ", "), "."));
-      } else {
-        lines.push_back(absl::StrCat("No preemption or reclaim can make room: ",
-                                     WhyNoVictims(notes), "."));
-      }
+      return;
     }
+    case Moves::kOff:
+      lines.push_back("No consolidation: consolidation is off.");
+      break;
+    case Moves::kBudgetSpent:
+      lines.push_back(absl::StrCat(
+          "No consolidation: the cycle has used up what it may move (",
+          options_.consolidation.max_pods_per_cycle, " pods, ",
+          kMoveSearchesPerCycle,
+          " searches) on gangs ahead of it; it is tried again next cycle."));
+      break;
+    case Moves::kFailedBefore:
+      lines.push_back(
+          "No consolidation: moves found no room for a gang of the same "
+          "shape earlier in this cycle.");
+      break;
+    case Moves::kTooLittleInTotal:
+      lines.push_back(
+          "No consolidation: the free room of all schedulable nodes together "
+          "is too small, so moving pods cannot help.");
+      break;
+    case Moves::kNoneFound:
+      lines.push_back(absl::StrCat(
+          "No consolidation: the free room is spread over several nodes, but "
+          "no set of at most ",
+          options_.consolidation.max_pods_per_gang,
+          " movable pods (preemptible, not a head) can be moved with each of "
+          "them placed elsewhere so that it fits."));
+      break;
+    case Moves::kNotAsked:
+      break;
   }
-  answer.text = absl::StrJoin(lines, "\n");
-  return answer;
+  switch (t.victims) {
+    case DecisionTrace::Victims::kFound:
+      add_nodes(d.victims->placement);
+      answer.would_evict = evictions(d.victims->units, before.spec.id);
+      lines.push_back(victims_in_words());
+      return;
+    case DecisionTrace::Victims::kNoneFound:
+      lines.push_back(absl::StrCat("No preemption or reclaim can make room: ",
+                                   WhyNoVictims(t.notes), "."));
+      break;
+    case DecisionTrace::Victims::kFailedBefore:
+      lines.push_back(
+          "No preemption or reclaim: a gang of the same shape from the same "
+          "queue and priority found no victims earlier in this cycle.");
+      break;
+    case DecisionTrace::Victims::kNotAsked:
+      break;
+  }
+  if (t.held_for_pipelined) {
+    lines.push_back(
+        "It would fit, but the room is held for gangs ahead of it that wait "
+        "for evictions.");
+  }
+  answer.next_pending = d.reason;
+  lines.push_back(absl::StrCat("So it waits: ", ToString(d.reason.code), ": ",
+                               d.reason.message));
 }
 
 }  // namespace gangsched

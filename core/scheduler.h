@@ -130,6 +130,13 @@ struct QueueCheck {
   std::string reason;
 };
 
+// What a cycle decides for a waiting gang minimum (docs/ARCHITECTURE.md,
+// "Decide, then apply"): bind it now, pipeline it behind evictions, move
+// running pods to gather room for it (consolidation), or leave it pending
+// with a reason. kNothing: the cycle has no gang minimum of it to place.
+enum class GangAction { kNothing, kBind, kPipeline, kConsolidate, kPending };
+std::string ToString(GangAction action);
+
 struct ExplainAnswer {
   std::string workload_id;
   WorkloadState state = WorkloadState::kPending;
@@ -142,6 +149,14 @@ struct ExplainAnswer {
   std::vector<std::pair<std::string, int32_t>>
       node_rejections;  // reason, nodes
   std::vector<Eviction> would_evict;
+  // The next cycle's decision for its gang minimum: Explain runs that cycle
+  // on a copy of the state and reads the decision it applied, so these are
+  // what the cycle will do if nothing changes first. `next_bindings`: the
+  // nodes of kBind, the nominated nodes of kPipeline and kConsolidate
+  // (whose evictions are `would_evict`); `next_pending`: kPending's reason.
+  GangAction next = GangAction::kNothing;
+  std::vector<Binding> next_bindings;
+  PendingReason next_pending;
 };
 
 // Names touched since the last TakeChanges: what a store must write (or
@@ -334,10 +349,15 @@ class Scheduler {
                                                 PreemptScope scope,
                                                 bool requeue, bool dry_run,
                                                 absl::Time now);
-  // Why the workload is (or would stay) pending: queue checks up the path,
-  // node rejections by reason, and the victims a preemption would need.
+  // Why the workload is (or would stay) pending, from the decision the next
+  // cycle makes for it (run on a fork, as a dry run is): queue checks up
+  // the path, node rejections by reason, consolidation and the victims a
+  // preemption would need, each as the cycle tried them.
   absl::StatusOr<ExplainAnswer> Explain(absl::string_view workload_id,
                                         absl::Time now) const;
+  // Explain in two steps, as DryRun (below): on a Fork, once.
+  absl::StatusOr<ExplainAnswer> DecideExplain(absl::string_view workload_id,
+                                              absl::Time now);
 
   // What Allocate would answer for `spec` at `now`, as if `what_if` were
   // made first; commits nothing. Decided by the code that commits, on a
@@ -464,6 +484,7 @@ class Scheduler {
   absl::Status CheckConsistency() const;
 
  private:
+  struct CycleMemo;  // below: what a cycle learns as it goes
   // Calls `each(visit)`; `visit(field, name)` per resource name, false to
   // stop: INVALID_ARGUMENT naming field["name"] for the first new name past
   // kMaxResourceNames.
@@ -512,6 +533,15 @@ class Scheduler {
   struct VictimPlan {
     std::vector<VictimUnit> units;
     GangPlacement placement;  // the preemptor's nodes once they are gone
+  };
+  // Consolidation's moves (consolidate.cc): running pods moved to other
+  // nodes so that a gang fits.
+  struct MovePlan {
+    std::vector<VictimUnit> units;  // each an elastic or minimum replica
+    // Per unit, per slot (in the unit's order): the slot's new node.
+    std::vector<std::vector<NodeId>> targets;
+    GangPlacement placement;  // the gang's nodes once the moved pods left
+    int32_t pods = 0;
   };
   // Bindings and nominations alike: the slots whose `which` node is set.
   using SlotNodes = SlotVector<NodeId> GroupState::*;
@@ -721,10 +751,74 @@ class Scheduler {
   void PickInFairShareOrder(std::vector<Leaf>& leaves, Prepare&& prepare,
                             Epoch&& epoch, Take&& take);
   // Places one gang minimum, preempting or reclaiming if needed; sets the
-  // pending reason otherwise. `need` is MinimumNeed(w), computed for the
-  // fair-share order (nothing earlier in the cycle changes it: victims'
-  // pods stay bound until their evictions are confirmed).
+  // pending reason otherwise: DecideGangMinimum, then ApplyGangDecision.
+  // `need` is MinimumNeed(w), computed for the fair-share order (nothing
+  // earlier in the cycle changes it: victims' pods stay bound until their
+  // evictions are confirmed).
   void TryGangMinimum(Workload& w, const ResourceVector& need, absl::Time now);
+  // One gang minimum's decision (docs/ARCHITECTURE.md, "Decide, then
+  // apply"): made without changing the state (only `memo`, what the cycle
+  // learns as it goes), committed by ApplyGangDecision and by nothing else.
+  struct GangDecision {
+    GangAction action = GangAction::kNothing;
+    PlannedRequest plan;                // kBind, kPipeline, kConsolidate
+    GangPlacement placement;            // kBind
+    std::optional<VictimPlan> victims;  // kPipeline
+    std::optional<MovePlan> moves;      // kConsolidate
+    PendingReason reason;               // kPending
+  };
+  // What DecideGangMinimum tried on the way, for Explain to put in words.
+  struct DecisionTrace {
+    bool lost = false;  // a running gang below its minimum
+    ResourceVector need;
+    std::vector<QueueCheck> queue_checks;  // as the decision saw them
+    PendingReason queue_verdict;
+    bool limit_victims_tried = false;  // a queue limit, and victims sought
+    bool placed_before = false;        // the shape failed earlier in the cycle
+    GangPlacement now;        // the failed placement (message, reasons)
+    bool never_fits = false;  // not even on empty nodes
+    enum class Moves {
+      kNotAsked,
+      kOff,
+      kBudgetSpent,       // the cycle's moves or searches are used up
+      kFailedBefore,      // the shape found no moves earlier this cycle
+      kTooLittleInTotal,  // all free room together is too small
+      kNoneFound,
+      kFound,
+    } moves = Moves::kNotAsked;
+    enum class Victims {
+      kNotAsked,
+      kFailedBefore,  // the same shape and preemptor found none this cycle
+      kNoneFound,
+      kFound,
+    } victims = Victims::kNotAsked;
+    VictimSearchNotes notes;          // kNoneFound
+    bool held_for_pipelined = false;  // ORDER
+  };
+  GangDecision DecideGangMinimum(const Workload& w, const ResourceVector& need,
+                                 absl::Time now, CycleMemo& memo,
+                                 DecisionTrace* trace) const;
+  void ApplyGangDecision(Workload& w, const GangDecision& decision,
+                         absl::Time now);
+  // Explain's watch on one workload while its fork runs a cycle: the
+  // decision TryGangMinimum made for it and what was tried on the way.
+  struct ExplainWatch {
+    uint32_t id = 0;
+    std::optional<GangDecision> decision;
+    DecisionTrace trace;
+  };
+  ExplainWatch* explain_watch_ = nullptr;  // a fork's, during Explain only
+  // The lines and fields Explain gives for a gang minimum, from `watch`
+  // (after this fork's cycle) and `before` (the workload before it).
+  void RenderGangDecision(const Workload& before, const ExplainWatch& watch,
+                          std::vector<std::string>& lines,
+                          ExplainAnswer& answer) const;
+  // Explain's queue checks of `w` for `need` (and the usage factors on its
+  // path) in words, and the first failure as the answer's queue verdict.
+  void AddQueueLines(const Workload& w, const ResourceVector& need,
+                     std::vector<QueueCheck> checks,
+                     std::vector<std::string>& lines,
+                     ExplainAnswer& answer) const;
 
   // preempt.cc: whether a workload may give up room at all, and whether
   // `preemptor` may take it inside its own queue.
@@ -824,13 +918,6 @@ class Scheduler {
   // gang fits. A move is a bound slot that is being evicted (reason
   // consolidate) and nominated onto its new node, where the room is held
   // for it; its confirmation binds it there at once (LandMoves).
-  struct MovePlan {
-    std::vector<VictimUnit> units;  // each an elastic or minimum replica
-    // Per unit, per slot (in the unit's order): the slot's new node.
-    std::vector<std::vector<NodeId>> targets;
-    GangPlacement placement;  // the gang's nodes once the moved pods left
-    int32_t pods = 0;
-  };
   // The fewest pods (at most `max_pods`) whose moves make room for `plan`
   // of `gang`, each move placed in the same decision; nullopt when none.
   // Worth a search only when FitsFreeRoomInTotal.
@@ -842,9 +929,8 @@ class Scheduler {
   bool FitsFreeRoomInTotal(const ResourceVector& need) const;
   // The same for the cycle: the sum is kept while no room changes (a
   // backlog asks it for every waiting shape).
-  bool FitsFreeRoomInTotalNow(const ResourceVector& need);
-  ResourceVector free_total_;
-  std::optional<uint64_t> free_total_version_;
+  bool FitsFreeRoomInTotalNow(const ResourceVector& need,
+                              CycleMemo& memo) const;
   // Whether `units` moved away let `plan` fit, with every moved replica
   // placed elsewhere: the plan, or nullopt.
   std::optional<MovePlan> TryMoves(const PlannedRequest& plan,
@@ -862,11 +948,8 @@ class Scheduler {
   void CancelMoves(Workload& w);
   // Moved slots whose eviction was confirmed (Unbind), to land.
   std::vector<SlotKey> landing_;
-  // What this cycle may still move, and how many more searches it may make
-  // for moves (RunCycle resets them).
+  // How many searches for moves a cycle may make (CycleMemo).
   static constexpr int32_t kMoveSearchesPerCycle = 8;
-  int32_t moves_left_ = 0;
-  int32_t move_searches_left_ = 0;
   absl::Duration MinRuntime(QueueId leaf, bool reclaim) const;
 
   SchedulerOptions options_;
@@ -966,14 +1049,27 @@ class Scheduler {
     absl::flat_hash_set<Preemptor> no_victims;
     bool no_moves = false;  // no consolidation makes room for it
   };
-  absl::flat_hash_map<std::string, ShapeFailure> shape_failures_;
-  // Whether each gang shape could fit the nodes were they empty
-  // (ShapeFailure::ever), kept across cycles while the nodes'
-  // spec_version() stays: a backlog of shapes that wait for room asks it
-  // on every cycle, and it walks every node for every pod. Bounded: cleared
-  // when it reaches kMaxFitsEver shapes.
-  absl::flat_hash_map<std::string, GangPlacement> fits_ever_;
-  uint64_t fits_ever_version_ = 0;
+  // What the cycle learns as it goes, which DecideGangMinimum reads and
+  // writes and nothing else of the state does.
+  struct CycleMemo {
+    absl::flat_hash_map<std::string, ShapeFailure> shape_failures;
+    // Whether each gang shape could fit the nodes were they empty
+    // (ShapeFailure::ever), kept across cycles while the nodes'
+    // spec_version() stays: a backlog of shapes that wait for room asks it
+    // on every cycle, and it walks every node for every pod. Bounded:
+    // cleared when it reaches kMaxFitsEver shapes.
+    absl::flat_hash_map<std::string, GangPlacement> fits_ever;
+    uint64_t fits_ever_version = 0;
+    // The free room of the schedulable nodes added up, kept while no room
+    // changes (FitsFreeRoomInTotalNow).
+    ResourceVector free_total;
+    std::optional<uint64_t> free_total_version;
+    // What this cycle may still move, and how many more searches it may
+    // make for moves (RunCycle resets them).
+    int32_t moves_left = 0;
+    int32_t move_searches_left = 0;
+  };
+  CycleMemo memo_;
   static constexpr size_t kMaxFitsEver = 4096;
   // Workloads whose eviction went away since SettleUnsettled last ran.
   std::vector<WorkloadId> unsettled_;

@@ -93,10 +93,10 @@ std::string FlagsUsage() {
                            before new ones get RESOURCE_EXHAUSTED (default 32)
   --watch-max-lag-events=N a WatchEvents reader more than N events behind
                            is dropped with RESOURCE_EXHAUSTED (default 10000)
-  --max-dry-runs=N         dry-run Allocates that may wait for a busy core
-                           (to copy the state; each then decides on a worker
-                           thread) before new ones get RESOURCE_EXHAUSTED
-                           (default 64)
+  --max-dry-runs=N         dry-run Allocates and Explains that may wait for
+                           a busy core (to copy the state; each then decides
+                           on a worker thread) before new ones get
+                           RESOURCE_EXHAUSTED (default 64)
   --log-level=LEVEL        trace|debug|info|warn|error|off (default info)
   --log-format=FORMAT      text (key=value) or json (one JSON object per line);
                            one line per scheduling decision and per eviction

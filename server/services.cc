@@ -472,11 +472,7 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
     // request_id nor answered from it, but the id must still be a valid one.
     if (absl::Status s = CheckRequestId(request->request_id()); !s.ok())
       return Reject(metrics_, ctx, "Allocate", ToGrpc(s));
-    // The dry run decides on its own copy of the state (Scheduler::Fork):
-    // on this gRPC thread when the core allows it, which costs the core
-    // nothing: the state is held only while the copy is made, and the
-    // decision (a whole cycle, what_if included) runs on the copy with no
-    // lock held, while the core goes on.
+    // The dry run decides on its own copy of the state (Scheduler::Fork).
     auto dry = std::make_shared<AllocateParsed>(*std::move(parsed));
     auto decide = [dry, response](Scheduler& fork) {
       auto answer = fork.DecideDryRun(dry->spec, dry->what_if, absl::Now());
@@ -484,63 +480,7 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
       ToProto(*answer, response);
       return grpc::Status::OK;
     };
-    const absl::Time start = absl::Now();
-    std::unique_ptr<Scheduler> fork;
-    if (core_->TryRead([&](const Scheduler& s) {
-          fork = s.Fork();
-          return true;
-        })) {
-      grpc::Status status = decide(*fork);
-      fork.reset();
-      return FinishHere(metrics_, ctx, "Allocate", std::move(status),
-                        absl::Now() - start);
-    }
-    // Else the core makes the fork when it comes to it, behind the writes
-    // already queued, and a worker decides on it: the core spends only the
-    // fork's microseconds on it, whatever the what-if. At most
-    // --max-dry-runs wait or decide so at once.
-    if (queued_dry_runs_.fetch_add(1) >= dry_run_limits_.max_queued) {
-      queued_dry_runs_.fetch_sub(1);
-      return Reject(
-          metrics_, ctx, "Allocate",
-          grpc::Status(
-              grpc::StatusCode::RESOURCE_EXHAUSTED,
-              absl::StrCat("dry_run: the scheduler is busy and ",
-                           dry_run_limits_.max_queued,
-                           " dry runs already wait for it (--max-dry-runs); "
-                           "retry shortly")));
-    }
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    auto decide_on_worker = [this, decide, reactor,
-                             start](std::shared_ptr<Scheduler> fork) {
-      dry_run_workers_.Run([this, decide, reactor, start, fork]() mutable {
-        grpc::Status status = decide(*fork);
-        fork.reset();
-        queued_dry_runs_.fetch_sub(1);
-        metrics_->RecordRequest("Allocate", status.error_code(),
-                                absl::Now() - start);
-        reactor->Finish(std::move(status));
-      });
-    };
-    // The fork only reads (Fork is const): the core makes it under the
-    // shared lock beside the reads on gRPC threads (CoreLoop::Post's
-    // `read_only`), and hands it over once the batch is released.
-    if (!core_->Post(
-            nullptr,
-            [decide_on_worker](Ctx& c) {
-              std::shared_ptr<Scheduler> fork =
-                  std::as_const(c.scheduler).Fork();
-              c.Defer([decide_on_worker, fork] { decide_on_worker(fork); });
-            },
-            /*read_only=*/true)) {
-      queued_dry_runs_.fetch_sub(1);
-      metrics_->RecordRequest("Allocate", grpc::StatusCode::RESOURCE_EXHAUSTED,
-                              absl::Now() - start);
-      reactor->Finish(
-          grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                       "the scheduler's inbox is full; retry with backoff"));
-    }
-    return reactor;
+    return DecideOnFork(ctx, "Allocate", std::move(decide));
   }
   auto shared = std::make_shared<WorkloadSpec>(std::move(parsed->spec));
   auto applied = std::make_shared<absl::Status>();
@@ -600,6 +540,71 @@ grpc::ServerUnaryReactor* SchedulerService::Release(
         response->set_revision(c.scheduler.revision());
         return grpc::Status::OK;
       });
+}
+
+grpc::ServerUnaryReactor* SchedulerService::DecideOnFork(
+    grpc::CallbackServerContext* ctx, absl::string_view method,
+    std::function<grpc::Status(Scheduler&)> decide) {
+  // On this gRPC thread when the core allows it, which costs the core
+  // nothing: the state is held only while the fork is made, and the
+  // decision (a whole cycle, what_if included) runs on the fork with no
+  // lock held, while the core goes on.
+  const absl::Time start = absl::Now();
+  std::unique_ptr<Scheduler> fork;
+  if (core_->TryRead([&](const Scheduler& s) {
+        fork = s.Fork();
+        return true;
+      })) {
+    grpc::Status status = decide(*fork);
+    fork.reset();
+    return FinishHere(metrics_, ctx, method, std::move(status),
+                      absl::Now() - start);
+  }
+  // Else the core makes the fork when it comes to it, behind the writes
+  // already queued, and a worker decides on it: the core spends only the
+  // fork's microseconds on it, whatever the what-if. At most --max-dry-runs
+  // wait or decide so at once.
+  if (queued_dry_runs_.fetch_add(1) >= dry_run_limits_.max_queued) {
+    queued_dry_runs_.fetch_sub(1);
+    return Reject(
+        metrics_, ctx, method,
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     absl::StrCat(method == "Allocate" ? "dry_run" : method,
+                                  ": the scheduler is busy and ",
+                                  dry_run_limits_.max_queued,
+                                  " dry runs and explanations already wait "
+                                  "for it (--max-dry-runs); retry shortly")));
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto decide_on_worker = [this, decide = std::move(decide), reactor, start,
+                           method](std::shared_ptr<Scheduler> fork) {
+    dry_run_workers_.Run([this, decide, reactor, start, method,
+                          fork]() mutable {
+      grpc::Status status = decide(*fork);
+      fork.reset();
+      queued_dry_runs_.fetch_sub(1);
+      metrics_->RecordRequest(method, status.error_code(), absl::Now() - start);
+      reactor->Finish(std::move(status));
+    });
+  };
+  // The fork only reads (Fork is const): the core makes it under the
+  // shared lock beside the reads on gRPC threads (CoreLoop::Post's
+  // `read_only`), and hands it over once the batch is released.
+  if (!core_->Post(
+          nullptr,
+          [decide_on_worker](Ctx& c) {
+            std::shared_ptr<Scheduler> fork = std::as_const(c.scheduler).Fork();
+            c.Defer([decide_on_worker, fork] { decide_on_worker(fork); });
+          },
+          /*read_only=*/true)) {
+    queued_dry_runs_.fetch_sub(1);
+    metrics_->RecordRequest(method, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            absl::Now() - start);
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     "the scheduler's inbox is full; retry with backoff"));
+  }
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* SchedulerService::Preempt(
@@ -810,47 +815,44 @@ grpc::ServerUnaryReactor* SchedulerService::Explain(
     return Reject(metrics_, ctx, "Explain", Invalid(s));
   }
   std::string id = request->workload_id();
-  // A read (Scheduler::Explain is const: its victim search places on an
-  // overlay), so off the core thread when the core allows it.
-  return DispatchRead(
-      core_, metrics_, ctx, "Explain", response,
-      [id, response](const Scheduler& s) {
-        const absl::Time now = absl::Now();
-        auto answer = s.Explain(id, now);
-        if (!answer.ok()) return ToGrpc(answer.status());
-        response->set_workload_id(answer->workload_id);
-        response->set_state(ToProto(answer->state));
-        if (answer->pending.code != PendingCode::kNone) {
-          ToProto(answer->pending, response->mutable_pending());
-        }
-        response->set_text(answer->text);
-        for (const QueueCheck& check : answer->queue_checks) {
-          QuantityScale scale = ScaleFor(check.resource);
-          auto fmt = [&](int64_t v) {
-            return v == kUnlimited ? std::string("-1")
-                                   : FormatQuantity(v, scale);
-          };
-          auto* out = response->add_queue_checks();
-          out->set_queue(check.queue);
-          out->set_resource(check.resource);
-          out->set_quota(fmt(check.quota));
-          out->set_limit(fmt(check.limit));
-          out->set_allocated(fmt(check.allocated));
-          out->set_request(fmt(check.request));
-          out->set_fair_share(fmt(check.fair_share));
-          out->set_ok(check.ok);
-          out->set_message(check.message);
-        }
-        for (const auto& [reason, count] : answer->node_rejections) {
-          auto* out = response->add_node_rejections();
-          out->set_reason(reason);
-          out->set_count(count);
-        }
-        for (const auto& e : answer->would_evict)
-          ToProto(e, response->add_would_evict());
-        ToProto(now, response->mutable_time());
-        return grpc::Status::OK;
-      });
+  // Explain runs the next cycle on a fork and words what it decides for the
+  // workload (Scheduler::Explain): decided off the core, as a dry run is.
+  return DecideOnFork(ctx, "Explain", [id, response](Scheduler& fork) {
+    const absl::Time now = absl::Now();
+    auto answer = fork.DecideExplain(id, now);
+    if (!answer.ok()) return ToGrpc(answer.status());
+    response->set_workload_id(answer->workload_id);
+    response->set_state(ToProto(answer->state));
+    if (answer->pending.code != PendingCode::kNone) {
+      ToProto(answer->pending, response->mutable_pending());
+    }
+    response->set_text(answer->text);
+    for (const QueueCheck& check : answer->queue_checks) {
+      QuantityScale scale = ScaleFor(check.resource);
+      auto fmt = [&](int64_t v) {
+        return v == kUnlimited ? std::string("-1") : FormatQuantity(v, scale);
+      };
+      auto* out = response->add_queue_checks();
+      out->set_queue(check.queue);
+      out->set_resource(check.resource);
+      out->set_quota(fmt(check.quota));
+      out->set_limit(fmt(check.limit));
+      out->set_allocated(fmt(check.allocated));
+      out->set_request(fmt(check.request));
+      out->set_fair_share(fmt(check.fair_share));
+      out->set_ok(check.ok);
+      out->set_message(check.message);
+    }
+    for (const auto& [reason, count] : answer->node_rejections) {
+      auto* out = response->add_node_rejections();
+      out->set_reason(reason);
+      out->set_count(count);
+    }
+    for (const auto& e : answer->would_evict)
+      ToProto(e, response->add_would_evict());
+    ToProto(now, response->mutable_time());
+    return grpc::Status::OK;
+  });
 }
 
 // ---------------------------------------------------------------------------

@@ -34,9 +34,9 @@ struct WatchLimits {
   int64_t max_lag_events = 10000;
 };
 
-// A dry run decides on a copy of the state (docs/SCHEDULING.md, "Dry runs
-// and what-if"). One that finds the core busy waits for the core to make
-// its copy, then decides on a worker thread: at most `max_queued` wait or
+// A dry run (and Explain) decides on a copy of the state (docs/SCHEDULING.md,
+// "Dry runs and what-if"). One that finds the core busy waits for the core to
+// make its copy, then decides on a worker thread: at most `max_queued` wait or
 // decide so at once, server-wide; more get RESOURCE_EXHAUSTED, so a
 // reader's flood cannot pile work up behind the writes (docs/SECURITY.md,
 // overload). Dry runs answered on gRPC threads are not counted.
@@ -91,6 +91,14 @@ class SchedulerService final : public v1::Scheduler::CallbackService {
                                     v1::ExplainResponse* response) override;
 
  private:
+  // Runs `decide` on a fork of the state (Scheduler::Fork), off the core
+  // thread: on this gRPC thread when the core allows it, else on a worker
+  // once the core made the fork; finishes the call with what it returns.
+  // Dry-run Allocates and Explain.
+  grpc::ServerUnaryReactor* DecideOnFork(
+      grpc::CallbackServerContext* ctx, absl::string_view method,
+      std::function<grpc::Status(Scheduler&)> decide);
+
   CoreLoop* core_;
   EventLog* events_;
   Metrics* metrics_;
