@@ -19,6 +19,8 @@
 
 namespace gangsched {
 void Scheduler::RunCycle(absl::Time now) {
+  const int64_t revision = revision_;
+  const uint64_t changes = workload_changes_;
   AdvanceUsage(now);
   // Resources only shrink during a cycle: a shape that failed stays failed.
   memo_.shape_failures.clear();
@@ -41,6 +43,53 @@ void Scheduler::RunCycle(absl::Time now) {
   GrowElastic(now);
   RecomputeQueueCounters();
   PruneSettled();
+  last_cycle_changed_ = revision_ != revision || workload_changes_ != changes;
+  last_cycle_at_ = now;
+  next_cycle_due_.reset();
+}
+
+absl::Time Scheduler::NextCycleDue() {
+  if (last_cycle_changed_) return absl::InfinitePast();
+  if (next_cycle_due_) return *next_cycle_due_;
+  // The rules that read the clock (docs/ARCHITECTURE.md, "Event-driven
+  // cycles"): the usage refresh (which stores the queues' usage, and may
+  // change the fair shares), the stale-gang grace, and min runtimes.
+  absl::Time due = usage_.NextRefresh();
+  bool waiting = false;
+  for (uint32_t id : to_visit_) {
+    const Workload* w = workloads_[id].get();
+    if (w == nullptr) continue;
+    if (w->state == WorkloadState::kPending) {
+      waiting = true;
+    } else if (w->state == WorkloadState::kRunning && !w->AtMinimum()) {
+      waiting = true;
+      if (w->below_min_since != absl::InfiniteFuture()) {
+        due = std::min(due, w->below_min_since + options_.stale_gang_grace);
+      }
+    }
+  }
+  // A running workload becomes a victim the cycle may take once it has
+  // run its queue's min runtime: a gang that waits may then preempt or
+  // reclaim what it could not before. Only those still to come count.
+  if (waiting) {
+    absl::flat_hash_map<uint32_t, std::pair<absl::Duration, absl::Duration>>
+        min_runtimes;  // per leaf: preempt, reclaim
+    for (uint32_t id : active_) {
+      const Workload* w = workloads_[id].get();
+      if (w == nullptr || w->state != WorkloadState::kRunning) continue;
+      auto [it, added] = min_runtimes.try_emplace(w->queue.value());
+      if (added) {
+        it->second = {MinRuntime(w->queue, false), MinRuntime(w->queue, true)};
+      }
+      for (absl::Duration d : {it->second.first, it->second.second}) {
+        const absl::Time ends = w->running_since + d;
+        if (d > absl::ZeroDuration() && ends > last_cycle_at_)
+          due = std::min(due, ends);
+      }
+    }
+  }
+  next_cycle_due_ = due;
+  return due;
 }
 
 void Scheduler::PruneSettled() {

@@ -395,6 +395,16 @@ class Scheduler {
   // One scheduling cycle: re-place lost gang slots, place pending gangs in
   // order, then grow elastic groups one replica at a time.
   void RunCycle(absl::Time now);
+  // When a cycle could next decide otherwise than the last one, with
+  // nothing applied since (docs/ARCHITECTURE.md, "Event-driven cycles"):
+  // InfinitePast when the last cycle changed something (the next one sees
+  // another state: elastic growth, moves and pipelines go on); else the
+  // earliest of a running gang's stale-gang grace running out, a min
+  // runtime of running work ending while work waits (a preemption or
+  // reclaim refused may then be made), and the next usage refresh. The
+  // server skips its tick's cycle before then. Ask it only when nothing was
+  // applied since the last RunCycle (a command's own cycle follows it).
+  absl::Time NextCycleDue();
 
   // The Allocate answer for an existing workload as of now.
   absl::StatusOr<AllocateAnswer> Answer(absl::string_view workload_id) const;
@@ -1000,6 +1010,7 @@ class Scheduler {
   // `w`'s stored record changed: the store writes it, and the next cycle
   // looks at it.
   void Changed(Workload& w) {
+    ++workload_changes_;
     if (!restoring_) changes_.workloads.insert(w.spec.id);
     if (w.state != WorkloadState::kReleased) MarkToVisit(w);
   }
@@ -1070,6 +1081,13 @@ class Scheduler {
     int32_t move_searches_left = 0;
   };
   CycleMemo memo_;
+  // NextCycleDue: whether the last cycle changed anything (every change to
+  // a workload goes through Changed, and events through Record), when it
+  // ran, and the due time worked out since (nullopt: not yet).
+  uint64_t workload_changes_ = 0;
+  bool last_cycle_changed_ = true;
+  absl::Time last_cycle_at_ = absl::InfinitePast();
+  std::optional<absl::Time> next_cycle_due_;
   static constexpr size_t kMaxFitsEver = 4096;
   // Workloads whose eviction went away since SettleUnsettled last ran.
   std::vector<WorkloadId> unsettled_;

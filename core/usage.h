@@ -90,6 +90,8 @@ class UsageLedger {
   bool RefreshDue(absl::Time now) const {
     return now - last_refresh_ >= options_.refresh;
   }
+  // When RefreshDue next turns true (InfinitePast: at once).
+  absl::Time NextRefresh() const { return last_refresh_ + options_.refresh; }
 
   // Usage of `queue`'s subtree at the last refresh (decayed to then), in
   // core units × seconds by resource id; empty before the first. What

@@ -181,6 +181,7 @@ void CoreLoop::Run() {
   const bool test_clock = options_.test_clock.has_value();
   std::vector<Item> batch;
   std::vector<std::function<void()>> deferred;
+  bool ticked = false;
   for (;;) {
     {
       std::unique_lock lock(mu_);
@@ -196,10 +197,9 @@ void CoreLoop::Run() {
       batch.swap(inbox_);
       // A tick: also when a steady stream of reads never lets the wait time
       // out, or time-based decisions (stale gangs) and gauges would starve.
-      if (!test_clock &&
-          (!woken || absl::Now() - last_cycle_ >= options_.tick)) {
-        batch.push_back({[](Context&) {}, nullptr});
-      }
+      ticked =
+          !test_clock && (!woken || absl::Now() - last_cycle_ >= options_.tick);
+      if (ticked) batch.push_back({[](Context&) {}, nullptr, {}, false, false});
     }
     absl::Time start = absl::Now();
     Context ctx{*scheduler_, idempotency_, test_clock ? test_now_ : start,
@@ -220,14 +220,23 @@ void CoreLoop::Run() {
     } else {
       state_lock_.Lock();
     }
-    for (auto& item : batch) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Item& item = batch[i];
       if (item.clock) test_now_ = ctx.now = *item.clock;
       cycle |= item.cycle;
       if (item.apply) {
         item.apply(ctx);
-        mutating = true;
+        // The tick's own item (the last) applies nothing.
+        mutating |= !(ticked && i + 1 == batch.size());
       }
     }
+    // A tick alone runs a cycle only when one could decide otherwise than
+    // the last (docs/ARCHITECTURE.md, "Event-driven cycles"): a cluster
+    // whose backlog waits for room is not tried again every second.
+    const bool skipped = !test_clock && !mutating && ticked &&
+                         ctx.now < scheduler_->NextCycleDue();
+    if (ticked && !skipped) mutating = true;
+    if (skipped) last_cycle_ = start;  // the next tick in a second
     // With a test clock, only the test decides when time passes.
     if (test_clock ? cycle : mutating) {
       ++cycle_;
@@ -290,9 +299,9 @@ void CoreLoop::Run() {
       lock.unlock();
       commit_cv_.notify_one();
     }
-    if (observer_ && (test_clock ? cycle : mutating)) {
-      observer_({cycle_, batch.size(), absl::Now() - start, held}, *scheduler_,
-                events);
+    if (observer_ && (test_clock ? cycle : mutating || skipped)) {
+      observer_({cycle_, batch.size(), absl::Now() - start, held, skipped},
+                *scheduler_, events);
     }
     batch.clear();
   }

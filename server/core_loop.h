@@ -83,6 +83,9 @@ struct CycleStats {
   // letting it go after the batch's requests, the cycle and the replies:
   // what every request arriving meanwhile waited at most.
   absl::Duration held;
+  // A tick with no request on which no cycle ran (nothing could decide
+  // otherwise than the last cycle: Scheduler::NextCycleDue).
+  bool skipped = false;
 };
 
 class CoreLoop {

@@ -45,7 +45,9 @@ std::string FlagsUsage() {
   --inbox-capacity=N       requests waiting for the core before new ones get
                            RESOURCE_EXHAUSTED (default 10000)
   --event-window=N         events kept for resuming WatchEvents (default 100000)
-  --tick-seconds=S         a scheduling cycle runs at least this often (default 1)
+  --tick-seconds=S         time-based decisions are checked this often; a
+                           cycle runs on a tick only when one could decide
+                           otherwise than the last (default 1)
   --stale-gang-grace-seconds=S
                            a running gang below its minimum this long has its
                            remaining pods evicted and waits again (default 60)

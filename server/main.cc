@@ -712,8 +712,12 @@ int Run(int argc, char** argv) {
   absl::Time last_status = absl::InfinitePast();
   core.SetCycleObserver([&](const CycleStats& stats, const Scheduler& scheduler,
                             const std::vector<Event>& cycle_events) {
-    metrics.RecordCycle(stats, scheduler, cycle_events);
-    LogEvents(cycle_events, scheduler, stats.cycle);
+    if (stats.skipped) {
+      metrics.RecordSkippedTick();
+    } else {
+      metrics.RecordCycle(stats, scheduler, cycle_events);
+      LogEvents(cycle_events, scheduler, stats.cycle);
+    }
     // Gauges and the status page walk the whole state: at most 4 times a
     // second (the 1 s tick brings them up to date when requests stop).
     absl::Time now = absl::Now();

@@ -106,6 +106,15 @@ Metrics::Metrics(const std::string& role)
                     "minute.")
               .Register(*registry_)
               .Add({})),
+      ticks_skipped_(
+          prometheus::BuildCounter()
+              .Name("gangsched_idle_ticks_skipped_total")
+              .Help("Ticks with no request on which no cycle ran: none could "
+                    "decide otherwise than the last until an input or a "
+                    "clock rule's time (a stale gang's grace, a min "
+                    "runtime, the usage refresh).")
+              .Register(*registry_)
+              .Add({})),
       running_workloads_(
           prometheus::BuildGauge()
               .Name("gangsched_running_workloads")

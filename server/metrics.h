@@ -42,6 +42,9 @@ class Metrics {
   // Core thread, after every cycle: latency, evictions, waits.
   void RecordCycle(const CycleStats& stats, const Scheduler& scheduler,
                    const std::vector<Event>& events);
+  // Core thread: a tick on which no cycle ran, since none could decide
+  // otherwise than the last (Scheduler::NextCycleDue).
+  void RecordSkippedTick() { ticks_skipped_.Increment(); }
   // Core thread: the queue, workload and node gauges, read from the state
   // the core keeps (a walk over queues, workloads and nodes, so the caller
   // throttles it).
@@ -89,6 +92,7 @@ class Metrics {
   // longest of the current and the previous minute.
   prometheus::Histogram& core_hold_;
   prometheus::Gauge& core_hold_longest_;
+  prometheus::Counter& ticks_skipped_;
   absl::Time hold_window_start_ = absl::InfinitePast();
   absl::Duration hold_longest_now_, hold_longest_before_;
   prometheus::Family<prometheus::Gauge>& running_workloads_;

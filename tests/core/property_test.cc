@@ -977,6 +977,34 @@ class RandomRun {
     return "";
   }
 
+  // A cycle before NextCycleDue decides what the last one did: nothing.
+  // Runs one on a fork at a random time before the due time (within the
+  // hour) and returns what it changed; counts the checks in `checked` and
+  // the due times a clock rule set (not the usage refresh) in `timed`.
+  std::string CycleBeforeDue(int& checked, int& timed) {
+    const absl::Time due = s_->NextCycleDue();
+    if (due <= now_) return "";  // the last cycle changed something
+    const absl::Duration room = std::min(due - now_, absl::Hours(1));
+    const absl::Time at =
+        now_ + absl::Milliseconds(
+                   Pick(static_cast<int>(absl::ToInt64Milliseconds(room))));
+    std::unique_ptr<Scheduler> fork = s_->Fork();
+    fork->RunCycle(at);
+    ++checked;
+    timed += due != s_->usage().NextRefresh();
+    const std::vector<Event> events = fork->TakeEvents();
+    const ChangeSet changes = fork->TakeChanges();
+    if (events.empty() && changes.workloads.empty()) return "";
+    std::string out = absl::StrCat(
+        "a cycle ", absl::FormatDuration(at - now_), " after the last, ",
+        absl::FormatDuration(due - at), " before it was due, changed:");
+    for (const Event& e : events)
+      absl::StrAppend(&out, " ", e.workload, " (", ToString(e.state), ")");
+    for (const std::string& w : changes.workloads)
+      absl::StrAppend(&out, " ", w);
+    return out;
+  }
+
   // A new gang (head and workers, random sizes, class and leaf), or now and
   // then a spec update of a live one.
   WorkloadSpec RandomSpec(absl::string_view prefix, int step) {
@@ -1263,6 +1291,31 @@ TEST(PropertyTest, ExplainSaysWhatTheNextCycleDecides) {
     EXPECT_GT(seen[action], kSequences / 2) << ToString(action);
   }
   EXPECT_GT(seen[GangAction::kConsolidate], kSequences / 100);
+}
+
+// The server skips a tick's cycle until NextCycleDue (docs/ARCHITECTURE.md,
+// "Event-driven cycles"): in any state the random operations reach, a
+// cycle run before then records no event and changes no workload.
+TEST(PropertyTest, ACycleBeforeItIsDueChangesNothing) {
+  const int kSequences =
+      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 600;
+  constexpr int kSteps = 40;
+  int checked = 0;
+  int timed = 0;
+  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+    RandomRun run(seed);
+    run.AddFirstNodes();
+    for (int step = 0; step < kSteps; ++step) {
+      run.Step(step);
+      if (::testing::Test::HasFatalFailure()) return;
+      ASSERT_EQ(run.CycleBeforeDue(checked, timed), "")
+          << "seed " << seed << " step " << step;
+    }
+  }
+  // Most states are quiet after their cycle, and many wait on a clock rule
+  // (a stale gang's grace, a min runtime) rather than the usage refresh.
+  EXPECT_GT(checked, kSequences * kSteps / 4);
+  EXPECT_GT(timed, kSequences);
 }
 
 TEST(PropertyTest, AForkDecidesAsTheStateWasWhenItWasMade) {

@@ -259,6 +259,38 @@ class HealthAndMetricsTest(E2ETestCase):
         self.assertEqual(len(build_info), 1, text)
         self.assertEqual(float(build_info[0].rsplit(" ", 1)[1]), 1.0)
 
+    def test_idle_ticks_run_no_cycle_while_a_backlog_waits(self):
+        """Event-driven cycles: with nothing arriving, a gang that waits
+        for room is not tried again every second (the 1 s tick is counted as
+        skipped), and a new request still gets its cycle at once."""
+        self.upsert_nodes(node("n0", 8))
+        self.assertEqual(self.allocate(workload("ns/a", group("w", {GPU: "1"}, 8, 8))).state,
+                         types.WORKLOAD_STATE_RUNNING)
+        self.assertEqual(self.allocate(workload("ns/b", group("w", {GPU: "1"}, 8, 8))).state,
+                         types.WORKLOAD_STATE_PENDING)
+
+        def counters():
+            text = self.server.scrape()
+            values = {}
+            for line in text.splitlines():
+                for name in ("gangsched_idle_ticks_skipped_total",
+                             "gangsched_scheduling_cycle_duration_seconds_count"):
+                    if line.startswith(name + " "):
+                        values[name] = float(line.rsplit(" ", 1)[1])
+            return values
+
+        time.sleep(1.5)  # the cycle after the last change has run
+        before = counters()
+        time.sleep(3.5)
+        after = counters()
+        # At most one: the usage refresh (once a minute) may fall in it.
+        self.assertLessEqual(after["gangsched_scheduling_cycle_duration_seconds_count"],
+                             before["gangsched_scheduling_cycle_duration_seconds_count"] + 1)
+        self.assertGreaterEqual(after["gangsched_idle_ticks_skipped_total"]
+                                - before["gangsched_idle_ticks_skipped_total"], 2)
+        self.release("ns/a")
+        self.assertEqual(self.get_workload("ns/b").state, types.WORKLOAD_STATE_RUNNING)
+
     def test_core_and_committer_threads_are_named(self):
         """What top -H and perf show: the two threads that own the state, and
         the ones dry runs that waited for the core decide on."""

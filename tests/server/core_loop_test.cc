@@ -319,6 +319,71 @@ TEST(CoreLoopTest, TestClockDecidesOnlyWhenAskedAtTheTimeItWasGiven) {
   core.Stop();
 }
 
+// Event-driven cycles (docs/ARCHITECTURE.md): a tick runs no cycle while
+// none could decide otherwise than the last, however long a backlog waits;
+// but a clock rule's time (here a stale gang's grace) still brings a cycle
+// with no request at all.
+TEST(CoreLoopTest, IdleTicksRunNoCycleUntilAClockRuleIsDue) {
+  EventLog events(1000);
+  CoreLoop core({.tick = absl::Milliseconds(5)},
+                std::make_unique<Scheduler>(SchedulerOptions{
+                    .stale_gang_grace = absl::Milliseconds(300)}),
+                &events, nullptr);
+  std::atomic<int> cycles{0}, skipped{0};
+  core.SetCycleObserver(
+      [&](const CycleStats& stats, const Scheduler&,
+          const std::vector<Event>&) { ++(stats.skipped ? skipped : cycles); });
+  core.Start();
+  auto run = [&](CoreLoop::Work apply) {
+    std::promise<void> done;
+    ASSERT_TRUE(core.Post(std::move(apply), [&](CoreLoop::Context& c) {
+      c.Defer([&] { done.set_value(); });
+    }));
+    done.get_future().wait();
+  };
+  run([&](CoreLoop::Context& c) {
+    ASSERT_TRUE(c.scheduler.UpsertQueue(Queue("q")).ok());
+    c.scheduler.UpsertNodes({GpuNode("n0", 8), GpuNode("n1", 8)}, c.now);
+    ASSERT_TRUE(
+        c.scheduler.Submit(Workload("w", {Group("g", 8, 2, 2)}, "q"), c.now)
+            .ok());
+    // Never fits while w runs: a backlog the cycle would try every tick.
+    ASSERT_TRUE(
+        c.scheduler.Submit(Workload("p", {Group("g", 8, 2, 2)}, "q"), c.now)
+            .ok());
+  });
+  auto state_of = [&](const std::string& id) {
+    WorkloadState out = WorkloadState::kReleased;
+    run([&](CoreLoop::Context& c) {
+      out = c.scheduler.FindWorkload(id)->state;
+    });
+    return out;
+  };
+  ASSERT_EQ(state_of("w"), WorkloadState::kRunning);
+  ASSERT_EQ(state_of("p"), WorkloadState::kPending);
+  absl::SleepFor(absl::Milliseconds(50));  // the last changes settle
+  const int cycles_before = cycles.load();
+  const int skipped_before = skipped.load();
+  absl::SleepFor(absl::Milliseconds(200));  // about 40 ticks
+  EXPECT_EQ(cycles.load(), cycles_before);
+  EXPECT_GT(skipped.load(), skipped_before + 10);
+  // n1 goes: w is below its minimum, and after the grace, with no request,
+  // a tick's cycle evicts what it still holds.
+  run([&](CoreLoop::Context& c) { c.scheduler.RemoveNodes({"n1"}, c.now); });
+  ASSERT_EQ(state_of("w"), WorkloadState::kRunning);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  bool expired = false;
+  while (!expired && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    core.TryRead([&](const Scheduler& s) {
+      expired = s.FindWorkload("w")->state != WorkloadState::kRunning;
+      return true;
+    });
+  }
+  EXPECT_TRUE(expired);
+  core.Stop();
+}
+
 TEST(TestClockInputTest, AnswersEachLineAndRefusesWhatIsNotTime) {
   const absl::Time t0 = absl::FromUnixSeconds(1700000000);
   EventLog events(1000);
