@@ -21,6 +21,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
@@ -311,20 +312,26 @@ void ReloadTokens(const ServerFlags& flags, AccessControl& access) {
       .Add("entries", static_cast<int64_t>(entries));
 }
 
-// Asks the core for a workload's Explain text (HTTP thread; waits briefly).
+// A workload's Explain text (HTTP thread; waits briefly): the core makes a
+// fork of the state in its turn, and this thread decides on it (Explain
+// runs the next cycle on it), so the core spends only the fork on a page.
 absl::StatusOr<std::string> ExplainText(CoreLoop& core, const std::string& id) {
-  auto done = std::make_shared<std::promise<absl::StatusOr<std::string>>>();
+  auto done = std::make_shared<std::promise<std::shared_ptr<Scheduler>>>();
   auto result = done->get_future();
-  bool posted = core.Post(nullptr, [id, done](CoreLoop::Context& c) {
-    auto answer = c.scheduler.Explain(id, c.now);
-    done->set_value(answer.ok() ? absl::StatusOr<std::string>(answer->text)
-                                : absl::StatusOr<std::string>(answer.status()));
-  });
+  bool posted = core.Post(
+      nullptr,
+      [done](CoreLoop::Context& c) {
+        done->set_value(std::as_const(c.scheduler).Fork());
+      },
+      /*read_only=*/true);
   if (!posted) return absl::UnavailableError("the scheduler is busy; retry");
   if (result.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
     return absl::DeadlineExceededError("the scheduler did not answer in time");
   }
-  return result.get();
+  std::shared_ptr<Scheduler> fork = result.get();
+  auto answer = fork->DecideExplain(id, absl::Now());
+  if (!answer.ok()) return answer.status();
+  return answer->text;
 }
 
 // One log line per decision: what the cycle did to a workload.
