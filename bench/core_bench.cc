@@ -213,9 +213,10 @@ BENCHMARK(BM_PlaceGang8InZone)
     ->Arg(10000)
     ->Unit(benchmark::kMicrosecond);
 
-// A dry run of that gang: a copy of the whole state, the request taken in
-// and one cycle on the copy (Scheduler::DryRun), so it grows with the
-// cluster.
+// A dry run of that gang: a copy of the state that shares what it does not
+// change, the request taken in and one cycle on the copy
+// (Scheduler::DryRun): it costs what the cycle changes, not the cluster's
+// size.
 void BM_DryRunGang8(benchmark::State& state) {
   auto s = HalfFullCluster(static_cast<int>(state.range(0)));
   WorkloadSpec gang = MakeGang("probe", 8, 4);
@@ -231,6 +232,43 @@ void BM_DryRunGang8(benchmark::State& state) {
 }
 BENCHMARK(BM_DryRunGang8)
     ->Arg(100)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Unit(benchmark::kMicrosecond);
+
+// Explain (Scheduler::Explain): the next cycle on a fork, and its decision
+// for the gang in words. `fits`: the 8-pod gang above, not yet seen by a
+// cycle (the decision: bind it); else a gang of one pod more than the free
+// nodes hold, 8 GPUs each, after the cycle that left it waiting ("why is
+// it pending?": the placement fails, the free room in total is too small
+// for moves, no victims).
+void ExplainGang(benchmark::State& state, bool fits) {
+  const int nodes = static_cast<int>(state.range(0));
+  auto s = HalfFullCluster(nodes);
+  WorkloadSpec gang =
+      fits ? MakeGang("probe", 8, 4) : MakeGang("probe", nodes / 2 + 1, 8);
+  if (!s->Submit(gang, absl::UnixEpoch()).ok()) {
+    state.SkipWithError("the gang was refused");
+    return;
+  }
+  if (!fits) s->RunCycle(absl::UnixEpoch());
+  for (auto _ : state) {
+    auto answer = s->Explain("probe", absl::UnixEpoch());
+    if (!answer.ok() || answer->text.empty()) {
+      state.SkipWithError("no explanation");
+      break;
+    }
+    benchmark::DoNotOptimize(answer);
+  }
+  state.SetLabel(std::to_string(nodes) + " nodes");
+}
+void BM_ExplainGang8(benchmark::State& state) { ExplainGang(state, true); }
+BENCHMARK(BM_ExplainGang8)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Unit(benchmark::kMicrosecond);
+void BM_ExplainWaiting(benchmark::State& state) { ExplainGang(state, false); }
+BENCHMARK(BM_ExplainWaiting)
     ->Arg(1000)
     ->Arg(10000)
     ->Unit(benchmark::kMicrosecond);

@@ -106,8 +106,17 @@ absl::StatusOr<ExplainAnswer> Scheduler::DecideExplain(
     ExplainWatch watch;
     watch.id = w.id.value();
     explain_watch_ = &watch;
+    const size_t seen = events_.size();
     RunCycle(now);
     explain_watch_ = nullptr;
+    for (size_t i = seen; i < events_.size(); ++i) {
+      const Event& e = events_[i];
+      if (e.workload != w.spec.id) continue;
+      for (const Eviction& eviction : e.evictions) {
+        if (eviction.reason == EvictionReason::kStale)
+          watch.stale.push_back(eviction);
+      }
+    }
     RenderGangDecision(w, watch, lines, answer);
     answer.text = absl::StrJoin(lines, "\n");
     return answer;
@@ -299,6 +308,20 @@ void Scheduler::RenderGangDecision(const Workload& before,
   }
   if (t.lost) {
     answer.next_pending = d.reason;
+    if (!watch.stale.empty()) {
+      // docs/SCHEDULING.md, "Failures": the grace ran out.
+      answer.stale = true;
+      answer.would_evict = watch.stale;
+      int32_t pods = 0;
+      for (const Eviction& e : watch.stale)
+        pods += static_cast<int32_t>(e.slots.size());
+      lines.push_back(absl::StrCat(
+          "They have waited longer than the stale-gang grace (",
+          absl::FormatDuration(options_.stale_gang_grace),
+          "): the next cycle evicts the ", pods, pods == 1 ? " pod" : " pods",
+          " it still holds, and it waits as a whole gang again."));
+      return;
+    }
     lines.push_back(absl::StrCat("So they wait: ", d.reason.message));
     return;
   }

@@ -157,6 +157,10 @@ struct ExplainAnswer {
   GangAction next = GangAction::kNothing;
   std::vector<Binding> next_bindings;
   PendingReason next_pending;
+  // A gang below its minimum past the stale-gang grace: the same cycle then
+  // evicts what it still holds (`would_evict`, reason stale), and it waits
+  // whole again.
+  bool stale = false;
 };
 
 // Names touched since the last TakeChanges: what a store must write (or
@@ -816,6 +820,9 @@ class Scheduler {
     uint32_t id = 0;
     std::optional<GangDecision> decision;
     DecisionTrace trace;
+    // A later step of the same cycle (ExpireStaleGangs) evicted what it
+    // still holds: its grace ran out while it waited below its minimum.
+    std::vector<Eviction> stale;
   };
   ExplainWatch* explain_watch_ = nullptr;  // a fork's, during Explain only
   // The lines and fields Explain gives for a gang minimum, from `watch`

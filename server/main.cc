@@ -316,6 +316,10 @@ void ReloadTokens(const ServerFlags& flags, AccessControl& access) {
 // fork of the state in its turn, and this thread decides on it (Explain
 // runs the next cycle on it), so the core spends only the fork on a page.
 absl::StatusOr<std::string> ExplainText(CoreLoop& core, const std::string& id) {
+  // The id is held to the Explain RPC's rules (a 400 with the field named).
+  v1::ExplainRequest request;
+  request.set_workload_id(id);
+  if (absl::Status s = ValidateRequest(request); !s.ok()) return s;
   auto done = std::make_shared<std::promise<std::shared_ptr<Scheduler>>>();
   auto result = done->get_future();
   bool posted = core.Post(

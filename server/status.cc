@@ -33,8 +33,16 @@ std::string Html(absl::string_view s) {
       case '\'':
         out += "&#39;";
         break;
-      default:
-        out.push_back(c);
+      default: {
+        // Control characters (a NUL from a hostile query) have no place in
+        // a page: shown as the replacement character.
+        const auto u = static_cast<unsigned char>(c);
+        if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) {
+          out += "&#xFFFD;";
+        } else {
+          out.push_back(c);
+        }
+      }
     }
   }
   return out;

@@ -209,6 +209,29 @@ TEST_F(DecideTest, RoomHeldForAPipelinedGangIsNotTaken) {
   EXPECT_EQ(W("late").pending, d.next_pending);
 }
 
+// A gang that lost pods and waited past the stale-gang grace: the same cycle
+// evicts what it still holds (a later step than its turn to be placed), and
+// Explain says so (the hostile review found it said "they wait").
+TEST_F(DecideTest, AGangPastItsStaleGraceIsEvictedWhole) {
+  ASSERT_TRUE(s_->UpsertQueue(GpuQueue("q", 16)).ok());
+  s_->UpsertNodes({GpuNode("n0", 8), GpuNode("n1", 8)}, Now());
+  Submit(Workload("gang", {Group("w", 8, 2, 2)}, "q"));
+  Cycle();
+  ASSERT_EQ(W("gang").state, WorkloadState::kRunning);
+  s_->RemoveNodes({"n1"}, Now());
+  Cycle();  // below its minimum from now on
+  ExplainAnswer early = Decision("gang");
+  EXPECT_FALSE(early.stale) << early.text;
+  elapsed_ += s_->options().stale_gang_grace;
+  ExplainAnswer d = Decision("gang");
+  EXPECT_TRUE(d.stale) << d.text;
+  ASSERT_EQ(d.would_evict.size(), 1u) << d.text;
+  EXPECT_EQ(d.would_evict[0].reason, EvictionReason::kStale);
+  EXPECT_NE(d.text.find("stale-gang grace"), std::string::npos) << d.text;
+  Cycle();
+  EXPECT_EQ(W("gang").state, WorkloadState::kReleasing);
+}
+
 // A gang no node could ever hold is UNSATISFIABLE, and Explain says moving
 // pods cannot help.
 TEST_F(DecideTest, AGangNoNodeCouldHoldIsUnsatisfiable) {

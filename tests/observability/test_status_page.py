@@ -130,6 +130,15 @@ class StatusPageTest(unittest.TestCase):
         with self.assertRaises(urllib.error.HTTPError) as missing:
             self.get("/explain?id=ns%2Fnone")
         self.assertEqual(missing.exception.code, 404)
+        # An id the Explain RPC refuses is refused here too (400, the rule
+        # named), and a control character never reaches the page raw.
+        for bad in ("%20ns%2Fbatch-gang", "%00"):
+            with self.assertRaises(urllib.error.HTTPError) as refused:
+                self.get("/explain?id=" + bad)
+            self.assertEqual(refused.exception.code, 400)
+            page = refused.exception.read().decode()
+            self.assertIn("whitespace or control characters", page)
+            self.assertNotIn("\x00", page)
         with self.assertRaises(urllib.error.HTTPError) as unknown:
             self.get("/no-such-page")
         self.assertEqual(unknown.exception.code, 404)
