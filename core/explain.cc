@@ -257,6 +257,13 @@ void Scheduler::RenderGangDecision(const Workload& before,
                                         absl::StrJoin(names, ", "), ".");
   };
 
+  // The decision's last line: it stays pending, with the cycle's reason.
+  auto waits = [&] {
+    answer.next_pending = d.reason;
+    lines.push_back(absl::StrCat("So it waits: ", ToString(d.reason.code), ": ",
+                                 d.reason.message));
+  };
+
   if (d.action == GangAction::kBind) {
     add_nodes(d.placement);
     std::vector<std::string> where;
@@ -277,9 +284,7 @@ void Scheduler::RenderGangDecision(const Workload& before,
   }
   if (d.action == GangAction::kPending &&
       t.queue_verdict.code != PendingCode::kNone) {
-    answer.next_pending = d.reason;
-    lines.push_back(absl::StrCat("So it waits: ", ToString(d.reason.code), ": ",
-                                 d.reason.message));
+    waits();
     return;
   }
   if (d.action == GangAction::kPipeline && t.limit_victims_tried) {
@@ -301,9 +306,7 @@ void Scheduler::RenderGangDecision(const Workload& before,
     lines.push_back(
         "No consolidation: it can never fit the current nodes (above), so "
         "moving pods cannot help.");
-    answer.next_pending = d.reason;
-    lines.push_back(absl::StrCat("So it waits: ", ToString(d.reason.code), ": ",
-                                 d.reason.message));
+    waits();
     return;
   }
   if (t.lost) {
@@ -405,9 +408,7 @@ void Scheduler::RenderGangDecision(const Workload& before,
         "It would fit, but the room is held for gangs ahead of it that wait "
         "for evictions.");
   }
-  answer.next_pending = d.reason;
-  lines.push_back(absl::StrCat("So it waits: ", ToString(d.reason.code), ": ",
-                               d.reason.message));
+  waits();
 }
 
 }  // namespace gangsched

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -80,6 +81,21 @@ def health_check(channel, timeout=1.0, wait_for_ready=None):
     """Raw grpc.health.v1.Health/Check for service ""; returns the reply bytes."""
     call = channel.unary_unary("/grpc.health.v1.Health/Check")
     return call(b"", timeout=timeout, wait_for_ready=wait_for_ready)
+
+
+def python_stubs(repo, prefix="gangsched-stubs-"):
+    """Generates the Python gRPC stubs of proto/gangsched/v1 into a new temp
+    dir, puts it first on sys.path and returns it."""
+    stubs = tempfile.mkdtemp(prefix=prefix)
+    proto = os.path.join(repo, "proto")
+    subprocess.run(["protoc", "-I" + proto, "--python_out=" + stubs,
+                    "--grpc_python_out=" + stubs,
+                    "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin"] +
+                   [os.path.join(proto, "gangsched/v1", f)
+                    for f in ("types.proto", "scheduler.proto", "admin.proto")],
+                   check=True)
+    sys.path.insert(0, stubs)
+    return stubs
 
 
 class ServerProcess:

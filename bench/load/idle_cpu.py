@@ -15,9 +15,7 @@ used, the cycles run and the ticks skipped meanwhile.
 """
 
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,15 +35,7 @@ def main():
     nodes = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
     waiting = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
     seconds = float(sys.argv[4]) if len(sys.argv) > 4 else 30
-    stubs = tempfile.mkdtemp(prefix="gangsched-idle-stubs-")
-    proto = os.path.join(REPO, "proto")
-    subprocess.run(["protoc", "-I" + proto, "--python_out=" + stubs,
-                    "--grpc_python_out=" + stubs,
-                    "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin"] +
-                   [os.path.join(proto, "gangsched/v1", f)
-                    for f in ("types.proto", "scheduler.proto", "admin.proto")],
-                   check=True)
-    sys.path.insert(0, stubs)
+    server_process.python_stubs(REPO, "gangsched-idle-stubs-")
     from gangsched.v1 import scheduler_pb2, scheduler_pb2_grpc, types_pb2
 
     config = ("queues:\n"

@@ -14,9 +14,7 @@ Prints p50 / p90 / p99 / max in milliseconds and the reads it took.
 """
 
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,15 +26,7 @@ import server_process  # noqa: E402
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "build/server/gangsched")
     writes = int(sys.argv[2]) if len(sys.argv) > 2 else 500
-    stubs = tempfile.mkdtemp(prefix="gangsched-lag-stubs-")
-    proto = os.path.join(REPO, "proto")
-    subprocess.run(["protoc", "-I" + proto, "--python_out=" + stubs,
-                    "--grpc_python_out=" + stubs,
-                    "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin"] +
-                   [os.path.join(proto, "gangsched/v1", f)
-                    for f in ("types.proto", "scheduler.proto", "admin.proto")],
-                   check=True)
-    sys.path.insert(0, stubs)
+    server_process.python_stubs(REPO, "gangsched-lag-stubs-")
     from gangsched.v1 import admin_pb2, admin_pb2_grpc, scheduler_pb2, \
         scheduler_pb2_grpc, types_pb2
 

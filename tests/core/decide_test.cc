@@ -17,21 +17,10 @@ namespace gangsched {
 namespace {
 
 using testing::GpuNode;
+using testing::GpuQueue;
 using testing::Group;
 using testing::Queue;
 using testing::Workload;
-
-constexpr int64_t kGpu1 = 1000;
-
-QueueSpec GpuQueue(const std::string& name, int64_t quota_gpus,
-                   int64_t limit_gpus = kUnlimited) {
-  QueueSpec q = Queue(name);
-  q.resources = {
-      {"nvidia.com/gpu",
-       {.quota = quota_gpus * kGpu1,
-        .limit = limit_gpus == kUnlimited ? kUnlimited : limit_gpus * kGpu1}}};
-  return q;
-}
 
 class DecideTest : public ::testing::Test {
  protected:

@@ -14,22 +14,12 @@ namespace gangsched {
 namespace {
 
 using testing::GpuNode;
+using testing::GpuQueue;
 using testing::Group;
 using testing::Queue;
 using testing::Workload;
 
 constexpr int64_t kGpu1 = 1000;
-
-QueueSpec GpuQueue(const std::string& name, int64_t quota_gpus,
-                   int64_t limit_gpus = kUnlimited,
-                   const std::string& parent = "") {
-  QueueSpec q = Queue(name, parent);
-  q.resources = {
-      {"nvidia.com/gpu",
-       {.quota = quota_gpus == kUnlimited ? kUnlimited : quota_gpus * kGpu1,
-        .limit = limit_gpus == kUnlimited ? kUnlimited : limit_gpus * kGpu1}}};
-  return q;
-}
 
 class HardeningTest : public ::testing::Test {
  protected:

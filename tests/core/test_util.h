@@ -59,6 +59,18 @@ inline QueueSpec Queue(const std::string& name,
 }
 
 // Bound pods per node name, checked against the node's allocatable.
+// A queue with a quota and a limit of whole GPUs (kUnlimited: none).
+inline QueueSpec GpuQueue(const std::string& name, int64_t quota_gpus,
+                          int64_t limit_gpus = kUnlimited,
+                          const std::string& parent = "") {
+  QueueSpec q = Queue(name, parent);
+  q.resources = {
+      {"nvidia.com/gpu",
+       {.quota = quota_gpus == kUnlimited ? kUnlimited : quota_gpus * 1000,
+        .limit = limit_gpus == kUnlimited ? kUnlimited : limit_gpus * 1000}}};
+  return q;
+}
+
 inline bool NoNodeOverCapacity(const Scheduler& s) {
   for (const Node& n : s.nodes()) {
     if (!n.live) continue;

@@ -47,6 +47,15 @@ class GatedStore : public Store {
   bool open_ = false;
 };
 
+// Posts `apply` and waits until its batch is answered.
+void ApplyAndWait(CoreLoop& core, CoreLoop::Work apply) {
+  std::promise<void> done;
+  ASSERT_TRUE(core.Post(std::move(apply), [&](CoreLoop::Context& c) {
+    c.Defer([&] { done.set_value(); });
+  }));
+  done.get_future().wait();
+}
+
 bool HasQueue(CoreLoop& core, const std::string& name, bool* read_here) {
   bool found = false;
   *read_here = core.TryRead([&](const Scheduler& s) {
@@ -271,11 +280,7 @@ TEST(CoreLoopTest, TestClockDecidesOnlyWhenAskedAtTheTimeItWasGiven) {
                             const std::vector<Event>&) { ++cycles; });
   core.Start();
   auto run = [&](CoreLoop::Work apply) {
-    std::promise<void> done;
-    ASSERT_TRUE(core.Post(std::move(apply), [&](CoreLoop::Context& c) {
-      c.Defer([&] { done.set_value(); });
-    }));
-    done.get_future().wait();
+    ApplyAndWait(core, std::move(apply));
   };
   auto clock = [&](std::optional<absl::Time> at, bool cycle) {
     std::promise<void> done;
@@ -335,11 +340,7 @@ TEST(CoreLoopTest, IdleTicksRunNoCycleUntilAClockRuleIsDue) {
           const std::vector<Event>&) { ++(stats.skipped ? skipped : cycles); });
   core.Start();
   auto run = [&](CoreLoop::Work apply) {
-    std::promise<void> done;
-    ASSERT_TRUE(core.Post(std::move(apply), [&](CoreLoop::Context& c) {
-      c.Defer([&] { done.set_value(); });
-    }));
-    done.get_future().wait();
+    ApplyAndWait(core, std::move(apply));
   };
   run([&](CoreLoop::Context& c) {
     ASSERT_TRUE(c.scheduler.UpsertQueue(Queue("q")).ok());
