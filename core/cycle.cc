@@ -40,7 +40,8 @@ void Scheduler::RunCycle(absl::Time now) {
   CompletePipelined(now);
   PlaceGangMinimums(now);
   ExpireStaleGangs(now);
-  GrowElastic(now);
+  // (Nor does growth change it: Explain's fork skips it once it has it.)
+  if (explain_watch_ == nullptr || !explain_watch_->decision) GrowElastic(now);
   RecomputeQueueCounters();
   PruneSettled();
   last_cycle_changed_ = revision_ != revision || workload_changes_ != changes;
@@ -142,8 +143,20 @@ void Scheduler::PlaceGangMinimums(absl::Time now) {
     leaf.order.Next(leaf.need.back());
     leaves.push_back(std::move(leaf));
   }
+  // Explain's fork stops once the watched gang had its turn: the gangs
+  // after it cannot change its decision (docs/ARCHITECTURE.md, "Decide,
+  // then apply").
+  auto explained = [this] {
+    return explain_watch_ != nullptr && explain_watch_->decision.has_value();
+  };
   PickInFairShareOrder(
-      leaves, [](Leaf&) {}, [] { return 0; },
+      leaves,
+      [&](Leaf& leaf) {
+        if (!explained()) return;
+        leaf.list.clear();
+        leaf.need.clear();
+      },
+      [&] { return explained(); },
       [&](Leaf& leaf) {
         Workload* w = leaf.list.back();
         ResourceVector need = std::move(leaf.need.back());
