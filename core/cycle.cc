@@ -21,6 +21,7 @@ namespace gangsched {
 void Scheduler::RunCycle(absl::Time now) {
   const int64_t revision = revision_;
   const uint64_t changes = workload_changes_;
+  retired_.clear();  // no pointer from before the cycle is read again
   AdvanceUsage(now);
   // Resources only shrink during a cycle: a shape that failed stays failed.
   memo_.shape_failures.clear();

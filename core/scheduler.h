@@ -983,8 +983,19 @@ class Scheduler {
   WorkloadTable workloads_;
   // The workload to change: this scheduler's own copy (a dry run's copy
   // shares every workload it has not changed, core/cow_ptr.h).
-  Workload& MutWorkload(uint32_t id) { return *workloads_.Mut(id).Mut(); }
+  Workload& MutWorkload(uint32_t id) {
+    CowPtr<Workload>& slot = workloads_.Mut(id);
+    // The version a write replaces while a copy shares it stays alive and
+    // unchanged until the next cycle starts (or this copy goes): pointers
+    // taken to it before (a victim unit of the cycle, read again after its
+    // workload's first eviction) must not follow the other side, which may
+    // change it in place or drop it on another thread once it is the only
+    // holder (docs/ARCHITECTURE.md, "Dry runs on a copy").
+    if (slot.Shared()) retired_.push_back(slot);
+    return *slot.Mut();
+  }
   Workload& MutWorkload(WorkloadId id) { return MutWorkload(id.value()); }
+  std::vector<CowPtr<Workload>> retired_;  // MutWorkload; RunCycle clears
   std::vector<uint32_t> free_workload_ids_;
   CowNameMap<WorkloadId> workload_ids_;
   // Released workloads, oldest first, with their submit sequence (an id is

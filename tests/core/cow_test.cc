@@ -13,7 +13,9 @@
 
 #include "core/cow_ptr.h"
 #include "core/node_index.h"
+#include "core/scheduler.h"
 #include "gtest/gtest.h"
+#include "tests/core/test_util.h"
 
 namespace gangsched {
 namespace {
@@ -148,6 +150,36 @@ std::vector<uint32_t> WalkByCpu(const NodeIndex& index, bool gpu_nodes,
 
 // An overlay given random node changes walks exactly as an index built
 // from scratch on the changed nodes, and the index under it is untouched.
+// A workload read through a copy of the scheduler stays as it was while
+// the copy lives, though the copy then writes to it and the owner does too
+// (the cycle keeps pointers to victims across their first eviction, and
+// Explain reads its decision's victims after its cycle): the version a
+// write replaces is kept until the next cycle (Scheduler::MutWorkload).
+TEST(SchedulerForkTest, WhatAForkReadStaysAsItWasUntilItsNextCycle) {
+  using testing::GpuNode;
+  using testing::Group;
+  using testing::Queue;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  Scheduler s;
+  ASSERT_TRUE(s.UpsertQueue(Queue("q")).ok());
+  s.UpsertNodes({GpuNode("n0", 8)}, t0);
+  WorkloadSpec spec = testing::Workload("v", {Group("w", 1, 1, 4)}, "q");
+  ASSERT_TRUE(s.Submit(spec, t0).ok());
+  s.RunCycle(t0);
+  std::unique_ptr<Scheduler> fork = s.Fork();
+  const Workload* seen = fork->FindWorkload("v");
+  ASSERT_NE(seen, nullptr);
+  WorkloadSpec fewer = spec;
+  fewer.groups[0].desired_count = 2;
+  ASSERT_TRUE(fork->Submit(fewer, t0).ok());
+  WorkloadSpec more = spec;
+  more.groups[0].desired_count = 3;
+  ASSERT_TRUE(s.Submit(more, t0).ok());
+  EXPECT_EQ(seen->spec.groups[0].desired_count, 4);
+  EXPECT_EQ(fork->FindWorkload("v")->spec.groups[0].desired_count, 2);
+  EXPECT_EQ(s.FindWorkload("v")->spec.groups[0].desired_count, 3);
+}
+
 TEST(NodeIndexTest, AnOverlayWalksAsAFreshIndexOfTheChangedNodes) {
   std::mt19937 rng(11);
   for (int round = 0; round < 30; ++round) {
