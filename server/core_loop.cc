@@ -181,8 +181,8 @@ void CoreLoop::Run() {
   const bool test_clock = options_.test_clock.has_value();
   std::vector<Item> batch;
   std::vector<std::function<void()>> deferred;
-  bool ticked = false;
   for (;;) {
+    bool ticked = false;
     {
       std::unique_lock lock(mu_);
       auto ready = [&] { return stopping_ || !inbox_.empty(); };
@@ -199,7 +199,6 @@ void CoreLoop::Run() {
       // out, or time-based decisions (stale gangs) and gauges would starve.
       ticked =
           !test_clock && (!woken || absl::Now() - last_cycle_ >= options_.tick);
-      if (ticked) batch.push_back({[](Context&) {}, nullptr, {}, false, false});
     }
     absl::Time start = absl::Now();
     Context ctx{*scheduler_, idempotency_, test_clock ? test_now_ : start,
@@ -209,9 +208,10 @@ void CoreLoop::Run() {
     // Reads only (dry runs that found the core busy): they share the state
     // with the gRPC threads' reads, so a burst of them cannot keep every
     // other read off the state while it lasts.
+    // A tick asks the state whether a cycle is due, and may run one.
     const bool read_only =
-        std::all_of(batch.begin(), batch.end(),
-                    [](const Item& item) { return item.read_only; });
+        !ticked && std::all_of(batch.begin(), batch.end(),
+                               [](const Item& item) { return item.read_only; });
     // From asking for the state: a read holding it shared makes the core
     // (and everything queued behind it) wait too.
     const absl::Time asked = absl::Now();
@@ -220,14 +220,12 @@ void CoreLoop::Run() {
     } else {
       state_lock_.Lock();
     }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Item& item = batch[i];
+    for (auto& item : batch) {
       if (item.clock) test_now_ = ctx.now = *item.clock;
       cycle |= item.cycle;
       if (item.apply) {
         item.apply(ctx);
-        // The tick's own item (the last) applies nothing.
-        mutating |= !(ticked && i + 1 == batch.size());
+        mutating = true;
       }
     }
     // A tick alone runs a cycle only when one could decide otherwise than
@@ -235,10 +233,11 @@ void CoreLoop::Run() {
     // whose backlog waits for room is not tried again every second.
     const bool skipped = !test_clock && !mutating && ticked &&
                          ctx.now < scheduler_->NextCycleDue();
-    if (ticked && !skipped) mutating = true;
     if (skipped) last_cycle_ = start;  // the next tick in a second
     // With a test clock, only the test decides when time passes.
-    if (test_clock ? cycle : mutating) {
+    const bool run_cycle =
+        test_clock ? cycle : mutating || (ticked && !skipped);
+    if (run_cycle) {
       ++cycle_;
       last_cycle_ = start;
       scheduler_->RunCycle(ctx.now);
@@ -299,7 +298,7 @@ void CoreLoop::Run() {
       lock.unlock();
       commit_cv_.notify_one();
     }
-    if (observer_ && (test_clock ? cycle : mutating || skipped)) {
+    if (observer_ && (run_cycle || skipped)) {
       observer_({cycle_, batch.size(), absl::Now() - start, held, skipped},
                 *scheduler_, events);
     }
