@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -176,6 +177,8 @@ class Attempt {
     }
     // Freed room reads as a negative booking: every free amount adds it.
     if (options.freed != nullptr) {
+      extra_.Reserve(options.freed->size());
+      booked_pods_.Reserve(options.freed->size());
       for (const FreedRoom& f : *options.freed) {
         extra_[f.node.value()] -= f.resources;
         booked_pods_[f.node.value()] -= f.pods;
@@ -231,6 +234,7 @@ class Attempt {
     size_t pods = out->nodes.size();
     int32_t replicas = out->replicas;
     auto restore = [&] {
+      ++scores_epoch_;  // the bookings are rolled back
       extra_ = extra;
       devices_ = devices;
       booked_pods_ = booked_pods;
@@ -245,6 +249,7 @@ class Attempt {
     for (absl::string_view domain : GroupDomains(g)) {
       group_domain_[g] =
           MakeFilter(options_.topology, placement.topology_key, domain);
+      ++scores_epoch_;
       if (PlaceReplicas(begin, end, out)) return true;
       if (first_failure.empty()) {
         first_failure = absl::StrCat(placement.topology_key, "=", domain, ": ",
@@ -253,6 +258,7 @@ class Attempt {
       restore();
     }
     group_domain_[g].reset();
+    ++scores_epoch_;
     if (!placement.required && PlaceReplicas(begin, end, out)) return true;
     if (placement.required) {
       out->message = first_failure.empty()
@@ -327,6 +333,7 @@ class Attempt {
         extra_[node->value()].Add(
             kGpu, nodes_[node->value()].MemoryShareOf(group.pod));
         ++booked_pods_[node->value()];
+        booking_log_.push_back(node->value());
         ++group_nodes_[replica.group][node->value()];
         --left_[replica.group];
         ++placed_pods_;
@@ -662,7 +669,11 @@ class Attempt {
       if (score && (!best || *score < *best)) best = score;
       return score.has_value() && BestFiltered(*score, group_index);
     };
-    extra_.ForEach([&](uint32_t id, const ResourceVector&) { consider(id); });
+    if (extra_.size() < kKeptScoresFrom) {
+      extra_.ForEach([&](uint32_t id, const ResourceVector&) { consider(id); });
+    } else {
+      best = BestBooked(group_index, pods_left);
+    }
     auto untouched = [&](uint32_t i) {
       return !extra_.Contains(i) && consider(i);
     };
@@ -702,6 +713,48 @@ class Attempt {
     }
     if (!best) return std::nullopt;
     return NodeId(std::get<7>(*best));
+  }
+
+  // The best score among the nodes in extra_ (booked by this attempt, or
+  // given freed room) for the next pod of BINPACK group `g`. A trial of a
+  // victim search gives the room of hundreds of nodes, and a gang of 8-GPU
+  // pods fills a node with each pod, so scoring them all on every pick
+  // made a trial cost pods x nodes. Under BINPACK a node's score is its
+  // own: its free room and devices less this attempt's bookings there, its
+  // filters, the group's domain (no group tier, pods held or pods needed
+  // beyond one), so the scores are kept per group and only the nodes booked
+  // since are scored again; a new domain or a rollback scores all again.
+  std::optional<Score> BestBooked(uint32_t g, int64_t pods_left) {
+    if (kept_scores_.size() < request_.groups.size())
+      kept_scores_.resize(request_.groups.size());
+    std::optional<KeptScores>& kept = kept_scores_[g];
+    auto rescore = [&](uint32_t id) {
+      if (auto it = kept->of.find(id); it != kept->of.end()) {
+        kept->by_score.erase(it->second);
+        kept->of.erase(it);
+      }
+      if (std::optional<Score> score = ScoreNode(id, g, pods_left)) {
+        kept->by_score.insert(*score);
+        kept->of.emplace(id, *score);
+      }
+    };
+    if (!kept || kept->epoch != scores_epoch_) {
+      kept.emplace();
+      kept->epoch = scores_epoch_;
+      kept->seen = booking_log_.size();
+      kept->of.reserve(extra_.size());
+      extra_.ForEach([&](uint32_t id, const ResourceVector&) { rescore(id); });
+    } else {
+      // Pods booked in a row on one node are scored there once.
+      for (; kept->seen < booking_log_.size(); ++kept->seen) {
+        const size_t i = kept->seen;
+        if (i + 1 == booking_log_.size() ||
+            booking_log_[i + 1] != booking_log_[i])
+          rescore(booking_log_[i]);
+      }
+    }
+    if (kept->by_score.empty()) return std::nullopt;
+    return *kept->by_score.begin();
   }
 
   std::optional<NodeId> PickNode(uint32_t group_index, int64_t pods_left) {
@@ -770,6 +823,18 @@ class Attempt {
   int64_t placed_pods_ = 0;
   // Per group: the topology domain it is being placed in now, if any.
   absl::InlinedVector<std::optional<DomainFilter>, 4> group_domain_;
+  // BestBooked: per group, the scores of the nodes in extra_ as of the
+  // first `seen` bookings, while scores_epoch_ stays.
+  static constexpr size_t kKeptScoresFrom = 16;
+  struct KeptScores {
+    uint64_t epoch = 0;
+    size_t seen = 0;
+    absl::btree_set<Score> by_score;  // a score ends in its node id
+    absl::flat_hash_map<uint32_t, Score> of;
+  };
+  absl::InlinedVector<std::optional<KeptScores>, 4> kept_scores_;
+  std::vector<uint32_t> booking_log_;  // node of each pod booked, in order
+  uint64_t scores_epoch_ = 0;
 };
 
 // Topology domains to try, in order: the one the gang already runs in

@@ -49,6 +49,12 @@ class SmallIdMap {
     return large_[id];
   }
 
+  // Room for `n` entries without growing again (an attempt given the room
+  // of hundreds of victims' nodes would otherwise rehash as it fills).
+  void Reserve(size_t n) {
+    if (n > kInline) large_.reserve(n);
+  }
+
   bool empty() const { return small_.empty() && large_.empty(); }
   size_t size() const { return small_.size() + large_.size(); }
 

@@ -332,10 +332,12 @@ TEST_F(GangPlacerTest, TopologyIndexGivesTheSameAnswersAsLabelScans) {
 TEST_F(GangPlacerTest, TrialsWithFreedRoomPlaceAsTheFullScanDoes) {
   std::mt19937 rng(23);
   auto pick = [&](int n) { return static_cast<int>(rng() % n); };
-  int placed = 0, failed = 0;
+  int placed = 0, failed = 0, placed_large = 0;
   for (int cluster = 0; cluster < 40; ++cluster) {
     nodes_.clear();
-    int count = 4 + pick(30);
+    // Every other cluster large enough that the victims free room on more
+    // nodes than the placer scores afresh on every pick (BestBooked).
+    int count = cluster % 2 == 0 ? 4 + pick(30) : 60 + pick(60);
     for (int i = 0; i < count; ++i) {
       Labels labels;
       if (pick(4) != 0)
@@ -386,7 +388,8 @@ TEST_F(GangPlacerTest, TrialsWithFreedRoomPlaceAsTheFullScanDoes) {
         workers.placement.topology_key = "rack";
         workers.placement.required = pick(2) == 0;
       }
-      GangRequest r = Request(workers, 1 + pick(12), 1 + pick(2));
+      GangRequest r =
+          Request(workers, 1 + pick(count < 60 ? 12 : 40), 1 + pick(2));
       GangPlacement scan = TryPlaceGang(nodes_, table_, r, {.freed = &freed});
       GangPlacement trial_placement = TryPlaceGang(nodes_, table_, r,
                                                    {.index = &index,
@@ -398,6 +401,7 @@ TEST_F(GangPlacerTest, TrialsWithFreedRoomPlaceAsTheFullScanDoes) {
       ASSERT_EQ(scan.replicas, trial_placement.replicas);
       if (scan.result == PlaceResult::kPlaced) {
         ++placed;
+        if (freed.size() >= 16 && r.replicas.size() > 8) ++placed_large;
         continue;
       }
       ++failed;
@@ -410,9 +414,11 @@ TEST_F(GangPlacerTest, TrialsWithFreedRoomPlaceAsTheFullScanDoes) {
       }
     }
   }
-  // Both outcomes were seen, many times.
+  // Both outcomes were seen, many times, and gangs of many pods placed
+  // with the room of many nodes freed.
   EXPECT_GT(placed, 100);
   EXPECT_GT(failed, 100);
+  EXPECT_GT(placed_large, 50);
 }
 
 // BINPACK keeps a group's next pod on the node of its previous pod while it
