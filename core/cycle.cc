@@ -356,7 +356,7 @@ Scheduler::GangDecision Scheduler::DecideGangMinimum(
   using Moves = DecisionTrace::Moves;
   Moves moves_step = Moves::kOff;
   if (!options_.consolidation.enabled) {
-    moves_step = Moves::kOff;
+    // Off: nothing is moved.
   } else if (failure.no_moves) {
     moves_step = Moves::kFailedBefore;
   } else if (memo.moves_left <= 0 || memo.move_searches_left <= 0) {

@@ -118,6 +118,29 @@ absl::StatusOr<ExplainAnswer> Scheduler::DecideExplain(
       }
     }
     RenderGangDecision(w, watch, lines, answer);
+    if (watch.expired) {
+      // docs/SCHEDULING.md, "Failures": the grace ran out, whatever kept
+      // its lost pods waiting (said above).
+      answer.stale = true;
+      answer.would_evict = watch.stale;
+      answer.next_pending = {};
+      int32_t pods = 0;
+      for (const Eviction& e : watch.stale)
+        pods += static_cast<int32_t>(e.slots.size());
+      const std::string waited =
+          absl::StrCat("They have waited longer than the stale-gang grace (",
+                       absl::FormatDuration(options_.stale_gang_grace), "): ");
+      lines.push_back(
+          pods > 0
+              ? absl::StrCat(waited, "the next cycle evicts the ", pods,
+                             pods == 1 ? " pod" : " pods",
+                             " it still holds, and it waits as a whole gang "
+                             "again.")
+              : absl::StrCat(waited,
+                             "the next cycle gives them up, and it waits as a "
+                             "whole gang again once the pods it still has, "
+                             "already being evicted, are gone."));
+    }
     answer.text = absl::StrJoin(lines, "\n");
     return answer;
   }
@@ -311,20 +334,6 @@ void Scheduler::RenderGangDecision(const Workload& before,
   }
   if (t.lost) {
     answer.next_pending = d.reason;
-    if (!watch.stale.empty()) {
-      // docs/SCHEDULING.md, "Failures": the grace ran out.
-      answer.stale = true;
-      answer.would_evict = watch.stale;
-      int32_t pods = 0;
-      for (const Eviction& e : watch.stale)
-        pods += static_cast<int32_t>(e.slots.size());
-      lines.push_back(absl::StrCat(
-          "They have waited longer than the stale-gang grace (",
-          absl::FormatDuration(options_.stale_gang_grace),
-          "): the next cycle evicts the ", pods, pods == 1 ? " pod" : " pods",
-          " it still holds, and it waits as a whole gang again."));
-      return;
-    }
     lines.push_back(absl::StrCat("So they wait: ", d.reason.message));
     return;
   }

@@ -158,8 +158,9 @@ struct ExplainAnswer {
   std::vector<Binding> next_bindings;
   PendingReason next_pending;
   // A gang below its minimum past the stale-gang grace: the same cycle then
-  // evicts what it still holds (`would_evict`, reason stale), and it waits
-  // whole again.
+  // evicts what it still holds (`would_evict`, reason stale; none when all
+  // of it is already being evicted, or nothing is bound), and it waits
+  // whole again, with no pending reason until a cycle gives it one.
   bool stale = false;
 };
 
@@ -820,8 +821,10 @@ class Scheduler {
     uint32_t id = 0;
     std::optional<GangDecision> decision;
     DecisionTrace trace;
-    // A later step of the same cycle (ExpireStaleGangs) evicted what it
-    // still holds: its grace ran out while it waited below its minimum.
+    // A later step of the same cycle (ExpireStaleGangs) gave up on its
+    // lost pods: its grace ran out while it waited below its minimum.
+    // `stale`: what that step evicted of it (maybe nothing).
+    bool expired = false;
     std::vector<Eviction> stale;
   };
   ExplainWatch* explain_watch_ = nullptr;  // a fork's, during Explain only

@@ -34,6 +34,11 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
     // as a whole gang again.
     std::vector<std::pair<uint32_t, int32_t>> slots = w.EvictableSlots();
     w.below_min_since = absl::InfiniteFuture();
+    // Its lost pods no longer wait for room: the whole gang waits again
+    // once its pods are gone (SettleEvictions).
+    w.pending = {};
+    if (explain_watch_ != nullptr && explain_watch_->id == w.id.value())
+      explain_watch_->expired = true;
     if (slots.empty()) {
       // What it still holds is already being evicted: it waits for those
       // confirmations, then goes back to PENDING.

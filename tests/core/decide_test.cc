@@ -181,19 +181,24 @@ TEST_F(DecideTest, TheOlderOfTwoEqualGangsGoesFirst) {
 
 // Room held for a pipelined gang is not taken by one behind it: ORDER.
 TEST_F(DecideTest, RoomHeldForAPipelinedGangIsNotTaken) {
-  ASSERT_TRUE(s_->UpsertQueue(GpuQueue("q", 8)).ok());
-  s_->UpsertNodes({GpuNode("n0", 8)}, Now());
-  Submit(Workload("train", {Group("w", 1, 8, 8)}, "q", "train"));
+  // Quota for every gang, so that only the held room keeps "late" out.
+  ASSERT_TRUE(s_->UpsertQueue(GpuQueue("q", 24)).ok());
+  s_->UpsertNodes({GpuNode("n0", 8), GpuNode("n1", 8)}, Now());
+  Submit(Workload("train-a", {Group("w", 1, 8, 8)}, "q", "train"));
+  Submit(Workload("train-b", {Group("w", 1, 8, 8)}, "q", "train"));
   Cycle();
-  Submit(Workload("infer", {Group("w", 1, 8, 8)}, "q", "inference"));
+  Submit(Workload("infer", {Group("w", 1, 16, 16)}, "q", "inference"));
   Cycle();
   ASSERT_EQ(W("infer").state, WorkloadState::kPipelined);
-  // The victim confirms: its room is free, and held for infer.
-  ASSERT_TRUE(s_->Release("train", {}, /*shrink=*/false, Now()).ok());
+  // One victim confirms: its node's room is free, and held for infer,
+  // which still waits for the other.
+  ASSERT_TRUE(s_->Release("train-a", {}, /*shrink=*/false, Now()).ok());
   Submit(Workload("late", {Group("w", 1, 8, 8)}, "q", "build"));
   ExplainAnswer d = Decision("late");
   EXPECT_EQ(d.next, GangAction::kPending) << d.text;
+  EXPECT_EQ(d.next_pending.code, PendingCode::kOrder) << d.text;
   Cycle();
+  EXPECT_EQ(W("infer").state, WorkloadState::kPipelined);
   EXPECT_EQ(W("late").state, WorkloadState::kPending);
   EXPECT_EQ(W("late").pending, d.next_pending);
 }
@@ -217,8 +222,13 @@ TEST_F(DecideTest, AGangPastItsStaleGraceIsEvictedWhole) {
   ASSERT_EQ(d.would_evict.size(), 1u) << d.text;
   EXPECT_EQ(d.would_evict[0].reason, EvictionReason::kStale);
   EXPECT_NE(d.text.find("stale-gang grace"), std::string::npos) << d.text;
+  EXPECT_EQ(W("gang").pending.code, PendingCode::kCapacity);  // pods wait
   Cycle();
   EXPECT_EQ(W("gang").state, WorkloadState::kReleasing);
+  // Nothing of it waits for room while its pods go: the reason its lost
+  // pods waited is not left on it (it waits again, whole, once they are
+  // gone).
+  EXPECT_EQ(W("gang").pending, PendingReason{});
 }
 
 // A gang no node could ever hold is UNSATISFIABLE, and Explain says moving

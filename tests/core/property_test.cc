@@ -969,18 +969,24 @@ class RandomRun {
       case GangAction::kPending:
         if (why->stale) {
           if (after->state == WorkloadState::kRunning) {
-            return absl::StrCat(said, "not evicted as stale");
+            return absl::StrCat(said, "not expired as stale");
           }
-          // Its own slots are being evicted: as many as Explain named.
+          // Its own slots are being evicted: at least those Explain named
+          // (some may have been before).
           size_t named = 0, evicting = 0;
           for (const Eviction& e : why->would_evict) named += e.slots.size();
           for (const GroupState& g : s_->FindWorkload(id)->groups) {
             for (size_t i = 0; i < g.slot_evicting.size(); ++i)
               evicting += g.slot_evicting[i] ? 1 : 0;
           }
-          if (named != evicting) {
+          if (named > evicting) {
             return absl::StrCat(said, named, " pods named, ", evicting,
                                 " being evicted");
+          }
+          // Nothing of it waits for room now: no reason is left on it.
+          if (!(after->pending == why->next_pending)) {
+            return absl::StrCat(said, "a stale gang kept the reason ",
+                                ToString(after->pending.code));
           }
           ++stale_explained_;
           return "";
