@@ -417,7 +417,15 @@ absl::Status Scheduler::CheckConsistency() const {
     }
   }
   size_t in_queues = 0;
-  for (const Queue& q : queues_) in_queues += q.active.size();
+  for (const Queue& q : queues_) {
+    in_queues += q.active.size();
+    absl::btree_map<int32_t, int32_t> priorities;
+    for (uint32_t id : q.active) ++priorities[workloads_[id]->priority];
+    if (priorities != q.active_priorities) {
+      return absl::InternalError(
+          absl::StrCat("queue ", q.spec.name, ": active priorities are stale"));
+    }
+  }
   if (in_queues != active_.size()) {
     return absl::InternalError("per-queue active sets are stale");
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "core/cow_ptr.h"
 #include "core/ids.h"
 #include "core/resources.h"
@@ -34,6 +35,10 @@ struct Queue {
   uint64_t version = 0;
   // Ids of the workloads in this (leaf) queue that are not RELEASED.
   CowIdSet active;  // shared with a dry run's copy (core/cow_ptr.h)
+  // How many of them have each priority: a preemptor whose priority is
+  // not above the lowest finds no victim in its own queue without walking
+  // it (VictimCandidates). QueueTree::SetActive keeps it.
+  absl::btree_map<int32_t, int32_t> active_priorities;
   // Per resource id; kUnlimited where the queue sets none. A resource the
   // queue does not list is not constrained by it.
   ResourceVector quota;

@@ -310,11 +310,17 @@ void QueueTree::CountWorkload(QueueId leaf, int32_t delta) {
   queues_[leaf.value()].workload_count += delta;
 }
 
-void QueueTree::SetActive(QueueId leaf, uint32_t workload, bool active) {
+void QueueTree::SetActive(QueueId leaf, uint32_t workload, int32_t priority,
+                          bool active) {
+  Queue& q = queues_[leaf.value()];
+  if (q.active.contains(workload) == active) return;
   if (active) {
-    queues_[leaf.value()].active.insert(workload);
+    q.active.insert(workload);
+    ++q.active_priorities[priority];
   } else {
-    queues_[leaf.value()].active.erase(workload);
+    q.active.erase(workload);
+    auto it = q.active_priorities.find(priority);
+    if (--it->second == 0) q.active_priorities.erase(it);
   }
 }
 

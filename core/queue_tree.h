@@ -58,7 +58,9 @@ class QueueTree {
 
   // --- a leaf's workloads ----------------------------------------------------
   void CountWorkload(QueueId leaf, int32_t delta);
-  void SetActive(QueueId leaf, uint32_t workload, bool active);
+  // Adds `workload` (of `priority`) to the leaf's active set, or removes it.
+  void SetActive(QueueId leaf, uint32_t workload, int32_t priority,
+                 bool active);
 
   // --- counters (Scheduler::RecomputeQueueCounters) --------------------------
   // requested = allocated and no pending or running workloads; returns the

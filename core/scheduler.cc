@@ -282,9 +282,13 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
   // non-preemptible roll-ups.
   ResourceVector bound = w.BoundResources();
   if (!bound.IsZero()) AddToQueuePath(w.queue, bound * -1, !w.preemptible);
+  // Its queue counts active workloads by priority (Queue::active_priorities).
+  const bool counted = active_.contains(w.id.value());
+  if (counted) queues_.SetActive(w.queue, w.id.value(), w.priority, false);
   w.class_name = cls->name;
   w.priority = cls->value;
   w.preemptible = cls->preemptible;
+  if (counted) queues_.SetActive(w.queue, w.id.value(), w.priority, true);
   if (!bound.IsZero()) AddToQueuePath(w.queue, bound, !w.preemptible);
 
   // Groups keep their first-seen position so slot keys on nodes stay valid;

@@ -1018,7 +1018,7 @@ class Scheduler {
   // Keeps active_, to_visit_ and the workload's queue's set; `active`
   // false removes.
   void SetActive(Workload& w, bool active) {
-    queues_.SetActive(w.queue, w.id.value(), active);
+    queues_.SetActive(w.queue, w.id.value(), w.priority, active);
     if (active) {
       active_.insert(w.id.value());
       MarkToVisit(w);

@@ -50,6 +50,9 @@ std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
   for (const Queue& q : queues_) {
     if (!q.live || q.active.empty()) continue;
     bool same_queue = q.id == preemptor.queue;
+    // Preempt takes only lower priorities (MayPreempt).
+    if (same_queue && q.active_priorities.begin()->first >= preemptor.priority)
+      continue;
     std::vector<uint8_t> reclaimable;
     if (!same_queue) {
       reclaimable = ReclaimableResources(preemptor, q.id, need);
