@@ -827,8 +827,10 @@ class Attempt {
   // first `seen` bookings, while scores_epoch_ stays.
   static constexpr size_t kKeptScoresFrom = 16;
   struct KeptScores {
-    uint64_t epoch = 0;
-    size_t seen = 0;
+    // Set by BestBooked (no initializers here: clang cannot construct a
+    // nested class with them from inside the enclosing class's body).
+    uint64_t epoch;
+    size_t seen;
     absl::btree_set<Score> by_score;  // a score ends in its node id
     absl::flat_hash_map<uint32_t, Score> of;
   };
