@@ -148,8 +148,6 @@ std::vector<uint32_t> WalkByCpu(const NodeIndex& index, bool gpu_nodes,
   return Visited([&](auto visit) { index.VisitByCpu(gpu_nodes, need, visit); });
 }
 
-// An overlay given random node changes walks exactly as an index built
-// from scratch on the changed nodes, and the index under it is untouched.
 // A workload read through a copy of the scheduler stays as it was while
 // the copy lives, though the copy then writes to it and the owner does too
 // (the cycle keeps pointers to victims across their first eviction, and
@@ -180,6 +178,8 @@ TEST(SchedulerForkTest, WhatAForkReadStaysAsItWasUntilItsNextCycle) {
   EXPECT_EQ(s.FindWorkload("v")->spec.groups[0].desired_count, 3);
 }
 
+// An overlay given random node changes walks exactly as an index built
+// from scratch on the changed nodes, and the index under it is untouched.
 TEST(NodeIndexTest, AnOverlayWalksAsAFreshIndexOfTheChangedNodes) {
   std::mt19937 rng(11);
   for (int round = 0; round < 30; ++round) {

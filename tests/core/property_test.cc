@@ -1255,7 +1255,7 @@ class RandomRun {
   const Scheduler* last_leader_ = nullptr;
   std::vector<std::string> leaves_;
   std::vector<std::string> ids_;
-  int stale_explained_ = 0;  // ExplainThenCycle: stale evictions foretold
+  int stale_explained_ = 0;  // ExplainThenCycle: stale expiries foretold
 };
 
 // For any request in any state the random operations reach, a dry run

@@ -58,7 +58,6 @@ inline QueueSpec Queue(const std::string& name,
   return q;
 }
 
-// Bound pods per node name, checked against the node's allocatable.
 // A queue with a quota and a limit of whole GPUs (kUnlimited: none).
 inline QueueSpec GpuQueue(const std::string& name, int64_t quota_gpus,
                           int64_t limit_gpus = kUnlimited,
@@ -71,6 +70,7 @@ inline QueueSpec GpuQueue(const std::string& name, int64_t quota_gpus,
   return q;
 }
 
+// Bound pods per node name, checked against the node's allocatable.
 inline bool NoNodeOverCapacity(const Scheduler& s) {
   for (const Node& n : s.nodes()) {
     if (!n.live) continue;
