@@ -106,17 +106,8 @@ absl::StatusOr<ExplainAnswer> Scheduler::DecideExplain(
     ExplainWatch watch;
     watch.id = w.id.value();
     explain_watch_ = &watch;
-    const size_t seen = events_.size();
     RunCycle(now);
     explain_watch_ = nullptr;
-    for (size_t i = seen; i < events_.size(); ++i) {
-      const Event& e = events_[i];
-      if (e.workload != w.spec.id) continue;
-      for (const Eviction& eviction : e.evictions) {
-        if (eviction.reason == EvictionReason::kStale)
-          watch.stale.push_back(eviction);
-      }
-    }
     RenderGangDecision(w, watch, lines, answer);
     if (watch.expired) {
       // docs/SCHEDULING.md, "Failures": the grace ran out, whatever kept

@@ -333,7 +333,7 @@ class Attempt {
         extra_[node->value()].Add(
             kGpu, nodes_[node->value()].MemoryShareOf(group.pod));
         ++booked_pods_[node->value()];
-        booking_log_.push_back(node->value());
+        if (!kept_scores_.empty()) booking_log_.push_back(node->value());
         ++group_nodes_[replica.group][node->value()];
         --left_[replica.group];
         ++placed_pods_;
@@ -835,7 +835,9 @@ class Attempt {
     absl::flat_hash_map<uint32_t, Score> of;
   };
   absl::InlinedVector<std::optional<KeptScores>, 4> kept_scores_;
-  std::vector<uint32_t> booking_log_;  // node of each pod booked, in order
+  // The node of each pod booked, in order, from the first kept scores on
+  // (what was booked before them is in them).
+  std::vector<uint32_t> booking_log_;
   uint64_t scores_epoch_ = 0;
 };
 

@@ -37,8 +37,11 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
     // Its lost pods no longer wait for room: the whole gang waits again
     // once its pods are gone (SettleEvictions).
     w.pending = {};
-    if (explain_watch_ != nullptr && explain_watch_->id == w.id.value())
-      explain_watch_->expired = true;
+    ExplainWatch* watch =
+        explain_watch_ != nullptr && explain_watch_->id == w.id.value()
+            ? explain_watch_
+            : nullptr;
+    if (watch != nullptr) watch->expired = true;
     if (slots.empty()) {
       // What it still holds is already being evicted: it waits for those
       // confirmations, then goes back to PENDING.
@@ -51,6 +54,7 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
       return;
     }
     EvictSlots(w, slots, EvictionReason::kStale, "", /*whole=*/true, now);
+    if (watch != nullptr) watch->stale.push_back(w.evictions.back());
   });
 }
 
