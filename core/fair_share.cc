@@ -61,8 +61,8 @@ int64_t ScaledWeight(double weight) {
 class Divider {
  public:
   Divider(const std::vector<FairShareInput>& queues, int64_t unit,
-          std::vector<int64_t>& shares)
-      : queues_(queues), unit_(unit), shares_(shares) {}
+          std::vector<int64_t>& shares, bool shortcut)
+      : queues_(queues), unit_(unit), shares_(shares), shortcut_(shortcut) {}
 
   // Divides `amount` among `siblings` (indices into the input).
   void DivideLevel(std::span<const int32_t> siblings, int64_t amount);
@@ -79,6 +79,13 @@ class Divider {
     return a < b;
   }
 
+  // When the level asks for no more than `amount` (the sum of what each
+  // queue can use, in quota and, where its weight is positive, over it),
+  // every claim of both phases is met in full, whatever the order: each
+  // queue's share is what it can use. Sets the shares and returns true
+  // then, without sorting; false (nothing set) otherwise.
+  bool DivideUncontended(std::span<const int32_t> siblings, int64_t amount);
+
   // Water-fills `amount` over `claims` in proportion to their weights, never
   // above a claim's want; adds what each gets to its share. Returns the
   // amount given away.
@@ -87,6 +94,7 @@ class Divider {
   const std::vector<FairShareInput>& queues_;
   const int64_t unit_;
   std::vector<int64_t>& shares_;
+  const bool shortcut_;  // DivideUncontended first (off only for tests)
   std::vector<int32_t> by_priority_;
   // Scratch, reused across levels; indexed like by_priority_.
   std::vector<int64_t> requestable_;
@@ -156,9 +164,40 @@ int64_t Divider::Distribute(std::span<Claim> claims, int64_t amount) {
   return amount - left;
 }
 
+bool Divider::DivideUncontended(std::span<const int32_t> siblings,
+                                int64_t amount) {
+  // In quota, each queue can use min(quota, requestable); when those fit,
+  // the over-quota phase offers the rest, and a claim (want and weight
+  // positive) is met in full when the wants together fit in what is left
+  // (Distribute: the lowest want-to-weight ratio is then below the
+  // proportional split, and so on for the rest).
+  int128 asked = 0;
+  for (int32_t i : siblings) {
+    const FairShareInput& q = queues_[i];
+    int64_t requestable = std::max<int64_t>(q.request, 0);
+    if (q.limit >= 0) requestable = std::min(requestable, q.limit);
+    const int64_t quota = q.quota < 0 ? amount : q.quota;
+    asked += ScaledWeight(q.over_quota_weight) > 0
+                 ? requestable
+                 : std::min(quota, requestable);
+  }
+  if (asked > amount) return false;
+  for (int32_t i : siblings) {
+    const FairShareInput& q = queues_[i];
+    int64_t requestable = std::max<int64_t>(q.request, 0);
+    if (q.limit >= 0) requestable = std::min(requestable, q.limit);
+    const int64_t quota = q.quota < 0 ? amount : q.quota;
+    shares_[i] += ScaledWeight(q.over_quota_weight) > 0
+                      ? requestable
+                      : std::min(quota, requestable);
+  }
+  return true;
+}
+
 void Divider::DivideLevel(std::span<const int32_t> siblings, int64_t amount) {
   if (siblings.empty()) return;
   amount = std::max<int64_t>(amount, 0);
+  if (shortcut_ && DivideUncontended(siblings, amount)) return;
 
   by_priority_.assign(siblings.begin(), siblings.end());
   std::sort(by_priority_.begin(), by_priority_.end(),
@@ -242,10 +281,8 @@ void Divider::DivideLevel(std::span<const int32_t> siblings, int64_t amount) {
   });
 }
 
-}  // namespace
-
-std::vector<int64_t> ComputeFairShares(
-    const std::vector<FairShareInput>& queues, int64_t total, int64_t unit) {
+std::vector<int64_t> Compute(const std::vector<FairShareInput>& queues,
+                             int64_t total, int64_t unit, bool shortcut) {
   const auto n = static_cast<int32_t>(queues.size());
   std::vector<int64_t> shares(queues.size(), 0);
   if (n == 0) return shares;
@@ -272,13 +309,25 @@ std::vector<int64_t> ComputeFairShares(
                                                       start[s + 1] - start[s]);
   };
 
-  Divider divider(queues, unit, shares);
+  Divider divider(queues, unit, shares, shortcut);
   divider.DivideLevel(children_of(n), total);
   // Parents come before their children, so a parent's share is final here.
   for (int32_t i = 0; i < n; ++i) {
     divider.DivideLevel(children_of(i), shares[i]);
   }
   return shares;
+}
+
+}  // namespace
+
+std::vector<int64_t> ComputeFairShares(
+    const std::vector<FairShareInput>& queues, int64_t total, int64_t unit) {
+  return Compute(queues, total, unit, /*shortcut=*/true);
+}
+
+std::vector<int64_t> ComputeFairSharesSortedForTest(
+    const std::vector<FairShareInput>& queues, int64_t total, int64_t unit) {
+  return Compute(queues, total, unit, /*shortcut=*/false);
 }
 
 namespace {
@@ -309,18 +358,27 @@ void Scheduler::RecomputeFairShares() {
     index[order[i].value()] = static_cast<int32_t>(i);
 
   const ResourceVector& total = cluster_.schedulable_allocatable();
-  queues_.ClearFairShares();
+  std::vector<ResourceVector> fair_shares(queues_.size());
   std::vector<FairShareInput> inputs(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Queue& q = queues_[order[i].value()];
+    FairShareInput& in = inputs[i];
+    in.parent = q.parent.valid() ? index[q.parent.value()] : -1;
+    in.priority = q.spec.priority;
+    in.created_seq = q.created_seq;
+    in.name = q.spec.name;
+  }
   for (size_t r = 0; r < resources_.size(); ++r) {
     ResourceId rid(static_cast<uint32_t>(r));
+    // Nothing to divide when no queue asks for the resource (every queue's
+    // request is part of its top-level queue's).
     bool wanted = false;
+    for (size_t i = 0; i < order.size() && inputs[i].parent < 0; ++i)
+      wanted |= queues_[order[i].value()].requested.Get(rid) > 0;
+    if (!wanted) continue;
     for (size_t i = 0; i < order.size(); ++i) {
       const Queue& q = queues_[order[i].value()];
       FairShareInput& in = inputs[i];
-      in.parent = q.parent.valid() ? index[q.parent.value()] : -1;
-      in.priority = q.spec.priority;
-      in.created_seq = q.created_seq;
-      in.name = q.spec.name;
       // A resource a queue does not list has quota 0 here (it only shares
       // over quota, by weight 1) and no cap.
       in.quota = q.Lists(rid) ? q.QuotaOf(rid) : 0;
@@ -329,15 +387,14 @@ void Scheduler::RecomputeFairShares() {
       in.over_quota_weight =
           q.WeightOf(rid) * usage_.FactorOf(q.id, rid).factor;
       in.request = q.requested.Get(rid);
-      wanted |= in.request > 0;
     }
-    if (!wanted) continue;
     std::vector<int64_t> shares = ComputeFairShares(
         inputs, total.Get(rid), FairShareUnit(resources_, rid));
     for (size_t i = 0; i < order.size(); ++i) {
-      queues_.SetFairShare(order[i], rid, shares[i]);
+      fair_shares[order[i].value()].Set(rid, shares[i]);
     }
   }
+  queues_.SetFairShares(std::move(fair_shares));
 }
 
 void Scheduler::SetUsageOptions(const UsageOptions& options) {
@@ -348,6 +405,11 @@ void Scheduler::SetUsageOptions(const UsageOptions& options) {
 }
 
 void Scheduler::AdvanceUsage(absl::Time now) {
+  // Usage folded in is read only by a refresh (the factors, what is
+  // reported and stored). A fork decides once, at one time, and is thrown
+  // away: unless a refresh is due then, what it would fold is never read,
+  // and skipping the fold leaves the usage it shares uncopied.
+  if (fork_ && !usage_.RefreshDue(now)) return;
   usage_.Advance(now, queues_);
   if (!usage_.RefreshDue(now)) return;
   if (usage_.Refresh(now, queues_)) fair_share_dirty_ = true;

@@ -33,4 +33,10 @@ struct FairShareInput {
 std::vector<int64_t> ComputeFairShares(
     const std::vector<FairShareInput>& queues, int64_t total, int64_t unit);
 
+// For tests: ComputeFairShares dividing every level the long way (sorted
+// claims), also where a level asks for no more than it is given; the two
+// must agree.
+std::vector<int64_t> ComputeFairSharesSortedForTest(
+    const std::vector<FairShareInput>& queues, int64_t total, int64_t unit);
+
 }  // namespace gangsched

@@ -98,7 +98,7 @@ void Scheduler::AddReservedToQueuePath(QueueId leaf,
 }
 
 void Scheduler::RecomputeQueueCounters() {
-  std::vector<ResourceVector> before = queues_.ResetCounters();
+  QueueTree::Counts counts = queues_.StartCounts();
   // Only workloads to visit can want more than they hold or be pending: a
   // settled one has every wanted pod bound.
   ForEachToVisit([&](const Workload& w) {
@@ -106,35 +106,35 @@ void Scheduler::RecomputeQueueCounters() {
     for (const auto& group : w.groups) {
       demand += group.pod * (group.LivePods() - group.BoundPods());
     }
-    queues_.AddDemand(w.queue, demand, w.state == WorkloadState::kPending);
+    queues_.AddDemand(counts, w.queue, demand,
+                      w.state == WorkloadState::kPending);
   });
   // Fair shares depend on requests: recompute them only when one changed.
-  if (queues_.FinishCounters(before)) fair_share_dirty_ = true;
+  if (queues_.FinishCounts(std::move(counts))) fair_share_dirty_ = true;
 }
 
 // ---------------------------------------------------------------------------
 // QueueTree
 
 const Queue* QueueTree::Find(absl::string_view name) const {
-  auto it = ids_.find(name);
-  return it == ids_.end() ? nullptr : &queues_[it->second.value()];
+  const QueueId* id = ids_.Find(name);
+  return id == nullptr ? nullptr : &queues_[id->value()];
 }
 
 QueueId QueueTree::FindId(absl::string_view name) const {
-  auto it = ids_.find(name);
-  return it == ids_.end() ? QueueId() : it->second;
+  const QueueId* id = ids_.Find(name);
+  return id == nullptr ? QueueId() : *id;
 }
 
 absl::Status QueueTree::CheckUpsert(const QueueSpec& spec, bool restoring,
                                     int32_t max_depth) const {
-  auto existing = ids_.find(spec.name);
+  const QueueId existing = FindId(spec.name);
   if (spec.parent.empty()) return absl::OkStatus();
-  auto it = ids_.find(spec.parent);
-  if (it == ids_.end()) {
+  const QueueId parent = FindId(spec.parent);
+  if (!parent.valid()) {
     return absl::NotFoundError(
         absl::StrCat("queue.parent: queue \"", spec.parent, "\" not found"));
   }
-  QueueId parent = it->second;
   // Walking up from the parent must not reach the queue itself: O(depth).
   for (QueueId q = parent; q.valid(); q = queues_[q.value()].parent) {
     if (queues_[q.value()].spec.name == spec.name) {
@@ -150,20 +150,19 @@ absl::Status QueueTree::CheckUpsert(const QueueSpec& spec, bool restoring,
   if (restoring) return absl::OkStatus();
   // The deepest queue of the subtree after the move.
   int32_t height = 0;
-  if (existing != ids_.end() &&
-      queues_[existing->second.value()].parent != parent) {
-    std::vector<std::pair<QueueId, int32_t>> walk{{existing->second, 0}};
+  if (existing.valid() && queues_[existing.value()].parent != parent) {
+    std::vector<std::pair<QueueId, int32_t>> walk{{existing, 0}};
     while (!walk.empty()) {
       auto [q, h] = walk.back();
       walk.pop_back();
       height = std::max(height, h);
       for (QueueId c : queues_[q.value()].children) walk.push_back({c, h + 1});
     }
-  } else if (existing != ids_.end()) {
+  } else if (existing.valid()) {
     return absl::OkStatus();  // same parent: the depth does not change
   }
   int32_t depth =
-      static_cast<int32_t>(paths_[parent.value()].size()) + 1 + height;
+      static_cast<int32_t>(Path(parent).size()) + 1 + height;
   if (depth > max_depth) {
     return absl::InvalidArgumentError(absl::StrCat(
         "queue.parent: queue \"", spec.name, "\" under \"", spec.parent,
@@ -174,15 +173,16 @@ absl::Status QueueTree::CheckUpsert(const QueueSpec& spec, bool restoring,
 }
 
 void QueueTree::RebuildPaths(QueueId root) {
-  paths_.resize(queues_.size());
+  std::vector<std::vector<QueueId>>& paths = *paths_.Mut();
+  paths.resize(queues_.size());
   std::vector<QueueId> walk{root};
   while (!walk.empty()) {
     QueueId q = walk.back();
     walk.pop_back();
     const Queue& queue = queues_[q.value()];
-    std::vector<QueueId>& path = paths_[q.value()];
+    std::vector<QueueId>& path = paths[q.value()];
     path.clear();
-    if (queue.parent.valid()) path = paths_[queue.parent.value()];
+    if (queue.parent.valid()) path = paths[queue.parent.value()];
     path.push_back(q);
     for (QueueId c : queue.children) walk.push_back(c);
   }
@@ -192,7 +192,7 @@ void QueueTree::MoveRollups(const Queue& q, QueueId old_parent,
                             QueueId new_parent) {
   auto add = [&](QueueId from, int64_t sign) {
     for (QueueId a = from; a.valid(); a = queues_[a.value()].parent) {
-      Queue& up = queues_[a.value()];
+      Queue& up = Mut(a);
       ++up.version;
       up.allocated.AddScaled(q.allocated, sign);
       up.allocated_non_preemptible.AddScaled(q.allocated_non_preemptible, sign);
@@ -206,33 +206,33 @@ void QueueTree::MoveRollups(const Queue& q, QueueId old_parent,
 }
 
 QueueId QueueTree::Upsert(const QueueSpec& spec, ResourceTable& resources) {
-  auto existing = ids_.find(spec.name);
-  QueueId parent = spec.parent.empty() ? QueueId() : ids_.at(spec.parent);
+  const QueueId existing = FindId(spec.name);
+  const QueueId parent = FindId(spec.parent);  // invalid when it is empty
   QueueId id;
   bool moved = false;
-  if (existing != ids_.end()) {
-    id = existing->second;
-    Queue& q = queues_[id.value()];
+  if (existing.valid()) {
+    id = existing;
+    const Queue& q = queues_[id.value()];
     if (q.parent != parent) {
       if (q.parent.valid()) {
-        auto& siblings = queues_[q.parent.value()].children;
+        auto& siblings = Mut(q.parent).children;
         siblings.erase(std::find(siblings.begin(), siblings.end(), id));
       }
-      if (parent.valid()) queues_[parent.value()].children.push_back(id);
+      if (parent.valid()) Mut(parent).children.push_back(id);
       MoveRollups(q, q.parent, parent);
       moved = true;
     }
   } else {
     id = QueueId(static_cast<uint32_t>(queues_.size()));
-    queues_.emplace_back();
-    queues_.back().id = id;
-    queues_.back().live = true;
-    queues_.back().created_seq = ++seq_;
-    ids_.emplace(spec.name, id);
-    if (parent.valid()) queues_[parent.value()].children.push_back(id);
+    Queue& made = queues_.EmplaceBack();
+    made.id = id;
+    made.live = true;
+    made.created_seq = ++seq_;
+    ids_.Set(spec.name, id);
+    if (parent.valid()) Mut(parent).children.push_back(id);
     moved = true;
   }
-  Queue& q = queues_[id.value()];
+  Queue& q = Mut(id);
   q.spec = spec;
   q.parent = parent;
   ++q.version;
@@ -269,51 +269,54 @@ QueueId QueueTree::Upsert(const QueueSpec& spec, ResourceTable& resources) {
 }
 
 void QueueTree::SetCreatedSeq(QueueId id, uint64_t seq) {
-  queues_[id.value()].created_seq = seq;
+  Mut(id).created_seq = seq;
   seq_ = std::max(seq_, seq);
 }
 
 void QueueTree::SetFromConfig(QueueId id, bool from_config) {
-  queues_[id.value()].from_config = from_config;
+  if (queues_[id.value()].from_config != from_config)
+    Mut(id).from_config = from_config;
 }
 
 void QueueTree::Remove(QueueId id) {
-  Queue& q = queues_[id.value()];
+  Queue& q = Mut(id);
   if (q.parent.valid()) {
-    auto& siblings = queues_[q.parent.value()].children;
+    auto& siblings = Mut(q.parent).children;
     siblings.erase(std::find(siblings.begin(), siblings.end(), q.id));
   }
-  ids_.erase(q.spec.name);
+  ids_.Erase(q.spec.name);
   q.live = false;
   q.spec.name.clear();
-  paths_[q.id.value()].clear();
+  (*paths_.Mut())[q.id.value()].clear();
 }
 
 void QueueTree::AddAllocated(QueueId leaf, const ResourceVector& amount,
                              bool non_preemptible) {
   for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent) {
-    ++queues_[q.value()].version;
-    queues_[q.value()].allocated += amount;
-    if (non_preemptible) queues_[q.value()].allocated_non_preemptible += amount;
+    Queue& up = Mut(q);
+    ++up.version;
+    up.allocated += amount;
+    if (non_preemptible) up.allocated_non_preemptible += amount;
   }
 }
 
 void QueueTree::AddReserved(QueueId leaf, const ResourceVector& amount,
                             bool non_preemptible) {
   for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent) {
-    queues_[q.value()].reserved += amount;
-    if (non_preemptible) queues_[q.value()].reserved_non_preemptible += amount;
+    Queue& up = Mut(q);
+    up.reserved += amount;
+    if (non_preemptible) up.reserved_non_preemptible += amount;
   }
 }
 
 void QueueTree::CountWorkload(QueueId leaf, int32_t delta) {
-  queues_[leaf.value()].workload_count += delta;
+  Mut(leaf).workload_count += delta;
 }
 
 void QueueTree::SetActive(QueueId leaf, uint32_t workload, int32_t priority,
                           bool active) {
-  Queue& q = queues_[leaf.value()];
-  if (q.active.contains(workload) == active) return;
+  if (queues_[leaf.value()].active.contains(workload) == active) return;
+  Queue& q = Mut(leaf);
   if (active) {
     q.active.insert(workload);
     ++q.active_priorities[priority];
@@ -324,55 +327,62 @@ void QueueTree::SetActive(QueueId leaf, uint32_t workload, int32_t priority,
   }
 }
 
-std::vector<ResourceVector> QueueTree::ResetCounters() {
-  std::vector<ResourceVector> before;
-  before.reserve(queues_.size());
-  for (Queue& q : queues_) {
-    before.push_back(q.requested);
-    q.requested = q.allocated;
-    q.pending_workloads = 0;
-    q.running_workloads = 0;
-  }
-  return before;
+QueueTree::Counts QueueTree::StartCounts() const {
+  Counts counts;
+  counts.requested.reserve(queues_.size());
+  for (const Queue& q : queues_) counts.requested.push_back(q.allocated);
+  counts.pending.assign(queues_.size(), 0);
+  counts.running.assign(queues_.size(), 0);
+  return counts;
 }
 
-void QueueTree::AddDemand(QueueId leaf, const ResourceVector& demand,
-                          bool pending) {
+void QueueTree::AddDemand(Counts& counts, QueueId leaf,
+                          const ResourceVector& demand, bool pending) const {
   for (QueueId q = leaf; q.valid(); q = queues_[q.value()].parent) {
-    queues_[q.value()].requested += demand;
-    if (pending) ++queues_[q.value()].pending_workloads;
+    counts.requested[q.value()] += demand;
+    if (pending) ++counts.pending[q.value()];
   }
 }
 
-bool QueueTree::FinishCounters(const std::vector<ResourceVector>& before) {
+bool QueueTree::FinishCounts(Counts counts) {
   // Every active workload that is not pending counts as running.
   for (const Queue& leaf : queues_) {
     if (!leaf.live || leaf.active.empty()) continue;
     for (QueueId q = leaf.id; q.valid(); q = queues_[q.value()].parent)
-      queues_[q.value()].running_workloads +=
-          static_cast<int32_t>(leaf.active.size());
+      counts.running[q.value()] += static_cast<int32_t>(leaf.active.size());
   }
-  for (Queue& q : queues_) q.running_workloads -= q.pending_workloads;
   bool changed = false;
   for (size_t i = 0; i < queues_.size(); ++i) {
-    if (!(queues_[i].requested == before[i])) changed = true;
+    const Queue& q = queues_[i];
+    const int32_t running = counts.running[i] - counts.pending[i];
+    const bool requested = !(q.requested == counts.requested[i]);
+    if (!requested && q.pending_workloads == counts.pending[i] &&
+        q.running_workloads == running)
+      continue;
+    changed |= requested;
+    Queue& own = queues_.Mut(i);
+    own.requested = std::move(counts.requested[i]);
+    own.pending_workloads = counts.pending[i];
+    own.running_workloads = running;
   }
   return changed;
 }
 
-void QueueTree::ClearFairShares() {
-  for (Queue& q : queues_) {
-    q.fair_share.Clear();
+void QueueTree::SetFairShare(QueueId id, const ResourceVector& share) {
+  if (queues_[id.value()].fair_share == share) return;
+  Queue& q = Mut(id);
+  q.fair_share = share;
+  ++q.version;
+}
+
+void QueueTree::SetFairShares(std::vector<ResourceVector> shares) {
+  shares.resize(queues_.size());
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    if (queues_[i].fair_share == shares[i]) continue;
+    Queue& q = queues_.Mut(i);
+    q.fair_share = std::move(shares[i]);
     ++q.version;
   }
-}
-
-void QueueTree::SetFairShare(QueueId id, ResourceId resource, int64_t amount) {
-  queues_[id.value()].fair_share.Set(resource, amount);
-}
-
-void QueueTree::SetFairShare(QueueId id, const ResourceVector& share) {
-  queues_[id.value()].fair_share = share;
 }
 
 }  // namespace gangsched

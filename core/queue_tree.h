@@ -3,15 +3,17 @@
 // roll-up. QueueTree is the only owner of a queue: it reads like the vector
 // of queues it wraps (const), and changes only through the functions below,
 // which keep paths and roll-ups right (Mesos' RoleTree is the model).
+// Copies share the queues until they write (core/cow_ptr.h): a dry run's
+// copy of the state clones only the queues its decision changes.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "core/cow_ptr.h"
 #include "core/ids.h"
 #include "core/queue.h"
 #include "core/resources.h"
@@ -22,16 +24,16 @@ namespace gangsched {
 class QueueTree {
  public:
   // --- views ---------------------------------------------------------------
+  using Table = CowTable<Queue, 2>;
   const Queue& operator[](size_t i) const { return queues_[i]; }
   size_t size() const { return queues_.size(); }
-  std::vector<Queue>::const_iterator begin() const { return queues_.begin(); }
-  std::vector<Queue>::const_iterator end() const { return queues_.end(); }
-  const std::vector<Queue>& all() const { return queues_; }
+  Table::const_iterator begin() const { return queues_.begin(); }
+  Table::const_iterator end() const { return queues_.end(); }
   const Queue* Find(absl::string_view name) const;
   QueueId FindId(absl::string_view name) const;
   // Root-first path of a live queue.
   const std::vector<QueueId>& Path(QueueId id) const {
-    return paths_[id.value()];
+    return (*paths_)[id.value()];
   }
 
   // --- the tree --------------------------------------------------------------
@@ -63,19 +65,27 @@ class QueueTree {
                  bool active);
 
   // --- counters (Scheduler::RecomputeQueueCounters) --------------------------
-  // requested = allocated and no pending or running workloads; returns the
-  // requests before, for FinishCounters.
-  std::vector<ResourceVector> ResetCounters();
+  // The counters are counted apart, then written only to the queues whose
+  // counts differ, so a copy clones only those.
+  struct Counts {
+    std::vector<ResourceVector> requested;  // by queue id
+    std::vector<int32_t> pending;
+    std::vector<int32_t> running;
+  };
+  // requested = allocated and no pending or running workloads.
+  Counts StartCounts() const;
   // A workload of `leaf` wants `demand` more and is pending or not.
-  void AddDemand(QueueId leaf, const ResourceVector& demand, bool pending);
-  // Counts every active workload that is not pending as running; true when
-  // some queue's request differs from `before`.
-  bool FinishCounters(const std::vector<ResourceVector>& before);
+  void AddDemand(Counts& counts, QueueId leaf, const ResourceVector& demand,
+                 bool pending) const;
+  // Counts every active workload that is not pending as running and takes
+  // the counts; true when some queue's request changed.
+  bool FinishCounts(Counts counts);
 
-  // --- fair shares
-  // -------------------------------------------------------------
-  void ClearFairShares();
-  void SetFairShare(QueueId id, ResourceId resource, int64_t amount);
+  // --- fair shares -----------------------------------------------------------
+  // Every queue's fair share, by queue id (a queue past the end has none);
+  // only the queues whose share changes are written.
+  void SetFairShares(std::vector<ResourceVector> shares);
+  // One queue's (a replica takes its leader's).
   void SetFairShare(QueueId id, const ResourceVector& share);
 
  private:
@@ -84,9 +94,12 @@ class QueueTree {
   // Moves `q`'s roll-ups from its old ancestors to its new ones.
   void MoveRollups(const Queue& q, QueueId old_parent, QueueId new_parent);
 
-  std::vector<Queue> queues_;  // index = QueueId; dead ones stay (not live)
-  absl::flat_hash_map<std::string, QueueId> ids_;
-  std::vector<std::vector<QueueId>> paths_;
+  Queue& Mut(QueueId id) { return queues_.Mut(id.value()); }
+
+  Table queues_;  // index = QueueId; dead ones stay (not live)
+  CowNameMap<QueueId> ids_;
+  CowPtr<std::vector<std::vector<QueueId>>> paths_ =
+      std::make_unique<std::vector<std::vector<QueueId>>>();
   uint64_t seq_ = 0;
 };
 

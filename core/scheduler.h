@@ -420,7 +420,7 @@ class Scheduler {
   const Queue* FindQueue(absl::string_view name) const;
   const Node* FindNode(absl::string_view name) const;
   const NodeTable& nodes() const { return cluster_.nodes(); }
-  const std::vector<Queue>& queues() const { return queues_.all(); }
+  const QueueTree& queues() const { return queues_; }
   const WorkloadTable& workloads() const { return workloads_; }
   const ResourceTable& resources() const { return resources_; }
   // The placer's view of nodes() with both indexes (PlaceGang's options).
@@ -1118,6 +1118,9 @@ class Scheduler {
   std::vector<std::string> dropped_at_restore_;
   // Set when a fair-share input changed (requests, queues, nodes).
   bool fair_share_dirty_ = true;
+  // A copy made by Fork, thrown away after its one decision: it folds in
+  // no usage that no refresh reads (AdvanceUsage).
+  bool fork_ = false;
   UsageLedger usage_;
   uint64_t fair_share_epoch_ = 0;
   std::vector<Event> events_;

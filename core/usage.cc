@@ -47,7 +47,7 @@ void UsageLedger::SetOptions(const UsageOptions& options) {
   advanced_ = absl::InfinitePast();  // the next Advance normalizes
   // Turned off, every factor is 1 at once, not at the next refresh.
   if (!options.enabled) {
-    for (Entry& e : entries_) e.factors.clear();
+    for (Entry& e : *entries_.Mut()) e.factors.clear();
   }
   last_refresh_ = absl::InfinitePast();  // refresh on the next Advance
 }
@@ -75,13 +75,14 @@ void UsageLedger::Normalize(State& s) const {
 }
 
 UsageLedger::Entry& UsageLedger::EntryOf(QueueId queue) {
-  if (queue.value() >= entries_.size()) entries_.resize(queue.value() + 1);
-  return entries_[queue.value()];
+  std::vector<Entry>& entries = *entries_.Mut();
+  if (queue.value() >= entries.size()) entries.resize(queue.value() + 1);
+  return entries[queue.value()];
 }
 
 const UsageLedger::Entry* UsageLedger::Find(QueueId queue) const {
-  return queue.valid() && queue.value() < entries_.size()
-             ? &entries_[queue.value()]
+  return queue.valid() && queue.value() < entries_->size()
+             ? &(*entries_)[queue.value()]
              : nullptr;
 }
 
@@ -163,7 +164,7 @@ bool UsageLedger::Refresh(absl::Time now, const QueueTree& queues) {
   }
   bool changed = false;
   auto reported = [&](QueueId q, size_t r) {
-    const std::vector<double>& v = entries_[q.value()].reported;
+    const std::vector<double>& v = (*entries_)[q.value()].reported;
     return r < v.size() ? v[r] : 0.0;
   };
   auto level = [&](const std::vector<QueueId>& siblings) {
@@ -186,7 +187,7 @@ bool UsageLedger::Refresh(absl::Time now, const QueueTree& queues) {
                 kMinUsageFactor, kMaxUsageFactor);
           }
         }
-        Entry& e = entries_[q.value()];
+        Entry& e = (*entries_.Mut())[q.value()];
         if (e.factors.size() < resources) e.factors.resize(resources);
         changed |= e.factors[r].factor != f.factor;
         e.factors[r] = f;
@@ -217,7 +218,7 @@ UsageFactor UsageLedger::FactorOf(QueueId queue, ResourceId resource) const {
 }
 
 void UsageLedger::Remove(QueueId queue) {
-  if (queue.value() < entries_.size()) entries_[queue.value()] = Entry();
+  if (queue.value() < entries_->size()) (*entries_.Mut())[queue.value()] = Entry();
   advanced_ = absl::InfinitePast();  // its id may come back as a new queue
 }
 

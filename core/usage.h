@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/cow_ptr.h"
 #include "core/ids.h"
 #include "core/resources.h"
 
@@ -138,7 +139,10 @@ class UsageLedger {
   UsageOptions options_;
   // options_.window / kUsageBuckets (a Duration division is 128-bit).
   absl::Duration width_ = options_.window / kUsageBuckets;
-  std::vector<Entry> entries_;  // by queue id
+  // By queue id; shared with a dry run's copy until one writes
+  // (core/cow_ptr.h): a copy that folds no usage in copies none.
+  CowPtr<std::vector<Entry>> entries_ =
+      std::make_unique<std::vector<Entry>>();
   absl::Time last_refresh_ = absl::InfinitePast();
   // The last Advance, and how many queues the tree had then: every command
   // advances, most at the time of the one before (a batch of requests), and

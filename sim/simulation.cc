@@ -487,7 +487,7 @@ class Driver {
   // and the samples that fall in between.
   absl::Status Integrate(Millis t, Millis next) {
     const Millis dt = next - t;
-    const std::vector<Queue>& queues = scheduler_.queues();
+    const QueueTree& queues = scheduler_.queues();
     if (dt > 0) {
       for (size_t i = 0; i < queues.size(); ++i) {
         if (queue_of_id_.size() <= i || queue_of_id_[i] < 0) continue;
@@ -540,7 +540,7 @@ class Driver {
       }
     }
     results_.cluster.push_back(s);
-    const std::vector<Queue>& queues = scheduler_.queues();
+    const QueueTree& queues = scheduler_.queues();
     for (size_t i = 0; i < queues.size(); ++i) {
       if (queue_of_id_.size() <= i || queue_of_id_[i] < 0) continue;
       results_.queue_timeline.push_back(

@@ -377,6 +377,10 @@ TEST(FairShareTest, RandomTreesHoldInvariants) {
       }
     }
 
+    // A level that asks for no more than it is given is divided without
+    // sorting; the long way gives the same.
+    EXPECT_EQ(ComputeFairSharesSortedForTest(q, c.total, c.unit), shares);
+
     // Deterministic, and independent of the input order.
     EXPECT_EQ(ComputeFairShares(q, c.total, c.unit), shares);
     std::map<std::string, int64_t> by_name;
@@ -389,6 +393,46 @@ TEST(FairShareTest, RandomTreesHoldInvariants) {
     }
     if (HasFailure()) break;
   }
+}
+
+// Trees with room for most of what they ask (the usual cluster that is not
+// full, and a dry run's): levels are divided without sorting, and the
+// shares are those of the long way and what each queue can use.
+TEST(FairShareTest, UncontendedLevelsTakeWhatTheyCanUse) {
+  std::mt19937_64 rng(20261207);
+  int uncontended = 0;
+  for (int iteration = 0; iteration < 3000; ++iteration) {
+    RandomCase c = MakeRandomCase(rng);
+    // Between a little short of the top level's demand and far above it.
+    int64_t asked = 0;
+    for (const FairShareInput& q : c.queues)
+      if (q.parent < 0) asked += Requestable(q);
+    c.total = asked * std::uniform_int_distribution<int64_t>(90, 400)(rng) / 100;
+    SCOPED_TRACE(absl::StrCat("iteration ", iteration, " total ", c.total));
+    const std::vector<FairShareInput>& q = c.queues;
+    std::vector<int64_t> shares = ComputeFairShares(q, c.total, c.unit);
+    ASSERT_EQ(ComputeFairSharesSortedForTest(q, c.total, c.unit), shares);
+    // The top level, when it asks for no more than the total.
+    int64_t top = 0;
+    for (const FairShareInput& in : q) {
+      if (in.parent >= 0) continue;
+      int64_t quota = in.quota == kUnlimited ? c.total : in.quota;
+      top += in.over_quota_weight > 0 ? Requestable(in)
+                                      : std::min(quota, Requestable(in));
+    }
+    if (top > c.total) continue;
+    ++uncontended;
+    for (const FairShareInput& in : q) {
+      if (in.parent >= 0) continue;
+      int64_t quota = in.quota == kUnlimited ? c.total : in.quota;
+      EXPECT_EQ(shares[&in - q.data()],
+                in.over_quota_weight > 0 ? Requestable(in)
+                                         : std::min(quota, Requestable(in)))
+          << in.name;
+    }
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(uncontended, 1000);
 }
 
 }  // namespace

@@ -177,5 +177,36 @@ TEST_F(UsageTest, ExplainSaysHowMuchUsageMovedTheShare) {
       << why->text;
 }
 
+// A fork (Explain's, a dry run's) folds usage in only when its cycle
+// refreshes (Scheduler::AdvanceUsage): then it must, or it would decide
+// with the factors of the last refresh; and what it folds stays its own.
+TEST_F(UsageTest, AForkRefreshesWhenDueAndLeavesTheStateItCameFrom) {
+  Start({.enabled = true,
+         .half_life = absl::Hours(1),
+         .window = absl::Hours(16),
+         .strength = 0.7,
+         .refresh = absl::Minutes(5)});
+  Hold("x", "a", 8);
+  ASSERT_TRUE(s_->Submit(Workload("y", {Group("w", 1, 1, 1)}, "a"), now_).ok());
+  s_->RunCycle(now_);
+  const std::string reduced =
+      "Over-quota share of a for nvidia.com/gpu reduced by 70 %";
+  // Before the next refresh: the factors are those of the last one.
+  absl::StatusOr<ExplainAnswer> why =
+      s_->Explain("y", now_ + absl::Minutes(4));
+  ASSERT_TRUE(why.ok()) << why.status();
+  EXPECT_EQ(why->text.find(reduced), std::string::npos) << why->text;
+  // An hour on, the next cycle refreshes: the fork folds the hour in.
+  now_ += absl::Hours(1);
+  why = s_->Explain("y", now_);
+  ASSERT_TRUE(why.ok()) << why.status();
+  EXPECT_NE(why->text.find(reduced), std::string::npos) << why->text;
+  // The state the forks came from has neither folded nor refreshed.
+  EXPECT_EQ(Factor("a"), 1);
+  EXPECT_EQ(GpuHours("a"), 0);
+  s_->RunCycle(now_);
+  EXPECT_NEAR(Factor("a"), 0.3, 1e-9);
+}
+
 }  // namespace
 }  // namespace gangsched
