@@ -161,8 +161,7 @@ absl::Status QueueTree::CheckUpsert(const QueueSpec& spec, bool restoring,
   } else if (existing.valid()) {
     return absl::OkStatus();  // same parent: the depth does not change
   }
-  int32_t depth =
-      static_cast<int32_t>(Path(parent).size()) + 1 + height;
+  int32_t depth = static_cast<int32_t>(Path(parent).size()) + 1 + height;
   if (depth > max_depth) {
     return absl::InvalidArgumentError(absl::StrCat(
         "queue.parent: queue \"", spec.name, "\" under \"", spec.parent,

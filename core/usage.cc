@@ -218,7 +218,8 @@ UsageFactor UsageLedger::FactorOf(QueueId queue, ResourceId resource) const {
 }
 
 void UsageLedger::Remove(QueueId queue) {
-  if (queue.value() < entries_->size()) (*entries_.Mut())[queue.value()] = Entry();
+  if (queue.value() < entries_->size())
+    (*entries_.Mut())[queue.value()] = Entry();
   advanced_ = absl::InfinitePast();  // its id may come back as a new queue
 }
 

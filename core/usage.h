@@ -141,8 +141,7 @@ class UsageLedger {
   absl::Duration width_ = options_.window / kUsageBuckets;
   // By queue id; shared with a dry run's copy until one writes
   // (core/cow_ptr.h): a copy that folds no usage in copies none.
-  CowPtr<std::vector<Entry>> entries_ =
-      std::make_unique<std::vector<Entry>>();
+  CowPtr<std::vector<Entry>> entries_ = std::make_unique<std::vector<Entry>>();
   absl::Time last_refresh_ = absl::InfinitePast();
   // The last Advance, and how many queues the tree had then: every command
   // advances, most at the time of the one before (a batch of requests), and

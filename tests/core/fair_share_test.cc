@@ -407,7 +407,8 @@ TEST(FairShareTest, UncontendedLevelsTakeWhatTheyCanUse) {
     int64_t asked = 0;
     for (const FairShareInput& q : c.queues)
       if (q.parent < 0) asked += Requestable(q);
-    c.total = asked * std::uniform_int_distribution<int64_t>(90, 400)(rng) / 100;
+    c.total =
+        asked * std::uniform_int_distribution<int64_t>(90, 400)(rng) / 100;
     SCOPED_TRACE(absl::StrCat("iteration ", iteration, " total ", c.total));
     const std::vector<FairShareInput>& q = c.queues;
     std::vector<int64_t> shares = ComputeFairShares(q, c.total, c.unit);
@@ -425,9 +426,9 @@ TEST(FairShareTest, UncontendedLevelsTakeWhatTheyCanUse) {
     for (const FairShareInput& in : q) {
       if (in.parent >= 0) continue;
       int64_t quota = in.quota == kUnlimited ? c.total : in.quota;
-      EXPECT_EQ(shares[&in - q.data()],
-                in.over_quota_weight > 0 ? Requestable(in)
-                                         : std::min(quota, Requestable(in)))
+      EXPECT_EQ(shares[&in - q.data()], in.over_quota_weight > 0
+                                            ? Requestable(in)
+                                            : std::min(quota, Requestable(in)))
           << in.name;
     }
     if (HasFailure()) break;

@@ -192,8 +192,7 @@ TEST_F(UsageTest, AForkRefreshesWhenDueAndLeavesTheStateItCameFrom) {
   const std::string reduced =
       "Over-quota share of a for nvidia.com/gpu reduced by 70 %";
   // Before the next refresh: the factors are those of the last one.
-  absl::StatusOr<ExplainAnswer> why =
-      s_->Explain("y", now_ + absl::Minutes(4));
+  absl::StatusOr<ExplainAnswer> why = s_->Explain("y", now_ + absl::Minutes(4));
   ASSERT_TRUE(why.ok()) << why.status();
   EXPECT_EQ(why->text.find(reduced), std::string::npos) << why->text;
   // An hour on, the next cycle refreshes: the fork folds the hour in.
