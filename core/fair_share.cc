@@ -180,8 +180,8 @@ bool Divider::DivideUncontended(std::span<const int32_t> siblings,
     asked += ScaledWeight(q.over_quota_weight) > 0
                  ? requestable
                  : std::min(quota, requestable);
+    if (asked > amount) return false;  // contended: the long way
   }
-  if (asked > amount) return false;
   for (int32_t i : siblings) {
     const FairShareInput& q = queues_[i];
     int64_t requestable = std::max<int64_t>(q.request, 0);

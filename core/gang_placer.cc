@@ -692,7 +692,10 @@ class Attempt {
         return best && BestFiltered(*best, group_index) &&
                std::get<3>(*best) == 0;
       };
-      if (!settled()) options_.index->VisitShared(shares);
+      // Walked even when a booked node shares: that node may have been
+      // opened by another group's fraction and leave more GPUs than the
+      // first unbooked node that shares, where the walk stops.
+      options_.index->VisitShared(shares);
       if (!settled()) {
         // GPU memory is a share only a node can say: any free GPU may do,
         // but a node with none has no device with room.
@@ -764,9 +767,8 @@ class Attempt {
     // the first node in index order that passes is still the best; they only
     // make the walk longer.
     // Freed room can give a node a device to share that its index entry
-    // does not show, and PickIndexed takes a node with freed room that
-    // shares before walking the shared ones: a fraction with freed room
-    // scans.
+    // does not show (the walk of the shared ones would stop before it): a
+    // fraction with freed room scans.
     bool indexable = options_.index != nullptr && !options_.ignore_usage &&
                      !options_.ignore_reserved &&
                      RulesOf(group.placement.strategy).fullest_first &&

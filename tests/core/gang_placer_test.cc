@@ -421,6 +421,118 @@ TEST_F(GangPlacerTest, TrialsWithFreedRoomPlaceAsTheFullScanDoes) {
   EXPECT_GT(placed_large, 50);
 }
 
+// A fraction goes where it shares a device and leaves the fewest GPUs
+// (docs/SCHEDULING.md, "Fractional GPUs"). A node the gang already booked
+// for another group's fraction shares too, but need not be the fullest: the
+// index walk must still look at the nodes that share, as the scan does.
+TEST_F(GangPlacerTest,
+       AFractionSharesTheFullestNodeAfterAnotherGroupsFraction) {
+  AddNode(GpuNode("a", 8));
+  AddNode(GpuNode("b", 4));
+  // a: devices 0-5 whole, 750m on device 6, device 7 free.
+  // b: devices 0-2 whole, 750m on device 3.
+  nodes_[0].devices.Hold(0b111111, 1000, 1);
+  nodes_[0].devices.Hold(1 << 6, 750, 1);
+  nodes_[0].used.Set(kGpu, 6750);
+  nodes_[1].devices.Hold(0b111, 1000, 1);
+  nodes_[1].devices.Hold(1 << 3, 750, 1);
+  nodes_[1].used.Set(kGpu, 3750);
+  GangRequest r;
+  PlacementGroup x = GpuGroup(1), y = GpuGroup(1);
+  x.name = "x";
+  x.pod.Set(kGpu, 750);  // fits only on a's free device 7
+  y.name = "y";
+  y.pod.Set(kGpu, 250);  // shares on a (250m left after) or b (none left)
+  r.groups = {x, y};
+  r.replicas = {{0, 1}, {1, 1}};
+  NodeIndex index;
+  TopologyIndex topology;
+  for (uint32_t i = 0; i < nodes_.size(); ++i) {
+    index.Update(nodes_[i], i);
+    topology.SetNode(nodes_[i], i);
+  }
+  const absl::InlinedVector<NodeId, 16> want = {NodeId(0), NodeId(1)};
+  GangPlacement scan = TryPlaceGang(nodes_, table_, r, {});
+  ASSERT_EQ(scan.result, PlaceResult::kPlaced) << scan.message;
+  EXPECT_EQ(scan.nodes, want);
+  for (bool reasons : {true, false}) {
+    GangPlacement indexed = TryPlaceGang(
+        nodes_, table_, r,
+        {.index = &index, .topology = &topology, .reasons = reasons});
+    ASSERT_EQ(indexed.result, PlaceResult::kPlaced) << indexed.message;
+    EXPECT_EQ(indexed.nodes, want);
+    EXPECT_EQ(indexed.devices, scan.devices);
+  }
+}
+
+// Gangs of several groups, whole GPUs and fractions of different sizes,
+// on nodes with fractions held: the index places every pod on the node and
+// devices the scan does.
+TEST_F(GangPlacerTest, GangsOfSeveralGroupsPlaceThroughTheIndexAsTheScanDoes) {
+  std::mt19937 rng(31);
+  auto pick = [&](int n) { return static_cast<int>(rng() % n); };
+  int placed = 0, fraction_groups = 0;
+  for (int cluster = 0; cluster < 60; ++cluster) {
+    nodes_.clear();
+    const int count = 8 + pick(80);
+    for (int i = 0; i < count; ++i) {
+      AddNode(GpuNode("n" + std::to_string(i), pick(5) == 0 ? 4 : 8));
+      Node& n = nodes_.back();
+      const int gpus = static_cast<int>(n.allocatable.Get(kGpu) / 1000);
+      const int whole = pick(gpus + 1);
+      int64_t used = 0;
+      if (whole > 0) {
+        n.devices.Hold((DeviceMask{1} << whole) - 1, 1000, 1);
+        used += whole * 1000;
+      }
+      if (whole < gpus && pick(2) == 0) {
+        const int64_t part = 250 * (1 + pick(3));
+        n.devices.Hold(DeviceMask{1} << whole, part, 1);
+        used += part;
+      }
+      n.used.Set(kGpu, used);
+      n.used.Set(kCpu, pick(40) * 1000);
+      n.schedulable = pick(12) != 0;
+    }
+    NodeIndex index;
+    TopologyIndex topology;
+    for (uint32_t i = 0; i < nodes_.size(); ++i) {
+      index.Update(nodes_[i], i);
+      topology.SetNode(nodes_[i], i);
+    }
+    for (int trial = 0; trial < 25; ++trial) {
+      GangRequest r;
+      const int groups = 1 + pick(3);
+      for (int g = 0; g < groups; ++g) {
+        PlacementGroup group = GpuGroup(1 << pick(3));
+        group.name = "g" + std::to_string(g);
+        if (pick(2) == 0) {
+          group.pod.Set(kGpu, 250 * (1 + pick(3)));
+          ++fraction_groups;
+        }
+        r.groups.push_back(group);
+        const int replicas = 1 + pick(10);
+        for (int k = 0; k < replicas; ++k)
+          r.replicas.push_back({static_cast<uint32_t>(g), 1});
+      }
+      GangPlacement scan = TryPlaceGang(nodes_, table_, r, {});
+      for (bool reasons : {true, false}) {
+        GangPlacement indexed = TryPlaceGang(
+            nodes_, table_, r,
+            {.index = &index, .topology = &topology, .reasons = reasons});
+        ASSERT_EQ(scan.result, indexed.result) << scan.message;
+        ASSERT_EQ(scan.nodes, indexed.nodes)
+            << "cluster " << cluster << " trial " << trial;
+        ASSERT_EQ(scan.devices, indexed.devices)
+            << "cluster " << cluster << " trial " << trial;
+      }
+      placed += scan.result == PlaceResult::kPlaced;
+    }
+  }
+  EXPECT_GT(placed, 300);
+  EXPECT_GT(fraction_groups, 500);
+}
+
 // BINPACK keeps a group's next pod on the node of its previous pod while it
 // fits, without searching again: the same nodes as placing the pods one by
 // one, each with a fresh search over the nodes as booked so far.
