@@ -681,21 +681,48 @@ class Attempt {
       // A fraction shares a device where one has room (docs/SCHEDULING.md,
       // "Fractional GPUs"): the first such node in index order, else the
       // first node that takes it at all.
-      auto shares = [&](uint32_t i) {
-        if (extra_.Contains(i)) return false;
-        std::optional<Score> score = ScoreNode(i, group_index, pods_left);
-        if (score && (!best || *score < *best)) best = score;
-        return score && BestFiltered(*score, group_index) &&
-               std::get<3>(*score) == 0;
-      };
       auto settled = [&] {
         return best && BestFiltered(*best, group_index) &&
                std::get<3>(*best) == 0;
       };
       // Walked even when a booked node shares: that node may have been
       // opened by another group's fraction and leave more GPUs than the
-      // first unbooked node that shares, where the walk stops.
-      options_.index->VisitShared(shares);
+      // first unbooked node that shares, where the walk stops. The walk
+      // goes in BINPACK's order among unbooked nodes (GPUs, cpu, memory
+      // left, id: their keys less the pod), so once it is past a settled
+      // best no later node can beat it, whether it fits or not.
+      //
+      // A node the walk finds unable to take the group's pod stays so for
+      // the rest of the attempt (only this attempt's bookings change room,
+      // and a booked node is scored apart), and a booked node stays booked,
+      // until a new domain or a rollback (scores_epoch_): the group's next
+      // pick resumes after the first run of such nodes.
+      if (shared_walks_.size() < request_.groups.size())
+        shared_walks_.resize(request_.groups.size());
+      std::optional<SharedWalk>& walk = shared_walks_[group_index];
+      if (!walk || walk->epoch != scores_epoch_)
+        walk = SharedWalk{scores_epoch_, NodeIndex::kFirst};
+      bool skipped_all = true;  // every node visited so far is skipped again
+      auto skip_next_time = [&](const NodeIndex::Key& key) {
+        if (skipped_all) walk->from = NodeIndex::After(key);
+        return false;
+      };
+      options_.index->VisitShared(walk->from, [&](const NodeIndex::Key& key) {
+        const uint32_t i = std::get<3>(key);
+        if (extra_.Contains(i)) return skip_next_time(key);
+        if (settled() &&
+            std::make_tuple(std::get<0>(key) - group.pod.Get(kGpu),
+                            std::get<1>(key) - group.pod.Get(kCpu),
+                            std::get<2>(key) - group.pod.Get(kMemory), i) >
+                std::make_tuple(std::get<4>(*best), std::get<5>(*best),
+                                std::get<6>(*best), std::get<7>(*best)))
+          return true;
+        std::optional<Score> score = ScoreNode(i, group_index, pods_left);
+        if (!score) return skip_next_time(key);
+        skipped_all = false;
+        if (!best || *score < *best) best = score;
+        return BestFiltered(*score, group_index) && std::get<3>(*score) == 0;
+      });
       if (!settled()) {
         // GPU memory is a share only a node can say: any free GPU may do,
         // but a node with none has no device with room.
@@ -837,6 +864,13 @@ class Attempt {
     absl::flat_hash_map<uint32_t, Score> of;
   };
   absl::InlinedVector<std::optional<KeptScores>, 4> kept_scores_;
+  // PickIndexed: per group, where the walk of the nodes that share resumes,
+  // while scores_epoch_ stays (no initializers: see KeptScores).
+  struct SharedWalk {
+    uint64_t epoch;
+    NodeIndex::Key from;
+  };
+  absl::InlinedVector<std::optional<SharedWalk>, 4> shared_walks_;
   // The node of each pod booked, in order, from the first kept scores on
   // (what was booked before them is in them).
   std::vector<uint32_t> booking_log_;

@@ -62,14 +62,24 @@ class NodeIndex {
   // Visits, in the same order as VisitByGpu, the GPU nodes with a device
   // that holds fractions and has room left (docs/SCHEDULING.md,
   // "Fractional GPUs"), until `visit` returns true.
+  // `visit` gets each node's key; the walk starts at the first key not
+  // below `from` (the first node: kFirst).
+  static constexpr Key kFirst{std::numeric_limits<int64_t>::min(),
+                              std::numeric_limits<int64_t>::min(),
+                              std::numeric_limits<int64_t>::min(), 0};
   template <typename Visit>
-  void VisitShared(Visit&& visit) const {
-    const Key from{kMin, kMin, kMin, 0};
+  void VisitShared(const Key& from, Visit&& visit) const {
+    auto by_key = [&](const Key& key) { return visit(key); };
     if (base_) {
-      Walk(Cursor(*this, &NodeIndex::shared_), from, visit);
+      WalkKeys(Cursor(*this, &NodeIndex::shared_), from, by_key);
     } else {
-      Walk(SetCursor(shared_), from, visit);
+      WalkKeys(SetCursor(shared_), from, by_key);
     }
+  }
+  // The smallest key above `key`: where a walk resumes after it.
+  static Key After(const Key& key) {
+    return {std::get<0>(key), std::get<1>(key), std::get<2>(key),
+            std::get<3>(key) + 1};
   }
   template <typename Visit>
   void VisitByCpu(bool gpu_nodes, int64_t need, Visit&& visit) const {
@@ -182,6 +192,12 @@ class NodeIndex {
   static void Walk(C it, const Key& from, Visit& visit) {
     for (it.Seek(from); !it.Done(); it.Next()) {
       if (visit(std::get<3>(*it))) return;
+    }
+  }
+  template <typename C, typename Visit>
+  static void WalkKeys(C it, const Key& from, Visit& visit) {
+    for (it.Seek(from); !it.Done(); it.Next()) {
+      if (visit(*it)) return;
     }
   }
 

@@ -465,9 +465,51 @@ TEST_F(GangPlacerTest,
   }
 }
 
+// The walk of the nodes that share stops only past the best booked node in
+// BINPACK's order (GPUs left, then cpu): a node as full in GPUs that cannot
+// take the pod does not stop it before one that can and keeps less cpu.
+TEST_F(GangPlacerTest, TheSharedWalkStopsOnlyPastTheBookedNode) {
+  AddNode(GpuNode("a", 8));
+  AddNode(GpuNode("c1", 4));
+  AddNode(GpuNode("c2", 4));
+  nodes_[0].devices.Hold(0b111111, 1000, 1);
+  nodes_[0].devices.Hold(1 << 6, 750, 1);
+  nodes_[0].used.Set(kGpu, 6750);
+  for (Node* n : {&nodes_[1], &nodes_[2]}) {
+    n->devices.Hold(0b111, 1000, 1);
+    n->devices.Hold(1 << 3, 500, 1);  // 500m to share, 250m left after
+    n->used.Set(kGpu, 3500);
+  }
+  nodes_[1].used.Set(kCpu, 40000);
+  nodes_[1].taints.push_back({"dedicated", "x"});  // y does not tolerate it
+  nodes_[2].used.Set(kCpu, 30000);
+  GangRequest r;
+  PlacementGroup x = GpuGroup(1), y = GpuGroup(1);
+  x.name = "x";
+  x.pod.Set(kGpu, 750);  // only a's free device 7 takes it
+  y.name = "y";
+  y.pod.Set(kGpu, 250);  // a and c2 both keep 250m; c2 less cpu
+  r.groups = {x, y};
+  r.replicas = {{0, 1}, {1, 1}};
+  NodeIndex index;
+  TopologyIndex topology;
+  for (uint32_t i = 0; i < nodes_.size(); ++i) {
+    index.Update(nodes_[i], i);
+    topology.SetNode(nodes_[i], i);
+  }
+  const absl::InlinedVector<NodeId, 16> want = {NodeId(0), NodeId(2)};
+  GangPlacement scan = TryPlaceGang(nodes_, table_, r, {});
+  ASSERT_EQ(scan.result, PlaceResult::kPlaced) << scan.message;
+  EXPECT_EQ(scan.nodes, want);
+  GangPlacement indexed =
+      TryPlaceGang(nodes_, table_, r, {.index = &index, .topology = &topology});
+  ASSERT_EQ(indexed.result, PlaceResult::kPlaced) << indexed.message;
+  EXPECT_EQ(indexed.nodes, want);
+}
+
 // Gangs of several groups, whole GPUs and fractions of different sizes,
-// on nodes with fractions held: the index places every pod on the node and
-// devices the scan does.
+// some kept to a rack, on nodes with fractions held: the index places
+// every pod on the node and devices the scan does.
 TEST_F(GangPlacerTest, GangsOfSeveralGroupsPlaceThroughTheIndexAsTheScanDoes) {
   std::mt19937 rng(31);
   auto pick = [&](int n) { return static_cast<int>(rng() % n); };
@@ -476,7 +518,11 @@ TEST_F(GangPlacerTest, GangsOfSeveralGroupsPlaceThroughTheIndexAsTheScanDoes) {
     nodes_.clear();
     const int count = 8 + pick(80);
     for (int i = 0; i < count; ++i) {
-      AddNode(GpuNode("n" + std::to_string(i), pick(5) == 0 ? 4 : 8));
+      Labels labels;
+      if (pick(5) != 0)
+        labels.emplace_back("rack", "r" + std::to_string(i / 6));
+      AddNode(GpuNode("n" + std::to_string(i), pick(5) == 0 ? 4 : 8,
+                      std::move(labels)));
       Node& n = nodes_.back();
       const int gpus = static_cast<int>(n.allocatable.Get(kGpu) / 1000);
       const int whole = pick(gpus + 1);
@@ -509,6 +555,10 @@ TEST_F(GangPlacerTest, GangsOfSeveralGroupsPlaceThroughTheIndexAsTheScanDoes) {
         if (pick(2) == 0) {
           group.pod.Set(kGpu, 250 * (1 + pick(3)));
           ++fraction_groups;
+        }
+        if (pick(3) == 0) {  // a rack each, tried one after the other
+          group.placement.topology_key = "rack";
+          group.placement.required = pick(2) == 0;
         }
         r.groups.push_back(group);
         const int replicas = 1 + pick(10);
