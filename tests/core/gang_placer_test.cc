@@ -50,6 +50,51 @@ class GangPlacerTest : public ::testing::Test {
     return names;
   }
 
+  // The free-room and topology indexes of nodes_ as they are now.
+  void Index(NodeIndex& index, TopologyIndex& topology) const {
+    for (uint32_t i = 0; i < nodes_.size(); ++i) {
+      index.Update(nodes_[i], i);
+      topology.SetNode(nodes_[i], i);
+    }
+  }
+
+  // Two one-pod groups: x asks 750m of a GPU, then y 250m.
+  static GangRequest FractionsOf750Then250() {
+    GangRequest r;
+    PlacementGroup x = GpuGroupOf(750), y = GpuGroupOf(250);
+    x.name = "x";
+    y.name = "y";
+    r.groups = {x, y};
+    r.replicas = {{0, 1}, {1, 1}};
+    return r;
+  }
+  static PlacementGroup GpuGroupOf(int64_t milli_gpus) {
+    PlacementGroup g;
+    g.pod.Set(kGpu, milli_gpus);
+    g.pod.Set(kCpu, 1000);
+    return g;
+  }
+
+  // The full scan places `r` on `want`, and so does the index, with and
+  // without the rejection counts.
+  void ExpectScanAndIndexPlace(const GangRequest& r,
+                               const absl::InlinedVector<NodeId, 16>& want) {
+    NodeIndex index;
+    TopologyIndex topology;
+    Index(index, topology);
+    GangPlacement scan = TryPlaceGang(nodes_, table_, r, {});
+    ASSERT_EQ(scan.result, PlaceResult::kPlaced) << scan.message;
+    EXPECT_EQ(scan.nodes, want);
+    for (bool reasons : {true, false}) {
+      GangPlacement indexed = TryPlaceGang(
+          nodes_, table_, r,
+          {.index = &index, .topology = &topology, .reasons = reasons});
+      ASSERT_EQ(indexed.result, PlaceResult::kPlaced) << indexed.message;
+      EXPECT_EQ(indexed.nodes, want);
+      EXPECT_EQ(indexed.devices, scan.devices);
+    }
+  }
+
   ResourceTable table_;
   std::vector<Node> nodes_;
 };
@@ -286,10 +331,7 @@ TEST_F(GangPlacerTest, TopologyIndexGivesTheSameAnswersAsLabelScans) {
     }
     NodeIndex index;
     TopologyIndex topology;
-    for (uint32_t i = 0; i < nodes_.size(); ++i) {
-      index.Update(nodes_[i], i);
-      topology.SetNode(nodes_[i], i);
-    }
+    Index(index, topology);
     ASSERT_TRUE(topology.Matches(nodes_));
     for (int trial = 0; trial < 30; ++trial) {
       const PlacementStrategy strategies[] = {PlacementStrategy::kBinpack,
@@ -358,10 +400,7 @@ TEST_F(GangPlacerTest, TrialsWithFreedRoomPlaceAsTheFullScanDoes) {
     }
     NodeIndex index;
     TopologyIndex topology;
-    for (uint32_t i = 0; i < nodes_.size(); ++i) {
-      index.Update(nodes_[i], i);
-      topology.SetNode(nodes_[i], i);
-    }
+    Index(index, topology);
     for (int trial = 0; trial < 30; ++trial) {
       // What victims would leave: part of what some nodes use.
       std::vector<FreedRoom> freed;
@@ -437,32 +476,9 @@ TEST_F(GangPlacerTest,
   nodes_[1].devices.Hold(0b111, 1000, 1);
   nodes_[1].devices.Hold(1 << 3, 750, 1);
   nodes_[1].used.Set(kGpu, 3750);
-  GangRequest r;
-  PlacementGroup x = GpuGroup(1), y = GpuGroup(1);
-  x.name = "x";
-  x.pod.Set(kGpu, 750);  // fits only on a's free device 7
-  y.name = "y";
-  y.pod.Set(kGpu, 250);  // shares on a (250m left after) or b (none left)
-  r.groups = {x, y};
-  r.replicas = {{0, 1}, {1, 1}};
-  NodeIndex index;
-  TopologyIndex topology;
-  for (uint32_t i = 0; i < nodes_.size(); ++i) {
-    index.Update(nodes_[i], i);
-    topology.SetNode(nodes_[i], i);
-  }
-  const absl::InlinedVector<NodeId, 16> want = {NodeId(0), NodeId(1)};
-  GangPlacement scan = TryPlaceGang(nodes_, table_, r, {});
-  ASSERT_EQ(scan.result, PlaceResult::kPlaced) << scan.message;
-  EXPECT_EQ(scan.nodes, want);
-  for (bool reasons : {true, false}) {
-    GangPlacement indexed = TryPlaceGang(
-        nodes_, table_, r,
-        {.index = &index, .topology = &topology, .reasons = reasons});
-    ASSERT_EQ(indexed.result, PlaceResult::kPlaced) << indexed.message;
-    EXPECT_EQ(indexed.nodes, want);
-    EXPECT_EQ(indexed.devices, scan.devices);
-  }
+  // x fits only on a's free device 7; y then shares on a (250m left after)
+  // or b (none left): b.
+  ExpectScanAndIndexPlace(FractionsOf750Then250(), {NodeId(0), NodeId(1)});
 }
 
 // The walk of the nodes that share stops only past the best booked node in
@@ -483,28 +499,9 @@ TEST_F(GangPlacerTest, TheSharedWalkStopsOnlyPastTheBookedNode) {
   nodes_[1].used.Set(kCpu, 40000);
   nodes_[1].taints.push_back({"dedicated", "x"});  // y does not tolerate it
   nodes_[2].used.Set(kCpu, 30000);
-  GangRequest r;
-  PlacementGroup x = GpuGroup(1), y = GpuGroup(1);
-  x.name = "x";
-  x.pod.Set(kGpu, 750);  // only a's free device 7 takes it
-  y.name = "y";
-  y.pod.Set(kGpu, 250);  // a and c2 both keep 250m; c2 less cpu
-  r.groups = {x, y};
-  r.replicas = {{0, 1}, {1, 1}};
-  NodeIndex index;
-  TopologyIndex topology;
-  for (uint32_t i = 0; i < nodes_.size(); ++i) {
-    index.Update(nodes_[i], i);
-    topology.SetNode(nodes_[i], i);
-  }
-  const absl::InlinedVector<NodeId, 16> want = {NodeId(0), NodeId(2)};
-  GangPlacement scan = TryPlaceGang(nodes_, table_, r, {});
-  ASSERT_EQ(scan.result, PlaceResult::kPlaced) << scan.message;
-  EXPECT_EQ(scan.nodes, want);
-  GangPlacement indexed =
-      TryPlaceGang(nodes_, table_, r, {.index = &index, .topology = &topology});
-  ASSERT_EQ(indexed.result, PlaceResult::kPlaced) << indexed.message;
-  EXPECT_EQ(indexed.nodes, want);
+  // x takes a's free device 7; y keeps 250m on a or on c2, c2 with less
+  // cpu left.
+  ExpectScanAndIndexPlace(FractionsOf750Then250(), {NodeId(0), NodeId(2)});
 }
 
 // Gangs of several groups, whole GPUs and fractions of different sizes,
@@ -542,10 +539,7 @@ TEST_F(GangPlacerTest, GangsOfSeveralGroupsPlaceThroughTheIndexAsTheScanDoes) {
     }
     NodeIndex index;
     TopologyIndex topology;
-    for (uint32_t i = 0; i < nodes_.size(); ++i) {
-      index.Update(nodes_[i], i);
-      topology.SetNode(nodes_[i], i);
-    }
+    Index(index, topology);
     for (int trial = 0; trial < 25; ++trial) {
       GangRequest r;
       const int groups = 1 + pick(3);
