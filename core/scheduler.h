@@ -173,6 +173,15 @@ struct ChangeSet {
   bool empty() const {
     return workloads.empty() && nodes.empty() && queues.empty();
   }
+  // Adds a workload's name. A gang's pods bind one after another, each
+  // recording the same name: the last name added is not looked up again
+  // (names are never taken out of the set, so it is still there).
+  void AddWorkload(const std::string& name) {
+    if (!workloads.empty() && name == last_workload) return;
+    workloads.insert(name);
+    last_workload = name;
+  }
+  std::string last_workload;  // AddWorkload's last
 };
 
 // Everything that makes up one workload's state: what a store keeps and a
@@ -1032,7 +1041,7 @@ class Scheduler {
   // looks at it.
   void Changed(Workload& w) {
     ++workload_changes_;
-    if (!restoring_) changes_.workloads.insert(w.spec.id);
+    if (!restoring_) changes_.AddWorkload(w.spec.id);
     if (w.state != WorkloadState::kReleased) MarkToVisit(w);
   }
   // Into to_visit_, and onto recheck_ (the cycle's end checks whether it
