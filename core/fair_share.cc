@@ -52,6 +52,12 @@ struct Claim {
   int128 frac_minor = 0;
 };
 
+// What a queue can use: its request (none below 0), capped by its limit.
+int64_t Requestable(const FairShareInput& q) {
+  const int64_t request = std::max<int64_t>(q.request, 0);
+  return q.limit >= 0 ? std::min(request, q.limit) : request;
+}
+
 int64_t ScaledWeight(double weight) {
   if (!(weight > 0)) return 0;  // also NaN
   double scaled = std::min(weight, kMaxWeight) * kWeightScale;
@@ -171,26 +177,18 @@ bool Divider::DivideUncontended(std::span<const int32_t> siblings,
   // positive) is met in full when the wants together fit in what is left
   // (Distribute: the lowest want-to-weight ratio is then below the
   // proportional split, and so on for the rest).
+  auto can_use = [&](const FairShareInput& q) {
+    const int64_t requestable = Requestable(q);
+    const int64_t quota = q.quota < 0 ? amount : q.quota;
+    return ScaledWeight(q.over_quota_weight) > 0 ? requestable
+                                                 : std::min(quota, requestable);
+  };
   int128 asked = 0;
   for (int32_t i : siblings) {
-    const FairShareInput& q = queues_[i];
-    int64_t requestable = std::max<int64_t>(q.request, 0);
-    if (q.limit >= 0) requestable = std::min(requestable, q.limit);
-    const int64_t quota = q.quota < 0 ? amount : q.quota;
-    asked += ScaledWeight(q.over_quota_weight) > 0
-                 ? requestable
-                 : std::min(quota, requestable);
+    asked += can_use(queues_[i]);
     if (asked > amount) return false;  // contended: the long way
   }
-  for (int32_t i : siblings) {
-    const FairShareInput& q = queues_[i];
-    int64_t requestable = std::max<int64_t>(q.request, 0);
-    if (q.limit >= 0) requestable = std::min(requestable, q.limit);
-    const int64_t quota = q.quota < 0 ? amount : q.quota;
-    shares_[i] += ScaledWeight(q.over_quota_weight) > 0
-                      ? requestable
-                      : std::min(quota, requestable);
-  }
+  for (int32_t i : siblings) shares_[i] += can_use(queues_[i]);
   return true;
 }
 
@@ -230,8 +228,7 @@ void Divider::DivideLevel(std::span<const int32_t> siblings, int64_t amount) {
   int128 in_quota_sum = 0;
   for (size_t i = 0; i < by_priority_.size(); ++i) {
     const FairShareInput& q = queues_[by_priority_[i]];
-    int64_t requestable = std::max<int64_t>(q.request, 0);
-    if (q.limit >= 0) requestable = std::min(requestable, q.limit);
+    const int64_t requestable = Requestable(q);
     requestable_[i] = requestable;
     quota_[i] = q.quota < 0 ? amount : q.quota;
     in_quota_[i] = std::min(quota_[i], requestable);

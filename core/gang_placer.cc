@@ -694,7 +694,9 @@ class Attempt {
       //
       // A node the walk finds unable to take the group's pod stays so for
       // the rest of the attempt (only this attempt's bookings change room,
-      // and a booked node is scored apart), and a booked node stays booked,
+      // a booked node is scored apart, and under BINPACK, the only strategy
+      // that walks the index, no check reads the pods left or the group's
+      // other nodes), and a booked node stays booked,
       // until a new domain or a rollback (scores_epoch_): the group's next
       // pick resumes after the first run of such nodes.
       if (shared_walks_.size() < request_.groups.size())
