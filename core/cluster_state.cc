@@ -80,6 +80,16 @@ NodeId ClusterState::Apply(const NodeSpec& spec, ResourceTable& resources) {
   return id;
 }
 
+void ClusterState::SetTopologyPaths(
+    std::vector<std::vector<std::string>> paths) {
+  ++spec_version_;
+  if (paths == topology_->paths()) return;
+  TopologyIndex& topology = *topology_.Mut();
+  topology.SetPaths(std::move(paths));
+  for (uint32_t id = 0; id < nodes_.size(); ++id)
+    topology.SetNode(nodes_[id], id);
+}
+
 void ClusterState::Remove(NodeId id) {
   Node& node = nodes_.Mut(id.value());
   if (node.schedulable) schedulable_allocatable_ -= node.allocatable;

@@ -55,6 +55,11 @@ class ClusterState {
   }
 
   // --- the node set --------------------------------------------------------
+  // The label paths the topology index keeps domains for (core/topology.h,
+  // IndexedPaths): every node is indexed again when they change. Called
+  // whenever the topologies change: where a gang could ever fit moves with
+  // them, so spec_version moves too.
+  void SetTopologyPaths(std::vector<std::vector<std::string>> paths);
   // Creates the node when new, then takes what `spec` says: allocatable
   // (`pods` is the pod capacity, not a resource), labels, schedulable.
   // What it holds is left as it is (the caller sheds what no longer fits).

@@ -18,6 +18,7 @@
 #include "core/node_filter.h"
 #include "core/placement_strategy.h"
 #include "core/scheduler.h"
+#include "core/topology.h"
 
 namespace gangsched {
 
@@ -101,7 +102,10 @@ std::optional<Scheduler::MovePlan> Scheduler::TryMoves(
       forget(request.gang_bound_nodes, v.groups[g].slot_node[i]);
     }
     const uint32_t group = u.slots.front().first;
-    request.replicas.push_back({group, static_cast<int32_t>(u.slots.size())});
+    const int32_t h = v.groups[group].pods_per_replica;
+    request.replicas.push_back(
+        {group, static_cast<int32_t>(u.slots.size()),
+         SegmentOf(v, group, u.slots.front().second / h)});
     PlacerOptions options = Indexed();
     options.freed = &taken.rooms;
     options.avoid = &sources;
@@ -328,24 +332,43 @@ void Scheduler::LandMoves(absl::Time now) {
                      PlacementStrategy::kStrictSpread) {
       for (NodeId n : state.slot_node) lands = lands && n != to;
     }
-    // And a required topology domain: the node's label may have changed.
-    auto same_domain = [&](const PlacementSpec& place, uint32_t only) {
-      if (!place.required || place.topology_key.empty()) return true;
-      const absl::string_view value = node.Label(place.topology_key);
-      if (value.empty()) return false;
+    // And a required topology domain and the slot's segment's domain
+    // (docs/SCHEDULING.md, "Topologies"): the node's labels may have
+    // changed.
+    const PlacementSpec group_placement = EffectivePlacement(w->spec, spec);
+    const TopologyConstraint gang_topology =
+        ResolveTopology(w->spec.placement, topologies_);
+    const TopologyConstraint group_topology =
+        ResolveTopology(group_placement, topologies_, spec.segment_size,
+                        spec.segment_level, w->spec.placement.topology);
+    // Whether `to` is in the domain of `level` that every bound pod of the
+    // groups (all, or `only`) whose slot `in` keeps is in.
+    auto same_domain = [&](const TopologyConstraint& c, int32_t level,
+                           uint32_t only, auto in) {
+      if (level < 0 || !c.unknown.empty()) return c.unknown.empty();
+      const std::string path = PathOf(node, c.levels, level);
+      if (path.empty()) return false;
       for (uint32_t g = 0; g < w->groups.size(); ++g) {
         if (only != w->groups.size() && g != only) continue;
-        for (NodeId n : w->groups[g].slot_node) {
-          if (n.valid() && cluster_.node(n).Label(place.topology_key) != value)
+        const auto& slots = w->groups[g].slot_node;
+        for (size_t i = 0; i < slots.size(); ++i) {
+          if (slots[i].valid() && in(static_cast<int32_t>(i)) &&
+              !NodeInPath(cluster_.node(slots[i]), c.levels, level, path))
             return false;
         }
       }
       return true;
     };
-    lands = lands &&
-            same_domain(w->spec.placement,
-                        static_cast<uint32_t>(w->groups.size())) &&
-            same_domain(EffectivePlacement(w->spec, spec), k.group);
+    auto every = [](int32_t) { return true; };
+    const int32_t size = std::max(group_topology.segment_size, 1);
+    auto in_segment = [&](int32_t i) { return i / size == k.index / size; };
+    const uint32_t all = static_cast<uint32_t>(w->groups.size());
+    lands =
+        lands &&
+        same_domain(gang_topology, gang_topology.required, all, every) &&
+        same_domain(group_topology, group_topology.required, k.group, every) &&
+        same_domain(group_topology, group_topology.segment, k.group,
+                    in_segment);
     const Staying staying = lands ? StayingOn(to) : Staying{};
     lands =
         lands && (node.used + state.pod).FitsIn(node.allocatable) &&

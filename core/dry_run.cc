@@ -19,6 +19,11 @@
 namespace gangsched {
 
 absl::Status Scheduler::ApplyWhatIf(const WhatIf& what_if, absl::Time now) {
+  if (!what_if.topologies.empty()) {
+    // The config's errors name topologies[i]: here what_if.topologies[i].
+    if (absl::Status s = SetTopologies(what_if.topologies); !s.ok())
+      return absl::Status(s.code(), absl::StrCat("what_if.", s.message()));
+  }
   for (size_t i = 0; i < what_if.remove_nodes.size(); ++i) {
     NodeChangeAnswer removed = RemoveNodes({what_if.remove_nodes[i]}, now);
     if (!removed.not_found.empty()) {

@@ -131,8 +131,9 @@ Scheduler::PlannedRequest Scheduler::PlanElasticReplica(
           plan.slots.push_back(r * h + p);
       }
       plan.request = BaseRequest(w);
+      plan.request.growth = true;
       plan.request.replicas.push_back(
-          {g, static_cast<int32_t>(plan.slots.size())});
+          {g, static_cast<int32_t>(plan.slots.size()), SegmentOf(w, g, r)});
       return plan;
     }
   }
@@ -153,6 +154,7 @@ std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
     }
     // Unbound live pods are placed before any new replica.
     GangRequest request = BaseRequest(w);
+    request.growth = true;
     int32_t unbound_replicas = 0;
     for (int32_t r = 0; r < static_cast<int32_t>(state.replica_live.size());
          ++r) {
@@ -160,7 +162,7 @@ std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
       int32_t missing = 0;
       for (int32_t p = 0; p < h; ++p)
         missing += !state.slot_node[r * h + p].valid();
-      request.replicas.push_back({g, missing});
+      request.replicas.push_back({g, missing, SegmentOf(w, g, r)});
       ++unbound_replicas;
     }
     // Queue limits cap the growth too.
@@ -194,7 +196,10 @@ std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
         }
       }
     }
-    for (int32_t k = 0; k < room; ++k) request.replicas.push_back({g, h});
+    // New replicas take the first replica numbers past the live ones.
+    const int32_t next = static_cast<int32_t>(state.replica_live.size());
+    for (int32_t k = 0; k < room; ++k)
+      request.replicas.push_back({g, h, SegmentOf(w, g, next + k)});
     GangPlacement placement =
         TryPlaceGang(cluster_.nodes(), resources_, request, Indexed());
     int32_t placed = placement.replicas - unbound_replicas;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <forward_list>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -12,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "core/node_filter.h"
 #include "core/placement_strategy.h"
+#include "core/quantity.h"
 #include "core/small_id_map.h"
 #include "core/taints.h"
 
@@ -24,28 +27,45 @@ ResourceId KeyResource(const ResourceVector& pod) {
   return pod.Get(kGpu) > 0 || AsksGpuMemory(pod) ? kGpu : kCpu;
 }
 
-// A topology domain: nodes whose label `key` has `value`. With a topology
-// index membership is an integer compare (ids), else a label lookup.
-// Key and value are views of the request's and the nodes' (or the topology
-// index's) strings, which outlive a placement.
+// A topology domain: the nodes whose values of levels 0..level make `path`
+// (core/topology.h). With a topology index that keeps the level's key,
+// membership is an integer compare (ids), else a label lookup. Levels and
+// path are views of the request's and the nodes' (or the topology index's,
+// or the placement's own) strings, which outlive a placement.
 struct DomainFilter {
-  absl::string_view key;
-  absl::string_view value;
+  const std::vector<std::string>* levels;
+  int32_t level;
+  absl::string_view path;
   uint32_t key_id = TopologyIndex::kNoDomain;
   uint32_t domain_id = TopologyIndex::kNoDomain;
 };
 
-DomainFilter MakeFilter(const TopologyIndex* topology, absl::string_view key,
-                        absl::string_view value) {
-  DomainFilter filter{key, value};
-  if (topology != nullptr) {
-    if (std::optional<uint32_t> k = topology->FindKey(key)) {
+// The topology index's key of a level, if it keeps one.
+std::optional<uint32_t> LevelKeyId(const TopologyIndex* topology,
+                                   const std::vector<std::string>& levels,
+                                   int32_t level) {
+  if (topology == nullptr) return std::nullopt;
+  if (level == 0) return topology->FindKey(levels[0]);
+  return topology->FindKey(LevelKey(levels, level));
+}
+
+DomainFilter MakeFilter(const TopologyIndex* topology,
+                        const std::vector<std::string>& levels, int32_t level,
+                        absl::string_view path) {
+  DomainFilter filter{&levels, level, path};
+  if (std::optional<uint32_t> k = LevelKeyId(topology, levels, level)) {
+    const uint32_t d = topology->FindDomain(*k, path);
+    if (d != TopologyIndex::kNoDomain) {
       filter.key_id = *k;
-      filter.domain_id = topology->FindDomain(*k, value);
+      filter.domain_id = d;
     }
   }
   return filter;
 }
+
+// Holds the placer's own strings (paths joined from labels when no index
+// has them), stable while the placement runs; empty, it allocates nothing.
+using PathStore = std::forward_list<std::string>;
 
 // Why a node cannot take a pod; counted per reason without building a
 // string for every rejected node.
@@ -77,91 +97,207 @@ constexpr const char* kSmallDevices =
 // room reads as negative).
 using DeviceDelta = absl::InlinedVector<int32_t, 8>;
 
-// Values of a topology key (views of the nodes' or the topology index's
-// strings), in the order to try them. Zones and racks are few enough per
-// key that the usual case stays off the heap.
-using DomainList = absl::InlinedVector<absl::string_view, 8>;
-using DomainFree =
-    absl::InlinedVector<std::pair<int64_t, absl::string_view>, 8>;
+// A domain of one level and what it has free of one resource: `free`
+// orders the domains to try, `room` bounds what the domain can take (it is
+// never less than what its nodes can give a pod together).
+struct DomainRoom {
+  absl::string_view path;
+  int64_t free;
+  int64_t room;
+};
+// Zones and racks are few enough per level that the usual case stays off
+// the heap.
+using DomainRooms = absl::InlinedVector<DomainRoom, 8>;
 
-// Domain values by free amount: least first (bin-packing), most first
-// (spreading), then by name. `free` holds each value once.
-DomainList OrderDomains(DomainFree free, bool spread) {
-  std::sort(free.begin(), free.end(), [&](const auto& a, const auto& b) {
-    if (a.first != b.first)
-      return spread ? a.first > b.first : a.first < b.first;
-    return a.second < b.second;
-  });
-  DomainList out;
-  out.reserve(free.size());
-  for (const auto& [amount, domain] : free) out.push_back(domain);
-  return out;
-}
-
-// The values of label `key`, ordered by OrderDomains by the free `resource`
-// of their live nodes: allocatable, less usage (unless options.ignore_usage)
-// and reservations (when `reserved`, unless options.ignore_reserved), less
-// what `booked` holds per node id. From the topology index when there is
-// one, else from a scan of the nodes' labels.
-DomainList DomainsByFree(const NodeTable& nodes, const PlacerOptions& options,
-                         const std::string& key, ResourceId resource,
-                         bool spread, bool reserved,
-                         const SmallIdMap<ResourceVector>& booked) {
-  bool less_reserved =
+// The domains of `level`, each with the free `resource` of its live nodes:
+// allocatable, less usage (unless options.ignore_usage) and reservations
+// (when `reserved`, unless options.ignore_reserved), less what `booked`
+// holds per node id. From the topology index when it keeps the level, else
+// from a scan of the nodes' labels. Unordered.
+//
+// `room` leaves out the reservations (a node whose victims still run has
+// its room both used and reserved: it would count less than nothing) and
+// counts options.freed the way that can only add: the room victims free
+// when `booked` leaves it out (`freed_in_booked` false), the room others
+// take (a consolidation's) when `booked` holds it as a booking.
+DomainRooms DomainsAt(const NodeTable& nodes, const PlacerOptions& options,
+                      const std::vector<std::string>& levels, int32_t level,
+                      ResourceId resource, bool reserved,
+                      const SmallIdMap<ResourceVector>& booked,
+                      bool freed_in_booked, PathStore& store) {
+  const bool less_reserved =
       !options.ignore_usage && reserved && !options.ignore_reserved;
-  auto free_of = [&](const auto& n) {  // a Node or a domain's sums
+  auto base_of = [&](const auto& n) {  // a Node or a domain's sums
     int64_t amount = n.allocatable.Get(resource);
     if (!options.ignore_usage) amount -= n.used.Get(resource);
-    if (less_reserved) amount -= n.reserved.Get(resource);
     return amount;
   };
-  DomainFree free;
-  if (options.topology == nullptr) {
-    absl::flat_hash_map<absl::string_view, size_t> index;  // value -> free[i]
+  auto reserved_of = [&](const auto& n) {
+    return less_reserved ? n.reserved.Get(resource) : int64_t{0};
+  };
+  // What one entry of options.freed adds to `room`.
+  auto adds = [&](const FreedRoom& f) {
+    const int64_t amount = f.resources.Get(resource);
+    return freed_in_booked ? std::max<int64_t>(-amount, 0)
+                           : std::max<int64_t>(amount, 0);
+  };
+  DomainRooms out;
+  std::optional<uint32_t> key_id = LevelKeyId(options.topology, levels, level);
+  if (options.topology != nullptr && level == 0 && !key_id) return out;
+  if (!key_id) {
+    absl::flat_hash_map<absl::string_view, size_t> at;  // path -> out[i]
+    std::string joined;
+    auto domain_of = [&](const Node& node) -> absl::string_view {
+      if (level == 0) return node.Label(levels[0]);
+      joined = PathOf(node, levels, level);
+      return joined;
+    };
+    auto entry = [&](absl::string_view path) -> DomainRoom& {
+      if (auto it = at.find(path); it != at.end()) return out[it->second];
+      if (level > 0) path = store.emplace_front(path);
+      at.emplace(path, out.size());
+      return out.emplace_back(DomainRoom{path, 0, 0});
+    };
     for (uint32_t id = 0; id < nodes.size(); ++id) {
       const Node& node = nodes[id];
       if (!node.live) continue;
-      absl::string_view value = node.Label(key);
-      if (value.empty()) continue;
-      int64_t amount = free_of(node);
+      absl::string_view path = domain_of(node);
+      if (path.empty()) continue;
+      int64_t amount = base_of(node);
       if (const ResourceVector* held = booked.Find(id))
         amount -= held->Get(resource);
-      auto [it, added] = index.try_emplace(value, free.size());
-      if (added) free.emplace_back(0, value);
-      free[it->second].first += amount;
+      DomainRoom& d = entry(path);
+      d.free += amount - reserved_of(node);
+      d.room += amount;
     }
-    return OrderDomains(std::move(free), spread);
+    if (options.freed != nullptr) {
+      for (const FreedRoom& f : *options.freed) {
+        absl::string_view path = domain_of(nodes[f.node.value()]);
+        if (auto it = at.find(path); it != at.end())
+          out[it->second].room += adds(f);
+      }
+    }
+    return out;
   }
-  std::optional<uint32_t> key_id = options.topology->FindKey(key);
-  if (!key_id) return {};
   const auto& domains = options.topology->Domains(*key_id);
   absl::InlinedVector<int64_t, 16> held(domains.size(), 0);
   booked.ForEach([&](uint32_t id, const ResourceVector& amount) {
     uint32_t d = options.topology->DomainOf(*key_id, id);
     if (d != TopologyIndex::kNoDomain) held[d] += amount.Get(resource);
   });
-  free.reserve(domains.size());
+  absl::InlinedVector<int64_t, 16> given(
+      options.freed != nullptr ? domains.size() : 0, 0);
+  if (options.freed != nullptr) {
+    for (const FreedRoom& f : *options.freed) {
+      uint32_t d = options.topology->DomainOf(*key_id, f.node.value());
+      if (d != TopologyIndex::kNoDomain) given[d] += adds(f);
+    }
+  }
+  out.reserve(domains.size());
   for (uint32_t d = 0; d < domains.size(); ++d) {
     if (domains[d].nodes == 0) continue;
-    free.emplace_back(free_of(domains[d]) - held[d], domains[d].value);
+    const int64_t base = base_of(domains[d]) - held[d];
+    out.push_back({domains[d].value, base - reserved_of(domains[d]),
+                   base + (given.empty() ? 0 : given[d])});
   }
-  return OrderDomains(std::move(free), spread);
+  return out;
 }
 
-// One attempt of a whole request inside an optional topology domain.
+// Least free first (bin-packing: the fullest domain that fits), most free
+// first (spreading), then by path.
+void OrderDomains(DomainRooms& domains, bool spread) {
+  std::sort(domains.begin(), domains.end(),
+            [&](const DomainRoom& a, const DomainRoom& b) {
+              if (a.free != b.free)
+                return spread ? a.free > b.free : a.free < b.free;
+              return a.path < b.path;
+            });
+}
+
+// What `replicas` of the request need of `resource` at least, for telling
+// that a domain cannot hold them from its sums alone; 0 (tells nothing)
+// when a pod shares GPUs or asks GPU memory, whose room the sums do not
+// show.
+int64_t NeedOf(const GangRequest& request, size_t begin, size_t end,
+               ResourceId resource) {
+  int64_t need = 0;
+  for (size_t r = begin; r < end; ++r) {
+    const PlacementGroup& group = request.groups[request.replicas[r].group];
+    if (resource == kGpu && (SharesGpu(group.pod) || AsksGpuMemory(group.pod)))
+      return 0;
+    need += group.pod.Get(resource) * request.replicas[r].pods;
+  }
+  return need;
+}
+
+// The domains a search tried at the level it had to keep to, and why each
+// failed, for the pending message (docs/SCHEDULING.md, "Topologies").
+class Tried {
+ public:
+  static constexpr int kShown = 4;
+  void Add(absl::string_view label, absl::string_view path,
+           absl::string_view why) {
+    if (++count_ > kShown) return;
+    absl::StrAppend(&text_, text_.empty() ? "" : "; ", label, " ",
+                    ShowPath(path), ": ", why);
+  }
+  void AddShort(absl::string_view label, absl::string_view path, int64_t room,
+                int64_t need, const ResourceTable& resources,
+                ResourceId resource) {
+    if (count_ >= kShown) {
+      ++count_;
+      return;
+    }
+    const std::string& name = resources.Name(resource);
+    Add(label, path,
+        absl::StrCat(FormatQuantity(std::max<int64_t>(room, 0), ScaleFor(name)),
+                     " of ", FormatQuantity(need, ScaleFor(name)), " ", name,
+                     " free"));
+  }
+  bool empty() const { return count_ == 0; }
+  std::string Text() const {
+    if (count_ <= kShown) return text_;
+    return absl::StrCat(text_, "; and ", count_ - kShown, " more");
+  }
+
+ private:
+  int count_ = 0;
+  std::string text_;
+};
+
+// The constraint a placement spec resolves to with no config topologies:
+// its topology_key alone (requests built by hand; the Scheduler resolves
+// its own).
+const TopologyConstraint& ConstraintOf(
+    const TopologyConstraint& resolved, const PlacementSpec& spec,
+    std::forward_list<TopologyConstraint>& store) {
+  if (!resolved.empty() || spec.topology_key.empty()) return resolved;
+  return store.emplace_front(ResolveTopology(spec, {}));
+}
+
+// One attempt of a whole request inside an optional topology domain of the
+// gang's topology, filling the domains of `fill` (a finer level of it, -1:
+// none) most free first.
 class Attempt {
  public:
   Attempt(const NodeTable& nodes, const ResourceTable& resources,
           const GangRequest& request, const PlacerOptions& options,
-          std::optional<DomainFilter> domain)
+          const TopologyConstraint& gang_topology,
+          std::optional<DomainFilter> domain, int32_t fill)
       : nodes_(nodes),
         resources_(resources),
         request_(request),
         options_(options),
-        domain_(std::move(domain)) {
+        gang_topology_(gang_topology),
+        domain_(std::move(domain)),
+        gang_fill_(fill) {
     group_nodes_.resize(request.groups.size());
     group_domain_.resize(request.groups.size());
+    segment_domain_.resize(request.groups.size());
+    fills_.resize(request.groups.size());
+    fill_now_.resize(request.groups.size());
     filters_.resize(request.groups.size());
+    topologies_.resize(request.groups.size());
     for (size_t g = 0; g < request.groups.size(); ++g) {
       const PlacementGroup& group = request.groups[g];
       GroupFilter& f = filters_[g];
@@ -169,6 +305,8 @@ class Attempt {
       if (f.filter.affinity != nullptr)
         f.max_preferred = MaxPreferred(*f.filter.affinity);
       f.cost = CostOf(f.filter);
+      topologies_[g] =
+          &ConstraintOf(group.topology, group.placement, legacy_topologies_);
     }
     for (size_t g = 0; g < request.groups.size(); ++g) {
       for (NodeId n : request.groups[g].bound_nodes) {
@@ -205,8 +343,17 @@ class Attempt {
     // fit: reserve what a gang usually needs, not all of that.
     out->nodes.reserve(static_cast<size_t>(std::min<int64_t>(total_pods_, 64)));
     out->replicas = 0;
+    if (gang_fill_ >= 0) {
+      ResourceId key = kCpu;
+      for (const auto& group : request_.groups) {
+        if (KeyResource(group.pod) != kCpu) key = kGpu;
+      }
+      gang_fill_domains_ =
+          FillOf(gang_topology_.levels, gang_fill_, key,
+                 Within(gang_topology_.levels, gang_fill_, kNoGroup));
+    }
     // Replicas of one group are contiguous in a request; a group with a
-    // topology key places its run inside one domain at a time.
+    // topology places its run inside one domain at a time.
     for (size_t begin = 0; begin < request_.replicas.size();) {
       size_t end = begin;
       while (end < request_.replicas.size() &&
@@ -220,73 +367,270 @@ class Attempt {
   }
 
  private:
-  bool PlaceGroupRun(size_t begin, size_t end, GangPlacement* out) {
-    uint32_t g = request_.replicas[begin].group;
-    const PlacementSpec& placement = request_.groups[g].placement;
-    if (placement.topology_key.empty()) return PlaceReplicas(begin, end, out);
-    // Snapshot to roll back a failed domain.
-    auto extra = extra_;
-    auto devices = devices_;
-    auto booked_pods = booked_pods_;
-    auto group_nodes = group_nodes_[g];
-    auto left = left_;
-    int64_t placed = placed_pods_;
-    size_t pods = out->nodes.size();
-    int32_t replicas = out->replicas;
-    auto restore = [&] {
-      ++scores_epoch_;  // the bookings are rolled back
-      extra_ = extra;
-      devices_ = devices;
-      booked_pods_ = booked_pods;
-      group_nodes_[g] = group_nodes;
-      left_ = left;
-      placed_pods_ = placed;
-      out->nodes.resize(pods);
-      out->devices.resize(pods);
-      out->replicas = replicas;
+  static constexpr uint32_t kNoGroup = std::numeric_limits<uint32_t>::max();
+
+  // What an attempt booked, to roll back a domain that failed.
+  struct Snapshot {
+    SmallIdMap<ResourceVector> extra;
+    SmallIdMap<DeviceDelta> devices;
+    SmallIdMap<int64_t> booked_pods;
+    SmallIdMap<int> group_nodes;
+    absl::InlinedVector<int64_t, 4> left;
+    int64_t placed;
+    size_t pods;
+    int32_t replicas;
+  };
+  Snapshot Take(uint32_t g, const GangPlacement& out) const {
+    return {extra_, devices_,     booked_pods_,     group_nodes_[g],
+            left_,  placed_pods_, out.nodes.size(), out.replicas};
+  }
+  void Restore(const Snapshot& s, uint32_t g, GangPlacement* out) {
+    ++scores_epoch_;  // the bookings are rolled back
+    extra_ = s.extra;
+    devices_ = s.devices;
+    booked_pods_ = s.booked_pods;
+    group_nodes_[g] = s.group_nodes;
+    left_ = s.left;
+    placed_pods_ = s.placed;
+    out->nodes.resize(s.pods);
+    out->devices.resize(s.pods);
+    out->replicas = s.replicas;
+  }
+
+  // The path of the domain the gang (and group `g`, unless kNoGroup) keeps
+  // to now, when it is a domain of `levels`' topology no finer than
+  // `level`: the finer of the two; empty when none is.
+  absl::string_view Within(const std::vector<std::string>& levels,
+                           int32_t level, uint32_t g) const {
+    absl::string_view within;
+    auto consider = [&](const std::optional<DomainFilter>& d) {
+      if (!d || d->level > level) return;
+      if (!std::equal(levels.begin(), levels.begin() + d->level + 1,
+                      d->levels->begin(), d->levels->begin() + d->level + 1))
+        return;
+      if (d->path.size() > within.size()) within = d->path;
     };
-    std::string first_failure;
-    for (absl::string_view domain : GroupDomains(g)) {
-      group_domain_[g] =
-          MakeFilter(options_.topology, placement.topology_key, domain);
+    consider(domain_);
+    if (g != kNoGroup) consider(group_domain_[g]);
+    return within;
+  }
+
+  // The domains of `level` within `within`, most free `key` first: where
+  // pods that do not fit in one of them go, so that they take as few as
+  // can be (docs/SCHEDULING.md, "Topologies").
+  struct Fill {
+    // No initializers: kept in optionals (see KeptScores).
+    const std::vector<std::string>* levels;
+    int32_t level;
+    DomainRooms domains;
+    size_t next;
+  };
+  Fill FillOf(const std::vector<std::string>& levels, int32_t level,
+              ResourceId key, absl::string_view within) {
+    Fill fill;
+    fill.levels = &levels;
+    fill.level = level;
+    fill.next = 0;
+    for (const DomainRoom& d :
+         DomainsAt(nodes_, options_, levels, level, key, /*reserved=*/true,
+                   extra_, /*freed_in_booked=*/true, paths_)) {
+      if (PathWithin(d.path, within)) fill.domains.push_back(d);
+    }
+    OrderDomains(fill.domains, /*spread=*/true);
+    return fill;
+  }
+  void StartFill(uint32_t g, Fill fill) {
+    fills_[g] = std::move(fill);
+    fill_now_[g].reset();
+    AdvanceFill(g);
+  }
+  void StopFill(uint32_t g) {
+    fills_[g].reset();
+    fill_now_[g].reset();
+  }
+  // On to the next domain to fill, then to anywhere the other rules allow;
+  // false once there.
+  bool AdvanceFill(uint32_t g) {
+    std::optional<Fill>& fill = fills_[g];
+    if (fill && fill->next < fill->domains.size()) {
+      fill_now_[g] = MakeFilter(options_.topology, *fill->levels, fill->level,
+                                fill->domains[fill->next++].path);
       ++scores_epoch_;
-      if (PlaceReplicas(begin, end, out)) return true;
-      if (first_failure.empty()) {
-        first_failure = absl::StrCat(placement.topology_key, "=", domain, ": ",
-                                     out->message);
+      return true;
+    }
+    fill.reset();
+    if (!fill_now_[g]) return false;
+    fill_now_[g].reset();
+    ++scores_epoch_;
+    return true;
+  }
+
+  // A run of group g's replicas: in one domain of its required level, in
+  // as few of its preferred level as can be (docs/SCHEDULING.md,
+  // "Topologies"), trying the preferred level's domains first, then each
+  // coarser one's up to the required level.
+  bool PlaceGroupRun(size_t begin, size_t end, GangPlacement* out) {
+    const uint32_t g = request_.replicas[begin].group;
+    const PlacementGroup& group = request_.groups[g];
+    const TopologyConstraint& c = *topologies_[g];
+    if (!c.unknown.empty()) {
+      out->message = absl::StrCat("group ", group.name, ": ", c.unknown);
+      return false;
+    }
+    const bool segments = c.segment >= 0 && c.segment_size > 0;
+    if (c.required < 0 && c.preferred < 0) {
+      if (gang_fill_domains_ && !segments) StartFill(g, *gang_fill_domains_);
+      return PlaceSegments(begin, end, out);
+    }
+    const int32_t required = c.required;
+    const int32_t preferred = c.preferred >= 0 ? c.preferred : required;
+    absl::string_view bound;
+    if (required >= 0) {
+      for (NodeId n : group.bound_nodes) {
+        std::string path = PathOf(nodes_[n.value()], c.levels, required);
+        if (path.empty()) continue;
+        bound = paths_.emplace_front(std::move(path));
+        break;
       }
-      restore();
+    }
+    const ResourceId key = KeyResource(group.pod);
+    const int64_t need = NeedOf(request_, begin, end, key);
+    const Snapshot snapshot = Take(g, *out);
+    Tried tried;
+    bool any = false;  // a domain of the required level was seen
+    for (int32_t level = preferred; level >= std::max(required, 0); --level) {
+      const absl::string_view within =
+          bound.empty() ? Within(c.levels, level, kNoGroup) : bound;
+      DomainRooms domains =
+          DomainsAt(nodes_, options_, c.levels, level, key, /*reserved=*/true,
+                    extra_, /*freed_in_booked=*/true, paths_);
+      OrderDomains(domains, RulesOf(group.placement.strategy).spread);
+      const absl::string_view label = c.levels[static_cast<size_t>(level)];
+      for (const DomainRoom& d : domains) {
+        if (!PathWithin(d.path, within)) continue;
+        if (level == required) any = true;
+        if (need > 0 && d.room < need) {
+          if (level == required)
+            tried.AddShort(label, d.path, d.room, need, resources_, key);
+          continue;
+        }
+        group_domain_[g] =
+            MakeFilter(options_.topology, c.levels, level, d.path);
+        ++scores_epoch_;
+        if (level < preferred && !segments) {
+          StartFill(g, FillOf(c.levels, preferred, key, d.path));
+        } else {
+          StopFill(g);
+        }
+        if (PlaceSegments(begin, end, out)) return true;
+        if (level == required) tried.Add(label, d.path, out->message);
+        Restore(snapshot, g, out);
+      }
     }
     group_domain_[g].reset();
+    StopFill(g);
     ++scores_epoch_;
-    if (!placement.required && PlaceReplicas(begin, end, out)) return true;
-    if (placement.required) {
-      out->message = first_failure.empty()
-                         ? absl::StrCat("group ", request_.groups[g].name,
-                                        ": no node has the topology label ",
-                                        placement.topology_key)
-                         : absl::StrCat("group ", request_.groups[g].name,
-                                        ": no ", placement.topology_key,
-                                        " domain fits the group; first tried ",
-                                        first_failure);
+    if (required < 0) {
+      if (!segments) {
+        StartFill(g, FillOf(c.levels, preferred, key,
+                            Within(c.levels, preferred, kNoGroup)));
+      }
+      return PlaceSegments(begin, end, out);
     }
+    const absl::string_view label = c.levels[static_cast<size_t>(required)];
+    out->message =
+        any ? absl::StrCat("group ", group.name, ": no ", label,
+                           " domain fits the group; tried ", tried.Text())
+            : absl::StrCat("group ", group.name, ": no node has the topology ",
+                           "label ", label,
+                           bound.empty() ? "" : " in the group's domain");
     return false;
   }
 
-  // Domains for group `g`: where it already runs (when required), else every
-  // value of the key, least free key resource first (most, for SPREAD).
-  DomainList GroupDomains(uint32_t g) const {
+  // Replicas [begin, end) of one group, segment after segment when it has
+  // segments: each in one domain of the segment level, the fullest that
+  // fits first (or the one its bound pods are in).
+  bool PlaceSegments(size_t begin, size_t end, GangPlacement* out) {
+    const TopologyConstraint& c = *topologies_[request_.replicas[begin].group];
+    if (c.segment < 0 || c.segment_size <= 0)
+      return PlaceReplicas(begin, end, out);
+    for (size_t s = begin; s < end;) {
+      size_t e = s;
+      while (e < end &&
+             request_.replicas[e].segment == request_.replicas[s].segment) {
+        ++e;
+      }
+      if (!PlaceSegment(s, e, out)) return false;
+      s = e;
+    }
+    return true;
+  }
+
+  bool PlaceSegment(size_t begin, size_t end, GangPlacement* out) {
+    const uint32_t g = request_.replicas[begin].group;
     const PlacementGroup& group = request_.groups[g];
-    const std::string& key = group.placement.topology_key;
-    if (group.placement.required) {
-      for (NodeId n : group.bound_nodes) {
-        absl::string_view value = nodes_[n.value()].Label(key);
-        if (!value.empty()) return {value};
+    const TopologyConstraint& c = *topologies_[g];
+    const int32_t segment = request_.replicas[begin].segment;
+    absl::string_view within = Within(c.levels, c.segment, g);
+    bool bound = false;
+    for (const auto& [s, node] : group.segment_nodes) {
+      if (s != segment) continue;
+      std::string path = PathOf(nodes_[node.value()], c.levels, c.segment);
+      if (!path.empty()) within = paths_.emplace_front(std::move(path));
+      bound = true;
+      break;
+    }
+    const ResourceId key = KeyResource(group.pod);
+    const int64_t need = NeedOf(request_, begin, end, key);
+    // What the whole segment needs, every pod up to the group's max: a
+    // new segment starts where all of it fits, if any domain has room for
+    // it (growth places a segment a replica at a time); the minimum's pods
+    // then take a domain that holds them.
+    int64_t whole = need;
+    if (!bound && need > 0) {
+      const int64_t pods = std::min<int64_t>(
+          c.segment_size, std::max<int64_t>(group.max_pods, 0) -
+                              int64_t{segment} * c.segment_size);
+      whole = std::max(need, pods * group.pod.Get(key));
+    }
+    DomainRooms domains =
+        DomainsAt(nodes_, options_, c.levels, c.segment, key,
+                  /*reserved=*/true, extra_, /*freed_in_booked=*/true, paths_);
+    OrderDomains(domains, RulesOf(group.placement.strategy).spread);
+    const absl::string_view label = c.levels[static_cast<size_t>(c.segment)];
+    const Snapshot snapshot = Take(g, *out);
+    Tried tried;
+    const int passes = whole > need && !request_.growth ? 2 : 1;
+    for (int pass = 0; pass < passes; ++pass) {
+      const int64_t asks = pass == 0 ? whole : need;
+      for (const DomainRoom& d : domains) {
+        if (!PathWithin(d.path, within)) continue;
+        if (pass == 1 && d.room >= whole) continue;  // tried already
+        if (asks > 0 && d.room < asks) {
+          if (pass + 1 == passes)
+            tried.AddShort(label, d.path, d.room, asks, resources_, key);
+          continue;
+        }
+        segment_domain_[g] =
+            MakeFilter(options_.topology, c.levels, c.segment, d.path);
+        ++scores_epoch_;
+        const bool placed = PlaceReplicas(begin, end, out);
+        if (!placed) tried.Add(label, d.path, out->message);
+        segment_domain_[g].reset();
+        ++scores_epoch_;
+        if (placed) return true;
+        Restore(snapshot, g, out);
       }
     }
-    return DomainsByFree(nodes_, options_, key, KeyResource(group.pod),
-                         RulesOf(group.placement.strategy).spread,
-                         /*reserved=*/true, extra_);
+    int64_t pods = 0;
+    for (size_t r = begin; r < end; ++r) pods += request_.replicas[r].pods;
+    out->message = absl::StrCat(
+        "group ", group.name, ": segment ", segment, " (", pods,
+        " pods) fits in no ", label, " domain",
+        tried.empty() ? absl::StrCat(" (no node has the label",
+                                     within.empty() ? "" : " there", ")")
+                      : absl::StrCat("; tried ", tried.Text()));
+    return false;
   }
 
   // Replicas [begin, end) are all of one group.
@@ -310,6 +654,9 @@ class Attempt {
         } else {
           node = PickNode(replica.group, left_[replica.group]);
         }
+        // The domain being filled is full: the next one, then anywhere.
+        while (!node && AdvanceFill(replica.group))
+          node = PickNode(replica.group, left_[replica.group]);
         if (!node) {
           out->message = absl::StrCat(
               "placed ", placed_pods_, " of ", total_pods_,
@@ -454,7 +801,9 @@ class Attempt {
     if (domain.key_id != TopologyIndex::kNoDomain) {
       return options_.topology->DomainOf(domain.key_id, id) == domain.domain_id;
     }
-    return node.Label(domain.key) == domain.value;
+    if (domain.level == 0)
+      return node.Label((*domain.levels)[0]) == domain.path;
+    return NodeInPath(node, *domain.levels, domain.level, domain.path);
   }
 
   // Reason the node cannot take a pod of `group`, or empty when it can.
@@ -493,6 +842,14 @@ class Attempt {
     if (const auto& in_group = group_domain_[group_index];
         in_group && !InDomain(node, id, *in_group)) {
       return why("outside the group's topology domain");
+    }
+    if (const auto& in_segment = segment_domain_[group_index];
+        in_segment && !InDomain(node, id, *in_segment)) {
+      return why("outside the segment's topology domain");
+    }
+    if (const auto& filling = fill_now_[group_index];
+        filling && !InDomain(node, id, *filling)) {
+      return why("outside the topology domain being filled");
     }
     const auto& used_by_group = group_nodes_[group_index];
     const StrategyRules& rules = RulesOf(group.placement.strategy);
@@ -807,8 +1164,9 @@ class Attempt {
         return node;
       rejections_.clear();
       // Every node that can take the pod is in the index or booked by this
-      // attempt, so the scan below would only count the reasons.
-      if (!options_.reasons) return std::nullopt;
+      // attempt, so the scan below would only count the reasons (and a
+      // domain being filled fills the next one first).
+      if (!options_.reasons || fill_now_[group_index]) return std::nullopt;
     }
     std::optional<Score> best;
     for (uint32_t i = 0; i < nodes_.size(); ++i) {
@@ -823,7 +1181,20 @@ class Attempt {
   const ResourceTable& resources_;
   const GangRequest& request_;
   const PlacerOptions& options_;
+  const TopologyConstraint& gang_topology_;
   std::optional<DomainFilter> domain_;
+  const int32_t gang_fill_;
+  // The gang's fill (gang_fill_ >= 0), each group's start.
+  std::optional<Fill> gang_fill_domains_;
+  // Per group: its topology constraint (its own, or legacy_topologies_'s).
+  absl::InlinedVector<const TopologyConstraint*, 4> topologies_;
+  std::forward_list<TopologyConstraint> legacy_topologies_;
+  // Per group: the domains it fills, and the one it fills now.
+  absl::InlinedVector<std::optional<Fill>, 4> fills_;
+  absl::InlinedVector<std::optional<DomainFilter>, 4> fill_now_;
+  // Per group: the domain of the segment being placed.
+  absl::InlinedVector<std::optional<DomainFilter>, 4> segment_domain_;
+  PathStore paths_;
   // Per attempt scratch, sized for a gang of a few groups on a few nodes so
   // that the usual attempt allocates nothing (SmallIdMap).
   SmallIdMap<ResourceVector> extra_;  // node id -> booked by this attempt
@@ -879,27 +1250,6 @@ class Attempt {
   uint64_t scores_epoch_ = 0;
 };
 
-// Topology domains to try, in order: the one the gang already runs in
-// first, then by free capacity of the gang's key resource (least free first
-// for bin-packing, most free first for spreading).
-DomainList CandidateDomains(const NodeTable& nodes, const GangRequest& request,
-                            const PlacerOptions& options) {
-  const std::string& key = request.gang.topology_key;
-  for (NodeId n : request.gang_bound_nodes) {
-    absl::string_view value = nodes[n.value()].Label(key);
-    if (!value.empty() && request.gang.required) return {value};
-  }
-  ResourceId key_resource = kCpu;
-  for (const auto& group : request.groups) {
-    if (KeyResource(group.pod) != kCpu) key_resource = kGpu;
-  }
-  // Capacity left after running work (room held for PIPELINED gangs is
-  // not subtracted here).
-  return DomainsByFree(nodes, options, key, key_resource,
-                       RulesOf(request.gang.strategy).spread_gang_domains,
-                       /*reserved=*/false, {});
-}
-
 }  // namespace
 
 ResourceVector TotalOf(const GangRequest& request) {
@@ -928,43 +1278,80 @@ GangPlacement TryPlaceGang(const NodeTable& nodes,
                            const GangRequest& request,
                            const PlacerOptions& options) {
   GangPlacement out;
-  if (request.gang.topology_key.empty()) {
-    Attempt attempt(nodes, resources, request, options, std::nullopt);
-    out.result =
-        attempt.Run(&out) ? PlaceResult::kPlaced : PlaceResult::kRetryLater;
-    return out;
-  }
-  DomainList domains = CandidateDomains(nodes, request, options);
-  std::string first_failure;
-  for (absl::string_view domain : domains) {
-    Attempt attempt(
-        nodes, resources, request, options,
-        MakeFilter(options.topology, request.gang.topology_key, domain));
-    if (attempt.Run(&out)) {
-      out.result = PlaceResult::kPlaced;
-      return out;
-    }
-    if (first_failure.empty()) {
-      first_failure = absl::StrCat(request.gang.topology_key, "=", domain, ": ",
-                                   out.message);
-    }
-  }
-  if (!request.gang.required) {
-    Attempt attempt(nodes, resources, request, options, std::nullopt);
-    if (attempt.Run(&out)) {
-      out.result = PlaceResult::kPlaced;
-      return out;
-    }
+  std::forward_list<TopologyConstraint> legacy;
+  const TopologyConstraint& c =
+      ConstraintOf(request.topology, request.gang, legacy);
+  auto run = [&](std::optional<DomainFilter> domain, int32_t fill) {
+    Attempt attempt(nodes, resources, request, options, c, std::move(domain),
+                    fill);
+    return attempt.Run(&out);
+  };
+  if (!c.unknown.empty()) {
     out.result = PlaceResult::kRetryLater;
+    out.message = c.unknown;
     return out;
+  }
+  if (c.required < 0 && c.preferred < 0) {
+    out.result =
+        run(std::nullopt, -1) ? PlaceResult::kPlaced : PlaceResult::kRetryLater;
+    return out;
+  }
+  // The preferred level's domains first, then each coarser level's up to
+  // the required one (docs/SCHEDULING.md, "Topologies"); where the gang
+  // runs already, within its domain of the required level.
+  const int32_t required = c.required;
+  const int32_t preferred = c.preferred >= 0 ? c.preferred : required;
+  std::string bound;
+  if (required >= 0) {
+    for (NodeId n : request.gang_bound_nodes) {
+      bound = PathOf(nodes[n.value()], c.levels, required);
+      if (!bound.empty()) break;
+    }
+  }
+  ResourceId key = kCpu;
+  for (const auto& group : request.groups) {
+    if (KeyResource(group.pod) != kCpu) key = kGpu;
+  }
+  const int64_t need = NeedOf(request, 0, request.replicas.size(), key);
+  PathStore paths;
+  Tried tried;
+  bool any = false;  // a domain of the required level was seen
+  for (int32_t level = preferred; level >= std::max(required, 0); --level) {
+    // Capacity left after running work (room held for PIPELINED gangs is
+    // not subtracted here), least free first for bin-packing, most free
+    // first for spreading; what victims free bounds what a domain takes.
+    DomainRooms domains =
+        DomainsAt(nodes, options, c.levels, level, key, /*reserved=*/false, {},
+                  /*freed_in_booked=*/false, paths);
+    OrderDomains(domains, RulesOf(request.gang.strategy).spread_gang_domains);
+    const absl::string_view label = c.levels[static_cast<size_t>(level)];
+    for (const DomainRoom& d : domains) {
+      if (!PathWithin(d.path, bound)) continue;
+      if (level == required) any = true;
+      if (need > 0 && d.room < need) {
+        if (level == required)
+          tried.AddShort(label, d.path, d.room, need, resources, key);
+        continue;
+      }
+      if (run(MakeFilter(options.topology, c.levels, level, d.path),
+              level < preferred ? preferred : -1)) {
+        out.result = PlaceResult::kPlaced;
+        return out;
+      }
+      if (level == required) tried.Add(label, d.path, out.message);
+    }
   }
   out.result = PlaceResult::kRetryLater;
+  if (required < 0) {
+    if (run(std::nullopt, preferred)) out.result = PlaceResult::kPlaced;
+    return out;
+  }
+  const absl::string_view label = c.levels[static_cast<size_t>(required)];
   out.message =
-      domains.empty()
-          ? absl::StrCat("no node has the topology label ",
-                         request.gang.topology_key)
-          : absl::StrCat("no ", request.gang.topology_key,
-                         " domain fits the gang; first tried ", first_failure);
+      any ? absl::StrCat("no ", label, " domain fits the gang; tried ",
+                         tried.Text())
+          : absl::StrCat("no node has the topology label ", label,
+                         bound.empty() ? "" : " in the gang's domain");
   return out;
 }
 

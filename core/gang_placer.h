@@ -18,6 +18,7 @@
 #include "core/node_index.h"
 #include "core/resources.h"
 #include "core/spec.h"
+#include "core/topology.h"
 #include "core/topology_index.h"
 
 namespace gangsched {
@@ -28,6 +29,15 @@ struct PlacementGroup {
   // filters"); each null when the group has none.
   NodeFilter filter;
   PlacementSpec placement;  // effective (group's, else the workload's)
+  // The group's own topology and segments resolved (docs/SCHEDULING.md,
+  // "Topologies"); empty: placement.topology_key alone, if any.
+  TopologyConstraint topology;
+  // (segment, a node one of its pods is bound to), for the segments that
+  // have bound pods: their domain is fixed.
+  std::vector<std::pair<int32_t, NodeId>> segment_nodes;
+  // The most pods the group may have (its max_count): how many pods a
+  // segment has in the end, for choosing its domain (GangRequest::growth).
+  int32_t max_pods = 0;
   std::string name;
   // Nodes the group's already-bound pods sit on (one entry per pod), for
   // the rules that read them (Scheduler::BaseRequest leaves it empty for
@@ -39,6 +49,9 @@ struct PlacementGroup {
 struct PlacementReplica {
   uint32_t group = 0;
   int32_t pods = 1;
+  // The group's segment its pods belong to (topology.segment_size), when
+  // it has segments; a segment's replicas are contiguous.
+  int32_t segment = 0;
 };
 
 // Requests are built and placed per attempt, on the dry-run caller's thread
@@ -48,8 +61,15 @@ struct GangRequest {
   absl::InlinedVector<PlacementGroup, 2> groups;
   absl::InlinedVector<PlacementReplica, 8> replicas;  // in placement order
   PlacementSpec gang;                                 // gang-wide topology
+  // gang.topology (or its required levels) resolved; empty: its
+  // topology_key alone, if any.
+  TopologyConstraint topology;
   // Nodes where the workload already has pods (keeps a required topology).
   std::vector<NodeId> gang_bound_nodes;
+  // Elastic growth past the gang minimum: a new segment starts only in a
+  // domain with room for all of it (docs/SCHEDULING.md, "Topologies"); the
+  // minimum's pods prefer such a domain but take one that holds them.
+  bool growth = false;
 };
 
 enum class PlaceResult { kPlaced, kRetryLater, kNeverFits };

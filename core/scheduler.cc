@@ -4,10 +4,12 @@
 #include <map>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "core/node_filter.h"
 #include "core/placement_strategy.h"
+#include "core/topology.h"
 
 namespace gangsched {
 namespace {
@@ -82,6 +84,14 @@ absl::Status Scheduler::CheckClassRemoval(
           "class"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::SetTopologies(std::vector<Topology> topologies) {
+  if (absl::Status s = CheckTopologies(topologies); !s.ok()) return s;
+  if (topologies == topologies_) return absl::OkStatus();
+  cluster_.SetTopologyPaths(IndexedPaths(topologies));
+  topologies_ = std::move(topologies);
   return absl::OkStatus();
 }
 
@@ -632,6 +642,7 @@ std::vector<std::string> Scheduler::TakeWarnings() {
 GangRequest Scheduler::BaseRequest(const Workload& w) const {
   GangRequest request;
   request.gang = w.spec.placement;
+  request.topology = ResolveTopology(w.spec.placement, topologies_);
   request.groups.reserve(w.groups.size());
   for (uint32_t g = 0; g < w.groups.size(); ++g) {
     const GroupSpec& gs = w.spec.groups[g];
@@ -639,27 +650,35 @@ GangRequest Scheduler::BaseRequest(const Workload& w) const {
     pg.pod = w.groups[g].pod;
     pg.filter = FilterOf(gs);
     // Topology is either the gang's (the whole gang in one domain) or the
-    // group's own.
+    // group's own, with the group's segments.
     pg.placement = EffectivePlacement(w.spec, gs);
+    pg.topology = ResolveTopology(pg.placement, topologies_, gs.segment_size,
+                                  gs.segment_level, w.spec.placement.topology);
     pg.name = gs.name;
+    pg.max_pods = gs.max_count;
     // Where the pods already run matters only to rules that read it: a
-    // required topology (the gang's or the group's), and strategies that
-    // rank or refuse nodes by the group's pods there. BINPACK reads
-    // neither, so a large elastic group does not copy its nodes for every
-    // replica it grows by (docs/SCHEDULING.md, "Elastic growth and
-    // shrink").
+    // required topology (the gang's or the group's), segments, and
+    // strategies that rank or refuse nodes by the group's pods there.
+    // BINPACK reads neither, so a large elastic group does not copy its
+    // nodes for every replica it grows by (docs/SCHEDULING.md, "Elastic
+    // growth and shrink").
     const StrategyRules& rules = RulesOf(pg.placement.strategy);
     const bool group_reads =
         rules.group_nodes != StrategyRules::GroupNodes::kIgnore ||
-        rules.one_pod_per_node || rules.one_node ||
-        (pg.placement.required && !pg.placement.topology_key.empty());
-    const bool gang_reads =
-        w.spec.placement.required && !w.spec.placement.topology_key.empty();
-    if (group_reads || gang_reads) {
-      for (NodeId n : w.groups[g].slot_node) {
+        rules.one_pod_per_node || rules.one_node || pg.topology.required >= 0;
+    const bool gang_reads = request.topology.required >= 0;
+    const int32_t segment = pg.topology.segment_size;
+    if (group_reads || gang_reads || segment > 0) {
+      const auto& slots = w.groups[g].slot_node;
+      for (size_t i = 0; i < slots.size(); ++i) {
+        const NodeId n = slots[i];
         if (!n.valid()) continue;
         if (group_reads) pg.bound_nodes.push_back(n);
         if (gang_reads) request.gang_bound_nodes.push_back(n);
+        const int32_t s = static_cast<int32_t>(i) / std::max(segment, 1);
+        if (segment > 0 &&
+            (pg.segment_nodes.empty() || pg.segment_nodes.back().first != s))
+          pg.segment_nodes.emplace_back(s, n);
       }
     }
     request.groups.push_back(std::move(pg));
@@ -707,12 +726,17 @@ Scheduler::PlannedRequest Scheduler::PlanGangMinimum(const Workload& w) const {
           if (!state.slot_node[r * h + p].valid())
             plan.slots.push_back(r * h + p);
         }
-        plan.request.replicas.push_back({g, unbound});
+        plan.request.replicas.push_back({g, unbound, SegmentOf(w, g, r)});
         --need;
       }
     }
   }
   return plan;
+}
+
+int32_t Scheduler::SegmentOf(const Workload& w, uint32_t g, int32_t replica) {
+  const int32_t size = w.spec.groups[g].segment_size;
+  return size > 0 ? replica * w.groups[g].pods_per_replica / size : 0;
 }
 
 ResourceVector Scheduler::MinimumNeed(const Workload& w) const {

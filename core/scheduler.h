@@ -261,8 +261,11 @@ struct WhatIf {
   std::vector<std::string> remove_nodes;
   std::vector<NodeSpec> upsert_nodes;  // added, or replacing a node's spec
   std::vector<QueueSpec> queues;       // upserted, parents first
+  // The config's topologies replaced by these; empty: kept.
+  std::vector<Topology> topologies;
   bool empty() const {
-    return remove_nodes.empty() && upsert_nodes.empty() && queues.empty();
+    return remove_nodes.empty() && upsert_nodes.empty() && queues.empty() &&
+           topologies.empty();
   }
 };
 
@@ -314,6 +317,13 @@ class Scheduler {
   const std::vector<PriorityClass>& priority_classes() const {
     return priority_classes_;
   }
+  // Topologies (docs/SCHEDULING.md, "Topologies"): named lists of node
+  // labels, coarsest level first, that placements name. A name is set once,
+  // with at least one level and no label twice; on an error nothing
+  // changes. Workloads naming one that is gone wait (their pending reason
+  // says so) until it is back.
+  absl::Status SetTopologies(std::vector<Topology> topologies);
+  const std::vector<Topology>& topologies() const { return topologies_; }
   const std::string& default_priority_class() const { return default_class_; }
 
   // The admin's calls: refused (FAILED_PRECONDITION) for a queue the
@@ -680,6 +690,8 @@ class Scheduler {
   void SettleUnsettled(absl::Time now);
   void ClearNominations(Workload& w);
   GangRequest BaseRequest(const Workload& w) const;
+  // The segment (docs/SCHEDULING.md, "Topologies") of group g's replica.
+  static int32_t SegmentOf(const Workload& w, uint32_t g, int32_t replica);
   // The gang-minimum request of `w` (pods needed to reach min), or one
   // elastic replica. Empty request: nothing to do.
   PlannedRequest PlanGangMinimum(const Workload& w) const;
@@ -984,6 +996,7 @@ class Scheduler {
   SchedulerOptions options_;
   ResourceTable resources_;
   std::vector<PriorityClass> priority_classes_;
+  std::vector<Topology> topologies_;
   std::string default_class_;
 
   ClusterState cluster_;  // the nodes and their indexes

@@ -24,6 +24,17 @@ void Put(std::string& key, absl::string_view s) {
 void Put(std::string& key, const PlacementSpec& p) {
   Put(key, static_cast<int64_t>(p.strategy) * 2 + p.required);
   Put(key, p.topology_key);
+  Put(key, p.topology);
+  Put(key, p.required_level);
+  Put(key, p.preferred_level);
+}
+
+// A group's segments (docs/SCHEDULING.md, "Topologies"): their size and
+// level, as the spec says them or as resolved (a level the config lacks
+// resolves to none, which only makes two keys of one shape differ).
+void PutSegments(std::string& key, int32_t size, absl::string_view level) {
+  Put(key, size);
+  Put(key, level);
 }
 
 // One run of a shape key: `count` replicas of group `group`, `pods` pods
@@ -107,6 +118,11 @@ std::string ShapeKey(const GangRequest& request) {
     const PlacementGroup& g = request.groups[replica.group];
     PutRun(key, replica.group, replica.pods, static_cast<int64_t>(end - i),
            g.pod, g.placement, g.filter);
+    const TopologyConstraint& t = g.topology;
+    PutSegments(key, t.segment >= 0 ? t.segment_size : 0,
+                t.segment >= 0 ? absl::string_view(
+                                     t.levels[static_cast<size_t>(t.segment)])
+                               : absl::string_view());
   }
   return key;
 }
@@ -132,6 +148,10 @@ UnboundShape UnboundShapeOf(const Workload& w) {
     const GroupSpec& gs = w.spec.groups[g];
     PutRun(shape.key, g, w.groups[g].pods_per_replica, runs[i], w.groups[g].pod,
            EffectivePlacement(w.spec, gs), FilterOf(gs));
+    const bool segments = gs.segment_size > 0 && !gs.segment_level.empty();
+    PutSegments(
+        shape.key, segments ? gs.segment_size : 0,
+        segments ? absl::string_view(gs.segment_level) : absl::string_view());
   }
   return shape;
 }
@@ -143,9 +163,14 @@ UnboundShape UnboundShapeOf(const Workload& w) {
 // the other.
 bool PinnedByBoundPods(const GangRequest& request) {
   if (request.gang.required && !request.gang.topology_key.empty()) return true;
+  if (request.topology.required >= 0) return true;
   for (const auto& replica : request.replicas) {
-    const PlacementSpec& p = request.groups[replica.group].placement;
+    const PlacementGroup& group = request.groups[replica.group];
+    const PlacementSpec& p = group.placement;
     if (p.required && !p.topology_key.empty()) return true;
+    // Segments keep a bound segment's pods in its domain.
+    if (group.topology.required >= 0 || group.topology.segment_size > 0)
+      return true;
     if (p.strategy == PlacementStrategy::kStrictPack ||
         p.strategy == PlacementStrategy::kStrictSpread) {
       return true;

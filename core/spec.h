@@ -92,10 +92,25 @@ struct NodeAffinity {
   bool operator==(const NodeAffinity&) const = default;
 };
 
+// A named ordered list of node labels, from the coarsest level to the
+// finest (docs/SCHEDULING.md, "Topologies"): e.g. zone, rack, hostname.
+struct Topology {
+  std::string name;
+  std::vector<std::string> levels;
+  bool operator==(const Topology&) const = default;
+};
+
 struct PlacementSpec {
   PlacementStrategy strategy = PlacementStrategy::kBinpack;
+  // One label: all pods in one of its values (`required`) or preferably so.
   std::string topology_key;
   bool required = false;
+  // Or a topology of the config by name, with levels (labels of it): all
+  // pods in one domain of `required_level`, in as few domains of
+  // `preferred_level` as can be (docs/SCHEDULING.md, "Topologies").
+  std::string topology;
+  std::string required_level;
+  std::string preferred_level;
   bool operator==(const PlacementSpec&) const = default;
 };
 
@@ -117,6 +132,11 @@ struct GroupSpec {
   double gpu_fraction = 0;
   std::vector<Toleration> tolerations;
   NodeAffinity node_affinity;
+  // Every `segment_size` consecutive pods (a multiple of pods_per_replica)
+  // in one domain of `segment_level`, a level of the group's topology, else
+  // of the workload's (docs/SCHEDULING.md, "Topologies"). 0: no segments.
+  int32_t segment_size = 0;
+  std::string segment_level;
   bool operator==(const GroupSpec&) const = default;
 };
 
@@ -131,7 +151,8 @@ struct WorkloadSpec {
 };
 
 // Where a group's pods go: its own placement, else the workload's strategy
-// (a workload's topology key applies to the whole gang, not to each group).
+// (a workload's topology applies to the whole gang, not to each group; a
+// group's segments read the workload's topology when the group names none).
 inline PlacementSpec EffectivePlacement(const WorkloadSpec& workload,
                                         const GroupSpec& group) {
   if (group.placement) return *group.placement;

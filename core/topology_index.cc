@@ -1,5 +1,7 @@
 #include "core/topology_index.h"
 
+#include "core/topology.h"
+
 namespace gangsched {
 
 void TopologyIndex::Add(const Member& m, int sign) {
@@ -33,25 +35,34 @@ void TopologyIndex::SetNode(const Node& node, uint32_t id) {
   if (!node.live) return;
   while (members_.size() <= id) members_.EmplaceBack();
   Member m;
-  for (const auto& [label, value] : node.labels) {
-    auto [kit, new_key] =
-        key_ids_.try_emplace(label, static_cast<uint32_t>(keys_.size()));
-    if (new_key) keys_.emplace_back();
-    Key& key = keys_[kit->second];
-    auto [dit, new_domain] = key.domain_ids.Mut()->try_emplace(
-        value, static_cast<uint32_t>(key.domains.size()));
-    if (new_domain) key.domains.EmplaceBack().value = std::string(value);
-    std::vector<uint32_t>& node_domain = *key.node_domain.Mut();
-    if (node_domain.size() <= id) node_domain.resize(id + 1, kNoDomain);
-    node_domain[id] = dit->second;
-    ++key.domains.Mut(dit->second).nodes;
-    m.domains.emplace_back(kit->second, dit->second);
+  for (const auto& [label, value] : node.labels) Join(label, value, id, m);
+  for (const std::vector<std::string>& path : paths_) {
+    std::string value =
+        PathOf(node, path, static_cast<int32_t>(path.size()) - 1);
+    if (!value.empty())
+      Join(LevelKey(path, static_cast<int32_t>(path.size()) - 1), value, id, m);
   }
   m.allocatable = node.allocatable;
   m.used = node.used;
   m.reserved = node.reserved;
   Add(m, +1);
   members_.Mut(id) = std::move(m);
+}
+
+void TopologyIndex::Join(absl::string_view label, absl::string_view value,
+                         uint32_t id, Member& m) {
+  auto [kit, new_key] =
+      key_ids_.try_emplace(label, static_cast<uint32_t>(keys_.size()));
+  if (new_key) keys_.emplace_back();
+  Key& key = keys_[kit->second];
+  auto [dit, new_domain] = key.domain_ids.Mut()->try_emplace(
+      value, static_cast<uint32_t>(key.domains.size()));
+  if (new_domain) key.domains.EmplaceBack().value = std::string(value);
+  std::vector<uint32_t>& node_domain = *key.node_domain.Mut();
+  if (node_domain.size() <= id) node_domain.resize(id + 1, kNoDomain);
+  node_domain[id] = dit->second;
+  ++key.domains.Mut(dit->second).nodes;
+  m.domains.emplace_back(kit->second, dit->second);
 }
 
 void TopologyIndex::Touch(const Node& node, uint32_t id) {
@@ -83,6 +94,7 @@ uint32_t TopologyIndex::FindDomain(uint32_t key,
 
 bool TopologyIndex::Matches(const NodeTable& nodes) const {
   TopologyIndex fresh;
+  fresh.paths_ = paths_;
   for (uint32_t i = 0; i < nodes.size(); ++i) fresh.SetNode(nodes[i], i);
   for (const auto& [name, fresh_key] : fresh.key_ids_) {
     std::optional<uint32_t> key = FindKey(name);

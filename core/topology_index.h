@@ -35,6 +35,15 @@ class TopologyIndex {
 
   // After a node's labels changed (or it appeared).
   void SetNode(const Node& node, uint32_t id);
+  // Label paths (docs/SCHEDULING.md, "Topologies") to keep domains for
+  // besides single labels: a node with every label of a path is in the
+  // domain of its values joined, under the key of the labels joined (see
+  // core/topology.h). Takes effect for nodes set from now on: the owner
+  // sets every node again after a change.
+  void SetPaths(std::vector<std::vector<std::string>> paths) {
+    paths_ = std::move(paths);
+  }
+  const std::vector<std::vector<std::string>>& paths() const { return paths_; }
   // After its usage or reservations changed; labels as at SetNode.
   void Touch(const Node& node, uint32_t id);
   void Remove(uint32_t id);
@@ -74,10 +83,14 @@ class TopologyIndex {
     ResourceVector reserved;
   };
   void Add(const Member& m, int sign);
+  // The domain of `value` under the key named `label`, the node counted in.
+  void Join(absl::string_view label, absl::string_view value, uint32_t id,
+            Member& m);
 
   absl::flat_hash_map<std::string, uint32_t> key_ids_;
   std::vector<Key> keys_;
   CowTable<std::optional<Member>> members_;  // by node id
+  std::vector<std::vector<std::string>> paths_;
 };
 
 }  // namespace gangsched

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/topology.h"
 #include "server/convert.h"
 #include "yaml-cpp/yaml.h"
 
@@ -229,6 +230,37 @@ absl::StatusOr<v1::Queue> QueueFromYaml(const YAML::Node& node,
 
 // A class entry, as strictly as a queue's: a typo (`preemtible`) or a value
 // that is not a whole number must not turn into a silent default.
+// One entry of `topologies:` (docs/SCHEDULING.md, "Topologies"):
+// {name, levels: [label, ...]}, coarsest level first.
+absl::StatusOr<Topology> TopologyFromYaml(const YAML::Node& node,
+                                          const std::string& field) {
+  if (!node.IsMap()) return Bad(field, "must be a mapping");
+  Topology t;
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    const YAML::Node& v = kv.second;
+    if (key == "name") {
+      t.name = v.as<std::string>();
+    } else if (key == "levels") {
+      if (!v.IsSequence())
+        return Bad(absl::StrCat(field, ".levels"), "must be a list");
+      for (size_t i = 0; i < v.size(); ++i) {
+        std::string label = v[i].as<std::string>();
+        if (!IsResourceName(label)) {
+          return Bad(absl::StrCat(field, ".levels[", i, "]"),
+                     absl::StrCat("\"", label, "\" is not a label key"));
+        }
+        t.levels.push_back(std::move(label));
+      }
+    } else {
+      return Bad(absl::StrCat(field, ".", key), "unknown key");
+    }
+  }
+  if (auto s = CheckName(t.name, absl::StrCat(field, ".name")); !s.ok())
+    return Bad(field, s.message());
+  return t;
+}
+
 absl::StatusOr<PriorityClass> PriorityClassFromYaml(const YAML::Node& node,
                                                     const std::string& field) {
   if (!node.IsMap()) return Bad(field, "must be a mapping");
@@ -326,6 +358,17 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
           if (!pc.ok()) return pc.status();
           config.priority_classes.push_back(*std::move(pc));
         }
+      } else if (key == "topologies") {
+        if (!value.IsSequence()) return Bad("topologies", "must be a list");
+        for (size_t i = 0; i < value.size(); ++i) {
+          auto t =
+              TopologyFromYaml(value[i], absl::StrCat("topologies[", i, "]"));
+          if (!t.ok()) return t.status();
+          config.topologies.push_back(*std::move(t));
+        }
+        if (absl::Status s = CheckTopologies(config.topologies); !s.ok())
+          return absl::InvalidArgumentError(
+              absl::StrCat("config: ", s.message()));
       } else if (key == "default_priority_class") {
         config.default_priority_class = value.as<std::string>();
       } else if (key == "queues") {

@@ -18,6 +18,8 @@ struct Config {
   std::string default_priority_class = std::string(kDefaultPriorityClass);
   std::vector<QueueSpec> queues;  // parents before children
   std::vector<NodeSpec> nodes;
+  // `topologies:` (docs/SCHEDULING.md, "Topologies").
+  std::vector<Topology> topologies;
   // `time_based_fair_share:` (docs/SCHEDULING.md, "Time-based fair share").
   UsageOptions usage;
   // `consolidation:` (docs/SCHEDULING.md, "Consolidation").

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
@@ -68,10 +69,41 @@ absl::StatusOr<PlacementSpec> ParsePlacement(const v1::Placement& in,
     return Invalid(absl::StrCat(field, ".topology_key"), "not a label key");
   }
   if (in.required() && in.topology_key().empty()) {
-    return Invalid(absl::StrCat(field, ".required"), "needs a topology_key");
+    return Invalid(absl::StrCat(field, ".required"),
+                   in.topology().empty()
+                       ? "needs a topology_key"
+                       : "needs a topology_key (a topology takes "
+                         "required_level)");
   }
   out.topology_key = in.topology_key();
   out.required = in.required();
+  // A topology of the config and its levels (docs/SCHEDULING.md,
+  // "Topologies"); whether the config has them is the scheduler's to say
+  // (a workload may name one before the config lists it: it waits).
+  if (!in.topology().empty()) {
+    if (auto s = CheckName(in.topology(), absl::StrCat(field, ".topology"));
+        !s.ok())
+      return s;
+    if (!in.topology_key().empty()) {
+      return Invalid(absl::StrCat(field, ".topology"),
+                     "either a topology or a topology_key, not both");
+    }
+  }
+  for (const auto& [name, level] :
+       {std::pair<const char*, const std::string*>{"required_level",
+                                                   &in.required_level()},
+        {"preferred_level", &in.preferred_level()}}) {
+    if (level->empty()) continue;
+    if (in.topology().empty()) {
+      return Invalid(absl::StrCat(field, ".", name), "needs a topology");
+    }
+    if (!IsResourceName(*level)) {
+      return Invalid(absl::StrCat(field, ".", name), "not a label key");
+    }
+  }
+  out.topology = in.topology();
+  out.required_level = in.required_level();
+  out.preferred_level = in.preferred_level();
   return out;
 }
 
@@ -95,6 +127,9 @@ void ToProto(const PlacementSpec& in, v1::Placement* out) {
   out->set_strategy(ToProto(in.strategy));
   out->set_topology_key(in.topology_key);
   out->set_required(in.required);
+  out->set_topology(in.topology);
+  out->set_required_level(in.required_level);
+  out->set_preferred_level(in.preferred_level);
 }
 
 void NamedToProto(const NamedResources& in,
@@ -254,6 +289,46 @@ absl::Status ParseGroupGpuMemory(const v1::GroupSpec& in, GroupSpec& group) {
 
 }  // namespace
 
+namespace {
+
+// A group's segments (docs/SCHEDULING.md, "Topologies").
+absl::Status ParseSegments(
+    const v1::GroupSpec& in, const PlacementSpec& workload, GroupSpec& group,
+    const std::function<std::string(absl::string_view)>& at) {
+  if (in.segment_size() < 0)
+    return Invalid(at(".segment_size"), "must be >= 0");
+  if (in.segment_size() == 0) {
+    if (!in.segment_level().empty())
+      return Invalid(at(".segment_level"), "needs a segment_size");
+    return absl::OkStatus();
+  }
+  if (in.segment_level().empty())
+    return Invalid(at(".segment_level"), "a segment_size needs a level");
+  if (!IsResourceName(in.segment_level()))
+    return Invalid(at(".segment_level"), "not a label key");
+  if (in.segment_size() % group.pods_per_replica != 0) {
+    return Invalid(
+        at(".segment_size"),
+        absl::StrCat("segment_size ", in.segment_size(),
+                     " is not a multiple of pods_per_replica ",
+                     group.pods_per_replica, " (a replica is never split)"));
+  }
+  const bool own = group.placement && !group.placement->topology.empty();
+  if (!own && workload.topology.empty()) {
+    return Invalid(at(".segment_level"),
+                   "needs a topology, the group's or the workload's");
+  }
+  if (group.placement && !group.placement->topology_key.empty()) {
+    return Invalid(at(".segment_level"),
+                   "segments take a topology, not a topology_key");
+  }
+  group.segment_size = in.segment_size();
+  group.segment_level = in.segment_level();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in,
                                                Checks checks) {
   WorkloadSpec out;
@@ -363,6 +438,7 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in,
       if (!affinity.ok()) return affinity.status();
       group.node_affinity = *std::move(affinity);
     }
+    if (auto s = ParseSegments(g, out.placement, group, at); !s.ok()) return s;
     gang_minimum += group.min_count;
     out.groups.push_back(std::move(group));
   }
@@ -469,6 +545,10 @@ absl::StatusOr<WhatIf> ParseWhatIf(const v1::WhatIf& in) {
         !s.ok())
       return s;
     out.queues.push_back(*std::move(queue));
+  }
+  for (int i = 0; i < in.topologies_size(); ++i) {
+    out.topologies.push_back(
+        FromProto(in.topologies(i)));  // checked as the scheduler sets them
   }
   return out;
 }
@@ -1162,6 +1242,8 @@ void ToProto(const WorkloadSpec& in, v1::WorkloadSpec* out) {
     TolerationsToProto(g.tolerations, group->mutable_tolerations());
     if (!g.node_affinity.empty())
       NodeAffinityToProto(g.node_affinity, group->mutable_node_affinity());
+    group->set_segment_size(g.segment_size);
+    group->set_segment_level(g.segment_level);
   }
 }
 
@@ -1173,6 +1255,15 @@ void ToProto(const PriorityClass& in, v1::PriorityClass* out) {
 
 PriorityClass FromProto(const v1::PriorityClass& in) {
   return {in.name(), in.value(), in.preemptible()};
+}
+
+void ToProto(const Topology& in, v1::Topology* out) {
+  out->set_name(in.name);
+  for (const std::string& level : in.levels) out->add_levels(level);
+}
+
+Topology FromProto(const v1::Topology& in) {
+  return {in.name(), {in.levels().begin(), in.levels().end()}};
 }
 
 void ToProto(const QueueSpec& in, v1::Queue* out) {

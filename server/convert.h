@@ -132,6 +132,8 @@ void ToProto(const WorkloadSpec& in, v1::WorkloadSpec* out);
 void ToProto(const QueueSpec& in, v1::Queue* out);
 void ToProto(const PriorityClass& in, v1::PriorityClass* out);
 PriorityClass FromProto(const v1::PriorityClass& in);
+void ToProto(const Topology& in, v1::Topology* out);
+Topology FromProto(const v1::Topology& in);
 void ToProto(const Event& in, v1::Event* out);
 void ToProto(const Eviction& in, v1::Eviction* out);
 void ToProto(absl::Time time, google::protobuf::Timestamp* out);

@@ -273,10 +273,12 @@ void CoreLoop::Run() {
       // A config reload changes the classes without a record.
       bool classes =
           scheduler_->priority_classes() != sent_classes_ ||
-          scheduler_->default_priority_class() != sent_default_class_;
+          scheduler_->default_priority_class() != sent_default_class_ ||
+          scheduler_->topologies() != sent_topologies_;
       if (fair || classes || !changes.empty()) {
         sent_fair_share_epoch_ = scheduler_->fair_share_epoch();
         sent_classes_ = scheduler_->priority_classes();
+        sent_topologies_ = scheduler_->topologies();
         sent_default_class_ = scheduler_->default_priority_class();
         pending.replica = std::make_shared<internal::ReplicaUpdate>();
         FillReplicaHeader(*scheduler_, cycle_, fair, pending.replica.get());

@@ -206,6 +206,7 @@ class CoreLoop {
   // update goes out when either changed, even with no row to send.
   uint64_t sent_fair_share_epoch_ = 0;
   std::vector<PriorityClass> sent_classes_;
+  std::vector<Topology> sent_topologies_;
   std::string sent_default_class_;
 
   std::mutex mu_;

@@ -77,10 +77,17 @@ absl::Status ApplyConfig(CoreLoop& core, const Config& config,
                                   c.scheduler.queues().end(),
                                   [](const Queue& q) { return q.live; });
         static const std::vector<QueueSpec> kNone;
-        absl::Status status = c.scheduler.Reconfigure(
-            config.priority_classes, config.default_priority_class,
-            from_file || empty ? config.queues : kNone, removal, from_file);
-        if (status.ok()) {
+        // Checked with the rest by CheckConfig: set first, as a stored
+        // state's workloads may name them.
+        const std::vector<Topology> old_topologies = c.scheduler.topologies();
+        absl::Status status = c.scheduler.SetTopologies(config.topologies);
+        if (status.ok())
+          status = c.scheduler.Reconfigure(
+              config.priority_classes, config.default_priority_class,
+              from_file || empty ? config.queues : kNone, removal, from_file);
+        if (!status.ok()) {
+          c.scheduler.SetTopologies(old_topologies).IgnoreError();
+        } else {
           c.scheduler.SetUsageOptions(config.usage);
           c.scheduler.SetConsolidationOptions(config.consolidation);
         }
@@ -100,6 +107,8 @@ absl::Status ApplyConfig(CoreLoop& core, const Config& config,
 absl::Status CheckConfig(const Config& config,
                          const SchedulerOptions& options) {
   Scheduler empty(options);
+  if (absl::Status s = empty.SetTopologies(config.topologies); !s.ok())
+    return s;
   return empty.Reconfigure(config.priority_classes,
                            config.default_priority_class, config.queues,
                            ClassRemoval::kRefuse);

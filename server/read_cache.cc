@@ -196,7 +196,10 @@ absl::Status ReadCache::Apply(const internal::ReplicaUpdate& update) {
   if (!batch.ok()) return batch.status();
   std::vector<PriorityClass> classes;
   for (const auto& c : update.classes()) classes.push_back(FromProto(c));
+  std::vector<Topology> topologies;
+  for (const auto& t : update.topologies()) topologies.push_back(FromProto(t));
   auto set_classes = [&](Scheduler& s) -> absl::Status {
+    if (absl::Status t = s.SetTopologies(topologies); !t.ok()) return t;
     if (s.priority_classes() == classes &&
         s.default_priority_class() == update.default_class())
       return absl::OkStatus();

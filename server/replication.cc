@@ -46,6 +46,7 @@ void FillReplicaHeader(const Scheduler& s, uint64_t cycle, bool fair_shares,
   for (const PriorityClass& pc : s.priority_classes())
     ToProto(pc, out->add_classes());
   out->set_default_class(s.default_priority_class());
+  for (const Topology& t : s.topologies()) ToProto(t, out->add_topologies());
   if (!fair_shares) return;
   for (auto& [queue, share] : s.FairShares()) {
     auto* f = out->add_fair_shares();

@@ -70,6 +70,14 @@ std::string FormatPlacement(const v1::Placement& placement) {
         absl::StrCat(placement.topology_key(),
                      placement.required() ? " (required)" : " (preferred)"));
   }
+  if (!placement.topology().empty()) {
+    std::string t = absl::StrCat("topology ", placement.topology());
+    if (!placement.required_level().empty())
+      absl::StrAppend(&t, " ", placement.required_level(), " (required)");
+    if (!placement.preferred_level().empty())
+      absl::StrAppend(&t, " ", placement.preferred_level(), " (preferred)");
+    parts.push_back(std::move(t));
+  }
   return absl::StrJoin(parts, " ");
 }
 

@@ -179,8 +179,17 @@ void CheckOneOf(const std::string& value, const std::string& where,
 // ----------------------------------------------------------------
 
 PlacementSpec ParsePlacement(const YAML::Node& node, const std::string& where) {
-  CheckKeys(node, where, {"strategy", "topology_key", "required"});
+  CheckKeys(node, where,
+            {"strategy", "topology_key", "required", "topology",
+             "required_level", "preferred_level"});
   PlacementSpec p;
+  if (node["topology"]) p.topology = Str(node["topology"], where + ".topology");
+  if (node["required_level"])
+    p.required_level = Str(node["required_level"], where + ".required_level");
+  if (node["preferred_level"]) {
+    p.preferred_level =
+        Str(node["preferred_level"], where + ".preferred_level");
+  }
   if (node["strategy"]) {
     p.strategy = StrategyOf(Str(node["strategy"], where + ".strategy"),
                             where + ".strategy");
@@ -272,7 +281,7 @@ GroupSpec ParseGroup(const YAML::Node& node, const std::string& where) {
   CheckKeys(node, where,
             {"name", "resources", "min", "desired", "max", "pods_per_replica",
              "placement", "node_selector", "gpu_fraction", "gpu_memory",
-             "tolerations", "node_affinity"});
+             "tolerations", "node_affinity", "segment_size", "segment_level"});
   GroupSpec g;
   if (!node["name"]) Fail(where, "a group needs a name");
   g.name = Str(node["name"], where + ".name");
@@ -338,7 +347,27 @@ GroupSpec ParseGroup(const YAML::Node& node, const std::string& where) {
     g.node_affinity =
         ParseAffinity(node["node_affinity"], where + ".node_affinity");
   }
+  if (node["segment_size"]) {
+    g.segment_size = static_cast<int32_t>(
+        Int(node["segment_size"], where + ".segment_size"));
+  }
+  if (node["segment_level"])
+    g.segment_level = Str(node["segment_level"], where + ".segment_level");
   return g;
+}
+
+// `topologies:` as the config file says them: [{name, levels: [...]}].
+std::vector<Topology> ParseTopologies(const YAML::Node& node,
+                                      const std::string& where) {
+  if (!node.IsSequence()) Fail(where, "expected a list");
+  std::vector<Topology> out;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string at = absl::StrCat(where, "[", i, "]");
+    CheckKeys(node[i], at, {"name", "levels"});
+    out.push_back(
+        {Str(node[i]["name"], at + ".name"), StrList(node[i]["levels"], at)});
+  }
+  return out;
 }
 
 WorkloadSpec ParseWorkload(const YAML::Node& node, const std::string& where) {
@@ -567,9 +596,10 @@ class Runner {
 
   void Run() {
     YAML::Node root = YAML::LoadFile(file_.string());
-    CheckKeys(root, "file",
-              {"name", "rule", "description", "settings", "priority_classes",
-               "default_priority_class", "queues", "nodes", "steps"});
+    CheckKeys(
+        root, "file",
+        {"name", "rule", "description", "settings", "priority_classes",
+         "default_priority_class", "queues", "nodes", "steps", "topologies"});
     if (!root["name"] || !root["rule"])
       Fail("file", "name and rule are required");
     if (!root["steps"] || !root["steps"].IsSequence()) {
@@ -646,6 +676,11 @@ class Runner {
               : std::string(kDefaultPriorityClass);
       absl::Status st = s.SetPriorityClasses(classes, def);
       if (!st.ok()) Fail("priority_classes", st.ToString());
+    }
+    if (const YAML::Node& topologies = root["topologies"]) {
+      absl::Status st =
+          s.SetTopologies(ParseTopologies(topologies, "topologies"));
+      if (!st.ok()) Fail("topologies", st.ToString());
     }
     if (const YAML::Node& queues = root["queues"]) {
       for (size_t i = 0; i < queues.size(); ++i) {
@@ -812,6 +847,9 @@ class Runner {
     if (kind == "delete_queue") {
       return s.DeleteQueue(Str(arg, where));
     }
+    if (kind == "set_topologies") {  // a config reload's topologies
+      return s.SetTopologies(ParseTopologies(arg, where));
+    }
     Fail(at, absl::StrCat("unknown action \"", kind, "\""));
   }
 
@@ -900,10 +938,10 @@ class Runner {
                      const std::string& at,
                      std::vector<std::string>* failures) const {
     const Scheduler& s = *scheduler_;
-    CheckKeys(
-        want, at,
-        {"state", "bound", "pending", "pending_message", "nodes", "evicting",
-         "node_count", "node_labels", "devices", "nominated"});
+    CheckKeys(want, at,
+              {"state", "bound", "pending", "pending_message", "nodes",
+               "evicting", "node_count", "node_labels", "devices", "nominated",
+               "domains", "segments"});
     const Workload* w = s.FindWorkload(id);
     if (w == nullptr) {
       failures->push_back(absl::StrCat("workload ", id, ": not found"));
@@ -1046,6 +1084,57 @@ class Runner {
                             group),
                absl::StrCat("[", absl::StrJoin(expected, ","), "]"),
                absl::StrCat("[", absl::StrJoin(got, ","), "]"));
+        }
+      }
+    }
+    // The value of a label on the node a binding is on.
+    auto label_of = [&](const Binding& b, const std::string& key) {
+      for (const Node& n : s.nodes()) {
+        if (n.live && n.name == b.node) return std::string(n.Label(key));
+      }
+      return std::string();
+    };
+    // domains: {group: {label: N}}: the group's pods ("*": all) are on
+    // nodes with N distinct values of the label.
+    if (want["domains"]) {
+      for (const auto& entry : want["domains"]) {
+        std::string group = entry.first.as<std::string>();
+        for (const auto& label : entry.second) {
+          std::string key = label.first.as<std::string>();
+          std::set<std::string> got;
+          for (const Binding& b : bindings) {
+            if (group == "*" || b.group == group) got.insert(label_of(b, key));
+          }
+          diff(absl::StrCat("distinct values of ", key, " under group ", group),
+               absl::StrCat(Int(label.second, at + ".domains")),
+               absl::StrCat(got.size()));
+        }
+      }
+    }
+    // segments: {group: label}: each of the group's segments (its
+    // segment_size consecutive slots) is on nodes of one value of the label.
+    if (want["segments"]) {
+      for (const auto& entry : want["segments"]) {
+        std::string group = entry.first.as<std::string>();
+        std::string key = Str(entry.second, at + ".segments." + group);
+        int32_t size = 0;
+        for (const GroupSpec& g : w->spec.groups) {
+          if (g.name == group) size = g.segment_size;
+        }
+        if (size <= 0) Fail(at + ".segments." + group, "no segments");
+        std::map<int32_t, std::set<std::string>> by_segment;
+        for (const Binding& b : bindings) {
+          if (b.group == group)
+            by_segment[b.index / size].insert(label_of(b, key));
+        }
+        for (const auto& [segment, values] : by_segment) {
+          diff(absl::StrCat("values of ", key, " under segment ", segment,
+                            " of group ", group),
+               "1",
+               values.size() == 1
+                   ? std::string("1")
+                   : absl::StrCat(values.size(), " (",
+                                  absl::StrJoin(values, ","), ")"));
         }
       }
     }

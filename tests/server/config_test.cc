@@ -186,6 +186,45 @@ TEST(ConfigTest, DuplicateQueueNamesAreAnError) {
       << config.status().message();
 }
 
+// topologies: (docs/SCHEDULING.md, "Topologies"): named lists of labels,
+// coarsest first; every wrong entry named.
+TEST(ConfigTest, Topologies) {
+  auto config = ParseConfig(
+      "topologies:\n"
+      "  - name: cluster-topology\n"
+      "    levels: [topology.kubernetes.io/zone, gangsched.io/rack,\n"
+      "             kubernetes.io/hostname]\n"
+      "  - {name: zones, levels: [topology.kubernetes.io/zone]}\n");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->topologies.size(), 2u);
+  EXPECT_EQ(config->topologies[0],
+            (Topology{"cluster-topology",
+                      {"topology.kubernetes.io/zone", "gangsched.io/rack",
+                       "kubernetes.io/hostname"}}));
+  EXPECT_TRUE(ParseConfig("").value().topologies.empty());
+  for (auto [bad, field] : std::vector<std::pair<const char*, const char*>>{
+           {"topologies: {name: a}\n", "topologies: must be a list"},
+           {"topologies:\n  - {name: a, levels: zone}\n",
+            "topologies[0].levels"},
+           {"topologies:\n  - {name: a, levels: [zone, 'no spaces']}\n",
+            "topologies[0].levels[1]"},
+           {"topologies:\n  - {name: a, level: [zone]}\n",
+            "topologies[0].level"},
+           {"topologies:\n  - {levels: [zone]}\n", "topologies[0]"},
+           {"topologies:\n  - {name: a, levels: []}\n",
+            "topologies[0].levels: empty"},
+           {"topologies:\n  - {name: a, levels: [zone, rack, zone]}\n",
+            "topologies[0].levels[2]: a label listed twice"},
+           {"topologies:\n  - {name: a, levels: [zone]}\n"
+            "  - {name: a, levels: [rack]}\n",
+            "topologies[1].name: a is listed twice"}}) {
+    auto parsed = ParseConfig(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find(field), absl::string_view::npos)
+        << parsed.status().message();
+  }
+}
+
 TEST(ConfigTest, EmbeddedDefaultHasOneOpenQueue) {
   Config config = EmbeddedDefaultConfig();
   ASSERT_EQ(config.queues.size(), 1u);

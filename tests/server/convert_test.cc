@@ -1,5 +1,6 @@
 #include "server/convert.h"
 
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -501,6 +502,88 @@ TEST(ConvertTest, NodeAffinityIsCheckedAndGoesBackAsItCame) {
   expect_invalid(
       [](v1::NodeAffinity& x) { x.mutable_preferred(0)->set_weight(101); },
       ".preferred[0].weight");
+}
+
+// Topologies (docs/SCHEDULING.md, "Topologies"): a placement names a
+// topology and its levels, a group its segments; each wrong field is named,
+// and what is right goes back as it came.
+TEST(ConvertTest, TopologyLevelsAndSegmentsAreCheckedAndGoBackAsTheyCame) {
+  v1::WorkloadSpec spec = ValidSpec();
+  spec.mutable_placement()->set_topology("cluster");
+  spec.mutable_placement()->set_required_level("topology.kubernetes.io/zone");
+  spec.mutable_placement()->set_preferred_level("gangsched.io/rack");
+  v1::GroupSpec* workers = spec.mutable_groups(1);
+  workers->set_segment_size(4);
+  workers->set_segment_level("gangsched.io/rack");
+  auto parsed = ParseWorkloadSpec(spec);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->placement.topology, "cluster");
+  EXPECT_EQ(parsed->placement.required_level, "topology.kubernetes.io/zone");
+  EXPECT_EQ(parsed->placement.preferred_level, "gangsched.io/rack");
+  EXPECT_EQ(parsed->groups[1].segment_size, 4);
+  EXPECT_EQ(parsed->groups[1].segment_level, "gangsched.io/rack");
+  v1::WorkloadSpec back;
+  ToProto(*parsed, &back);
+  EXPECT_EQ(back.placement().topology(), "cluster");
+  EXPECT_EQ(back.placement().preferred_level(), "gangsched.io/rack");
+  EXPECT_EQ(back.groups(1).segment_size(), 4);
+  EXPECT_EQ(back.groups(1).segment_level(), "gangsched.io/rack");
+
+  struct Case {
+    std::function<void(v1::WorkloadSpec&)> edit;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::WorkloadSpec& w) {
+         w.mutable_placement()->set_topology_key("zone");
+       },
+       "workload.placement.topology"},
+      {[](v1::WorkloadSpec& w) { w.mutable_placement()->set_required(true); },
+       "workload.placement.required"},
+      {[](v1::WorkloadSpec& w) { w.mutable_placement()->set_topology(""); },
+       "workload.placement.required_level"},
+      {[](v1::WorkloadSpec& w) {
+         w.mutable_placement()->set_preferred_level("not a label");
+       },
+       "workload.placement.preferred_level"},
+      {[](v1::WorkloadSpec& w) {
+         w.mutable_placement()->set_topology("bad name!");
+       },
+       "workload.placement.topology"},
+      {[](v1::WorkloadSpec& w) { w.mutable_groups(1)->set_segment_size(-1); },
+       "workload.groups[1].segment_size"},
+      {[](v1::WorkloadSpec& w) { w.mutable_groups(1)->set_segment_size(3); },
+       "workload.groups[1].segment_size"},  // not a multiple of 2
+      {[](v1::WorkloadSpec& w) { w.mutable_groups(1)->set_segment_level(""); },
+       "workload.groups[1].segment_level"},
+      {[](v1::WorkloadSpec& w) { w.mutable_groups(1)->set_segment_size(0); },
+       "workload.groups[1].segment_level"},  // a level with no size
+      {[](v1::WorkloadSpec& w) {
+         w.mutable_placement()->clear_topology();
+         w.mutable_placement()->clear_required_level();
+         w.mutable_placement()->clear_preferred_level();
+       },
+       "workload.groups[1].segment_level"},  // segments with no topology
+  };
+  for (const Case& c : cases) {
+    v1::WorkloadSpec bad = spec;
+    c.edit(bad);
+    ExpectInvalid(bad, c.field);
+  }
+}
+
+// what_if.topologies reach the dry run as given; the scheduler checks them.
+TEST(ConvertTest, WhatIfTakesTopologies) {
+  v1::WhatIf in;
+  v1::Topology* t = in.add_topologies();
+  t->set_name("cluster");
+  t->add_levels("zone");
+  t->add_levels("rack");
+  auto parsed = ParseWhatIf(in);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->topologies.size(), 1u);
+  EXPECT_EQ(parsed->topologies[0], (Topology{"cluster", {"zone", "rack"}}));
+  EXPECT_FALSE(parsed->empty());
 }
 
 TEST(ConvertTest, AbslCodesMapOneToOneToGrpc) {
