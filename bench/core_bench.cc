@@ -456,12 +456,36 @@ WorkloadSpec CpuWorkload(const std::string& id, const std::string& queue,
 // quotas as AddTwoLevelQueues), `running_gangs` gangs of 8 half-cpu pods
 // placed by one cycle, then `pending_gangs` new gangs (a head and 8 one-GPU
 // workers) submitted but not yet placed; events already taken.
+// Three levels (docs/SCHEDULING.md, "Topologies"): blocks of 500 nodes,
+// racks of 16, hosts.
+const std::vector<Topology> kThreeLevels = {
+    {"cluster",
+     {"gangsched.io/block", "gangsched.io/rack", "kubernetes.io/hostname"}}};
+
+// With `levels`, the nodes are labelled by kThreeLevels and the pending
+// gangs require a block and prefer a rack.
 std::unique_ptr<Scheduler> RunningClusterWithPendingGangs(
     int nodes, int64_t dept_gpus, int64_t team_gpus, int running_gangs,
-    int pending_gangs, absl::Time now, SchedulerOptions options = {}) {
+    int pending_gangs, absl::Time now, SchedulerOptions options = {},
+    bool levels = false) {
   auto s = std::make_unique<Scheduler>(options);
   AddTwoLevelQueues(*s, dept_gpus, team_gpus);
-  AddNodes(*s, nodes, now);
+  if (levels) {
+    if (!s->SetTopologies(kThreeLevels).ok()) std::abort();
+    std::vector<NodeSpec> specs;
+    for (int i = 0; i < nodes; ++i) {
+      NodeSpec n = MakeNode(i);
+      n.labels.emplace_back("gangsched.io/block",
+                            "b" + std::to_string(i / 500));
+      n.labels.emplace_back("gangsched.io/rack", "r" + std::to_string(i / 16));
+      n.labels.emplace_back("kubernetes.io/hostname", n.name);
+      std::sort(n.labels.begin(), n.labels.end());
+      specs.push_back(std::move(n));
+    }
+    s->UpsertNodes(specs, now);
+  } else {
+    AddNodes(*s, nodes, now);
+  }
   for (int i = 0; i < running_gangs; ++i) {
     s->Submit(CpuWorkload("run-" + std::to_string(i), Team(i), 500, 8, 8), now)
         .IgnoreError();
@@ -470,6 +494,11 @@ std::unique_ptr<Scheduler> RunningClusterWithPendingGangs(
   for (int i = 0; i < pending_gangs; ++i) {
     WorkloadSpec w = MakeGang("pending-" + std::to_string(i), 8, 1);
     w.queue = Team(i * 7);
+    if (levels) {
+      w.placement.topology = "cluster";
+      w.placement.required_level = "gangsched.io/block";
+      w.placement.preferred_level = "gangsched.io/rack";
+    }
     s->Submit(w, now).IgnoreError();
   }
   s->TakeEvents();
@@ -510,6 +539,36 @@ BENCHMARK(BM_FullCycle)
     ->Args({1000, 5000})
     ->Args({5000, 5000})
     ->Args({10000, 5000})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+
+// BM_FullCycle on three topology levels (docs/SCHEDULING.md,
+// "Topologies"): blocks of 500 nodes, racks of 16, hosts; every pending
+// gang requires one block and prefers one rack (each fits one: its 8 GPUs
+// in a rack of 128).
+void BM_FullCycleThreeLevels(benchmark::State& state) {
+  const int node_count = static_cast<int>(state.range(0));
+  const int pending_gangs = static_cast<int>(state.range(1));
+  for (auto _ : state) {
+    state.PauseTiming();
+    const absl::Time now = absl::UnixEpoch();
+    auto s = RunningClusterWithPendingGangs(node_count, 4000 * 1000, 40 * 1000,
+                                            12500, pending_gangs, now, {},
+                                            /*levels=*/true);
+    state.ResumeTiming();
+    s->RunCycle(now + absl::Seconds(1));
+    state.PauseTiming();
+    state.counters["running_workloads"] =
+        WorkloadsIn(*s, WorkloadState::kRunning);
+    s.reset();
+    state.ResumeTiming();
+  }
+  RecordPeakRss(state);
+}
+BENCHMARK(BM_FullCycleThreeLevels)
+    ->ArgNames({"nodes", "pending"})
+    ->Args({5000, 1000})
+    ->Args({5000, 5000})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 

@@ -85,6 +85,8 @@ constexpr const char* kInsufficient = "insufficient ";
 constexpr const char* kTaint = "taint";
 constexpr const char* kAffinity = "affinity";
 constexpr const char* kSelector = "node selector mismatch";
+// Outside the topology domain a placement keeps to: never counted.
+constexpr const char* kOutside = "outside the topology domain";
 // Past this JudgeCost a node's filter verdict is remembered per attempt.
 constexpr int64_t kRememberVerdictCost = 8;
 constexpr const char* kNoDevice = "no GPU device with room";
@@ -180,7 +182,9 @@ DomainRooms DomainsAt(const NodeTable& nodes, const PlacerOptions& options,
     return out;
   }
   const auto& domains = options.topology->Domains(*key_id);
-  absl::InlinedVector<int64_t, 16> held(domains.size(), 0);
+  // What `booked` holds per domain; none when nothing is booked (a gang's
+  // own domain search).
+  absl::InlinedVector<int64_t, 16> held(booked.empty() ? 0 : domains.size(), 0);
   booked.ForEach([&](uint32_t id, const ResourceVector& amount) {
     uint32_t d = options.topology->DomainOf(*key_id, id);
     if (d != TopologyIndex::kNoDomain) held[d] += amount.Get(resource);
@@ -196,7 +200,7 @@ DomainRooms DomainsAt(const NodeTable& nodes, const PlacerOptions& options,
   out.reserve(domains.size());
   for (uint32_t d = 0; d < domains.size(); ++d) {
     if (domains[d].nodes == 0) continue;
-    const int64_t base = base_of(domains[d]) - held[d];
+    const int64_t base = base_of(domains[d]) - (held.empty() ? 0 : held[d]);
     out.push_back({domains[d].value, base - reserved_of(domains[d]),
                    base + (given.empty() ? 0 : given[d])});
   }
@@ -212,6 +216,44 @@ void OrderDomains(DomainRooms& domains, bool spread) {
                 return spread ? a.free > b.free : a.free < b.free;
               return a.path < b.path;
             });
+}
+
+// The domains in OrderDomains' order one at a time, for a search that stops
+// at the first that fits: a heap, so that the rest are never sorted (a
+// gang tried over hundreds of racks usually takes the first).
+class DomainOrder {
+ public:
+  DomainOrder(DomainRooms& domains, bool spread)
+      : domains_(domains), end_(domains.size()), after_{spread} {
+    std::make_heap(domains_.begin(), domains_.end(), after_);
+  }
+  // The next domain, or null after the last; what it points to stays.
+  const DomainRoom* Next() {
+    if (end_ == 0) return nullptr;
+    std::pop_heap(domains_.begin(), domains_.begin() + end_, after_);
+    return &domains_[--end_];
+  }
+
+ private:
+  // Whether `a` comes after `b` in OrderDomains' order.
+  struct After {
+    bool spread;
+    bool operator()(const DomainRoom& a, const DomainRoom& b) const {
+      if (a.free != b.free) return spread ? a.free < b.free : a.free > b.free;
+      return a.path > b.path;
+    }
+  };
+  DomainRooms& domains_;
+  size_t end_;
+  After after_;
+};
+
+// Drops the domains whose room is below `need` (they cannot hold it).
+void DropSmall(DomainRooms& domains, int64_t need) {
+  domains.erase(
+      std::remove_if(domains.begin(), domains.end(),
+                     [&](const DomainRoom& d) { return d.room < need; }),
+      domains.end());
 }
 
 // What `replicas` of the request need of `resource` at least, for telling
@@ -415,6 +457,25 @@ class Attempt {
     return within;
   }
 
+  // The nodes of the smallest topology domain group g keeps to now, when
+  // it is small enough (a sixteenth of the nodes or less) that scanning it
+  // beats walking the index over every node; null otherwise.
+  const std::vector<uint32_t>* SmallDomain(uint32_t g) const {
+    if (options_.topology == nullptr) return nullptr;
+    const std::vector<uint32_t>* smallest = nullptr;
+    for (const std::optional<DomainFilter>* d :
+         {&domain_, &group_domain_[g], &segment_domain_[g], &fill_now_[g]}) {
+      if (!*d || (*d)->key_id == TopologyIndex::kNoDomain) continue;
+      const std::vector<uint32_t>& members =
+          options_.topology->Members((*d)->key_id, (*d)->domain_id);
+      if (smallest == nullptr || members.size() < smallest->size())
+        smallest = &members;
+    }
+    if (smallest != nullptr && smallest->size() * 16 > nodes_.size())
+      return nullptr;
+    return smallest;
+  }
+
   // The domains of `level` within `within`, most free `key` first: where
   // pods that do not fit in one of them go, so that they take as few as
   // can be (docs/SCHEDULING.md, "Topologies").
@@ -504,9 +565,11 @@ class Attempt {
       DomainRooms domains =
           DomainsAt(nodes_, options_, c.levels, level, key, /*reserved=*/true,
                     extra_, /*freed_in_booked=*/true, paths_);
-      OrderDomains(domains, RulesOf(group.placement.strategy).spread);
+      if (level != required && need > 0) DropSmall(domains, need);
+      DomainOrder order(domains, RulesOf(group.placement.strategy).spread);
       const absl::string_view label = c.levels[static_cast<size_t>(level)];
-      for (const DomainRoom& d : domains) {
+      while (const DomainRoom* next = order.Next()) {
+        const DomainRoom& d = *next;
         if (!PathWithin(d.path, within)) continue;
         if (level == required) any = true;
         if (need > 0 && d.room < need) {
@@ -741,6 +804,7 @@ class Attempt {
   }
 
   void Reject(Rejection why) {
+    if (why.reason == kOutside) return;
     if (why.reason == kTaint || why.reason == kAffinity) {
       // The same taint (by value) or affinity of the same group on many
       // nodes is one reason, its text written once.
@@ -815,6 +879,22 @@ class Attempt {
                                  FilterVerdict* verdict = nullptr) const {
     const PlacementGroup& group = request_.groups[group_index];
     auto why = [](const char* reason) { return Rejection{reason, {}}; };
+    // Outside the domains the pod keeps to now: not counted (the reasons
+    // are those of the domain's nodes), and first, so that a placement kept
+    // to a domain counts alike whether it scans the domain or every node.
+    if (domain_ && !InDomain(node, id, *domain_)) return why(kOutside);
+    if (const auto& in_group = group_domain_[group_index];
+        in_group && !InDomain(node, id, *in_group)) {
+      return why(kOutside);
+    }
+    if (const auto& in_segment = segment_domain_[group_index];
+        in_segment && !InDomain(node, id, *in_segment)) {
+      return why(kOutside);
+    }
+    if (const auto& filling = fill_now_[group_index];
+        filling && !InDomain(node, id, *filling)) {
+      return why(kOutside);
+    }
     if (!node.schedulable && !options_.ignore_usage) return why("cordoned");
     // Taints, selector and affinity are the node's spec, like its labels: a
     // gang they keep off every node never fits (docs/SCHEDULING.md, "Node
@@ -835,21 +915,6 @@ class Attempt {
         std::find(options_.avoid->begin(), options_.avoid->end(), NodeId(id)) !=
             options_.avoid->end()) {
       return why("left by moved pods");
-    }
-    if (domain_ && !InDomain(node, id, *domain_)) {
-      return why("outside topology domain");
-    }
-    if (const auto& in_group = group_domain_[group_index];
-        in_group && !InDomain(node, id, *in_group)) {
-      return why("outside the group's topology domain");
-    }
-    if (const auto& in_segment = segment_domain_[group_index];
-        in_segment && !InDomain(node, id, *in_segment)) {
-      return why("outside the segment's topology domain");
-    }
-    if (const auto& filling = fill_now_[group_index];
-        filling && !InDomain(node, id, *filling)) {
-      return why("outside the topology domain being filled");
     }
     const auto& used_by_group = group_nodes_[group_index];
     const StrategyRules& rules = RulesOf(group.placement.strategy);
@@ -1159,6 +1224,18 @@ class Attempt {
                      !options_.ignore_reserved &&
                      RulesOf(group.placement.strategy).fullest_first &&
                      !(options_.freed != nullptr && SharesGpu(group.pod));
+    if (const std::vector<uint32_t>* members = SmallDomain(group_index)) {
+      // Kept to a domain of few nodes (a rack): its nodes are scanned, as
+      // the scan below would, rather than walked for in every node's order.
+      std::optional<Score> best;
+      for (uint32_t i : *members) {
+        std::optional<Score> score = ScoreNode(i, group_index, pods_left);
+        if (score && (!best || *score < *best)) best = score;
+      }
+      // The reasons are counted: no node outside the domain counts.
+      if (!best) return std::nullopt;
+      return NodeId(std::get<7>(*best));
+    }
     if (indexable) {
       if (std::optional<NodeId> node = PickIndexed(group_index, pods_left))
         return node;
@@ -1323,9 +1400,13 @@ GangPlacement TryPlaceGang(const NodeTable& nodes,
     DomainRooms domains =
         DomainsAt(nodes, options, c.levels, level, key, /*reserved=*/false, {},
                   /*freed_in_booked=*/false, paths);
-    OrderDomains(domains, RulesOf(request.gang.strategy).spread_gang_domains);
+    // Below the required level a domain too small is passed over unsaid.
+    if (level != required && need > 0) DropSmall(domains, need);
+    DomainOrder order(domains,
+                      RulesOf(request.gang.strategy).spread_gang_domains);
     const absl::string_view label = c.levels[static_cast<size_t>(level)];
-    for (const DomainRoom& d : domains) {
+    while (const DomainRoom* next = order.Next()) {
+      const DomainRoom& d = *next;
       if (!PathWithin(d.path, bound)) continue;
       if (level == required) any = true;
       if (need > 0 && d.room < need) {

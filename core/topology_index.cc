@@ -1,5 +1,7 @@
 #include "core/topology_index.h"
 
+#include <algorithm>
+
 #include "core/topology.h"
 
 namespace gangsched {
@@ -26,6 +28,12 @@ void TopologyIndex::Remove(uint32_t id) {
   for (auto [key, domain] : m.domains) {
     --keys_[key].domains.Mut(domain).nodes;
     (*keys_[key].node_domain.Mut())[id] = kNoDomain;
+    std::vector<uint32_t>& members = (*keys_[key].members.Mut())[domain];
+    auto it = std::find(members.begin(), members.end(), id);
+    if (it != members.end()) {
+      *it = members.back();
+      members.pop_back();
+    }
   }
   members_.Mut(id).reset();
 }
@@ -62,17 +70,35 @@ void TopologyIndex::Join(absl::string_view label, absl::string_view value,
   if (node_domain.size() <= id) node_domain.resize(id + 1, kNoDomain);
   node_domain[id] = dit->second;
   ++key.domains.Mut(dit->second).nodes;
+  std::vector<std::vector<uint32_t>>& members = *key.members.Mut();
+  if (members.size() <= dit->second) members.resize(dit->second + 1);
+  members[dit->second].push_back(id);
   m.domains.emplace_back(kit->second, dit->second);
 }
 
 void TopologyIndex::Touch(const Node& node, uint32_t id) {
   if (id >= members_.size() || !members_[id]) return;
   Member& m = *members_.Mut(id);
-  Add(m, -1);
+  // Usually only what the node holds changed (a bind): the change, worked
+  // out once, goes to each of its domains.
+  const ResourceVector used = node.used - m.used;
+  const ResourceVector reserved = node.reserved - m.reserved;
+  const bool allocatable = !(node.allocatable - m.allocatable).IsZero();
+  if (allocatable) Add(m, -1);
   m.allocatable = node.allocatable;
   m.used = node.used;
   m.reserved = node.reserved;
-  Add(m, +1);
+  if (allocatable) {
+    Add(m, +1);
+    return;
+  }
+  const bool used_changed = !used.IsZero();
+  const bool reserved_changed = !reserved.IsZero();
+  for (auto [key, domain] : m.domains) {
+    Domain& d = keys_[key].domains.Mut(domain);
+    if (used_changed) d.used += used;
+    if (reserved_changed) d.reserved += reserved;
+  }
 }
 
 std::optional<uint32_t> TopologyIndex::FindKey(absl::string_view key) const {
@@ -103,6 +129,10 @@ bool TopologyIndex::Matches(const NodeTable& nodes) const {
       uint32_t d = FindDomain(*key, want.value);
       if (d == kNoDomain) return false;
       const Domain& have = keys_[*key].domains[d];
+      if (Members(*key, d).size() != have.nodes) return false;
+      for (uint32_t n : Members(*key, d)) {
+        if (DomainOf(*key, n) != d) return false;
+      }
       if (have.nodes != want.nodes ||
           !(have.allocatable - want.allocatable).IsZero() ||
           !(have.used - want.used).IsZero() ||

@@ -58,6 +58,11 @@ class TopologyIndex {
   }
   // The domain id of `value` under `key`, or kNoDomain.
   uint32_t FindDomain(uint32_t key, absl::string_view value) const;
+  // The live nodes in a domain, in no order: a placement kept to a small
+  // domain scans these instead of walking every node.
+  const std::vector<uint32_t>& Members(uint32_t key, uint32_t domain) const {
+    return (*keys_[key].members)[domain];
+  }
 
   // True when the sums and memberships are what rebuilding from `nodes`
   // would give (consistency checks and tests).
@@ -74,6 +79,9 @@ class TopologyIndex {
     // By node id; changes only with labels, so shared whole.
     CowPtr<std::vector<uint32_t>> node_domain =
         std::make_unique<std::vector<uint32_t>>();
+    // By domain id, its nodes; the same.
+    CowPtr<std::vector<std::vector<uint32_t>>> members =
+        std::make_unique<std::vector<std::vector<uint32_t>>>();
   };
   // What a node added to its domains, to take it out again.
   struct Member {

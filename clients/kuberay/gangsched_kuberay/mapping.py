@@ -296,11 +296,44 @@ def _pod_strategy(pod_spec: Mapping[str, Any], own: Mapping[str, str],
     return strategy
 
 
-def _placement(annotations: Mapping[str, str], where: str) -> dict | None:
+def _topology(annotations: Mapping[str, str], where: str,
+              kai: bool) -> dict[str, str]:
+    """A topology and its levels (docs/SCHEDULING.md, "Topologies") from
+    gangsched's annotations, or on a RayCluster KAI's too (which must agree
+    with gangsched's where both are set)."""
+    sources = [names.TOPOLOGY_ANNOTATIONS]
+    if kai:
+        sources.append(names.KAI_TOPOLOGY_ANNOTATIONS)
+    out: dict[str, str] = {}
+    for i, field in enumerate(("topology", "required_level",
+                               "preferred_level")):
+        values = {src[i]: annotations[src[i]].strip() for src in sources
+                  if str(annotations.get(src[i], "")).strip()}
+        if len(set(values.values())) > 1:
+            raise MappingError(f"{where} annotations {' and '.join(values)} "
+                               "disagree")
+        if values:
+            out[field] = next(iter(values.values()))
+    if not out.get("topology") and len(out) > 0:
+        raise MappingError(
+            f"{where} annotation {names.TOPOLOGY_ANNOTATIONS[1]} or "
+            f"{names.TOPOLOGY_ANNOTATIONS[2]}: needs a topology "
+            f"({names.TOPOLOGY_ANNOTATIONS[0]}"
+            + (f" or {names.KAI_TOPOLOGY_ANNOTATIONS[0]})" if kai else ")"))
+    return out
+
+
+def _placement(annotations: Mapping[str, str], where: str,
+               kai: bool = False) -> dict | None:
     strategy = annotations.get(names.PLACEMENT_ANNOTATION, "")
     key = annotations.get(names.TOPOLOGY_ANNOTATION, "")
     required = annotations.get(names.TOPOLOGY_REQUIRED_ANNOTATION, "")
-    if not (strategy or key or required):
+    topology = _topology(annotations, where, kai)
+    if topology and (key or required):
+        raise MappingError(f"{where} annotations: either "
+                           f"{names.TOPOLOGY_ANNOTATION} or a topology "
+                           f"({topology['topology']}), not both")
+    if not (strategy or key or required or topology):
         return None
     strategy = strategy.strip().upper().replace("-", "_") or "BINPACK"
     if strategy not in STRATEGIES:
@@ -312,7 +345,28 @@ def _placement(annotations: Mapping[str, str], where: str) -> dict | None:
                            f"{names.TOPOLOGY_REQUIRED_ANNOTATION}: "
                            f"true or false, not {required!r}")
     return {"strategy": strategy, "topology_key": key,
-            "required": required == "true"}
+            "required": required == "true", **topology}
+
+
+def _segments(group: dict[str, Any], annotations: Mapping[str, str],
+              where: str) -> None:
+    """A group's segments from its pod template's annotations: every
+    gangsched.io/topology-segment-size consecutive pods in one domain of
+    the gangsched.io/topology-segment-placement level."""
+    size = str(annotations.get(names.SEGMENT_SIZE_ANNOTATION, "")).strip()
+    level = str(annotations.get(names.SEGMENT_LEVEL_ANNOTATION, "")).strip()
+    if not (size or level):
+        return
+    field = f"{where}.metadata.annotations"
+    if not size.isdigit() or int(size) < 1:
+        raise MappingError(f"{field}[{names.SEGMENT_SIZE_ANNOTATION!r}]: "
+                           f"a whole number of pods, not {size!r}")
+    if not level:
+        raise MappingError(f"{field}[{names.SEGMENT_LEVEL_ANNOTATION!r}]: "
+                           "a segment size needs a level (a node label of "
+                           "the topology)")
+    group["segment_size"] = int(size)
+    group["segment_level"] = level
 
 
 def _int(value: Any, default: int, field: str) -> int:
@@ -453,6 +507,7 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
                      namespace, template_annotations, f"{where}.template")
         _gpu_fraction(group, template_annotations, f"{where}.template")
         _gpu_memory(group, template_annotations, f"{where}.template")
+        _segments(group, template_annotations, f"{where}.template")
         groups.append(group)
     _cap_max(groups)
     out: dict[str, Any] = {
@@ -463,7 +518,7 @@ def workload_from_cluster(cluster: Mapping[str, Any], default_queue: str,
         "labels": {names.CLUSTER_LABEL: meta["name"],
                    names.NAMESPACE_LABEL: meta.get("namespace", "default")},
     }
-    placement = _placement(annotations, "RayCluster")
+    placement = _placement(annotations, "RayCluster", kai=True)
     if placement:
         out["placement"] = placement
     return out

@@ -9,6 +9,17 @@ PLACEMENT_ANNOTATION = "gangsched.io/placement"
 TOPOLOGY_ANNOTATION = "gangsched.io/topology-key"
 TOPOLOGY_REQUIRED_ANNOTATION = "gangsched.io/topology-required"
 EVICT_ANNOTATION = "gangsched.io/on-eviction"  # "suspend" on a RayJob
+# Multi-level topologies (docs/SCHEDULING.md, "Topologies"): on a RayCluster,
+# KAI's names or gangsched's; on a group's pod template, gangsched's, with
+# the segments.
+KAI_TOPOLOGY_ANNOTATIONS = ("kai.scheduler/topology",
+                            "kai.scheduler/topology-required-placement",
+                            "kai.scheduler/topology-preferred-placement")
+TOPOLOGY_ANNOTATIONS = ("gangsched.io/topology",
+                        "gangsched.io/topology-required-placement",
+                        "gangsched.io/topology-preferred-placement")
+SEGMENT_SIZE_ANNOTATION = "gangsched.io/topology-segment-size"
+SEGMENT_LEVEL_ANNOTATION = "gangsched.io/topology-segment-placement"
 # On a group's pod template: a fraction of one GPU per pod (KAI's name,
 # then gangsched's own).
 GPU_FRACTION_ANNOTATIONS = ("gpu-fraction", "gangsched.io/gpu-fraction")

@@ -297,6 +297,61 @@ def test_placement_annotations():
             "q", set())
 
 
+def test_kai_topology_annotations_and_gangsched_segments():
+    """KAI's topology annotations on a RayCluster, gangsched's on a group's
+    pod template with its segments (docs/SCHEDULING.md, "Topologies"); the
+    spec they make is one the server takes."""
+    spec = mapping.workload_from_cluster(cluster(
+        [worker(replicas=8, hosts=2, annotations={
+            "gangsched.io/topology": "cluster",
+            "gangsched.io/topology-preferred-placement": "rack",
+            "gangsched.io/topology-segment-size": "4",
+            "gangsched.io/topology-segment-placement": "rack"})],
+        annotations={
+            "kai.scheduler/topology": "cluster",
+            "kai.scheduler/topology-required-placement": "zone",
+            "kai.scheduler/topology-preferred-placement": "rack"}),
+        "q", set())
+    assert spec["placement"] == {
+        "strategy": "BINPACK", "topology_key": "", "required": False,
+        "topology": "cluster", "required_level": "zone",
+        "preferred_level": "rack"}
+    gpu = groups(spec)["gpu"]
+    assert gpu["placement"]["topology"] == "cluster"
+    assert gpu["placement"]["preferred_level"] == "rack"
+    assert (gpu["segment_size"], gpu["segment_level"]) == (4, "rack")
+    wire = gangsched.workload_spec(spec)
+    assert wire.placement.required_level == "zone"
+    assert wire.groups[1].segment_size == 4
+    # gangsched's names on a RayCluster do as KAI's do.
+    own = mapping.workload_from_cluster(cluster([worker()], annotations={
+        "gangsched.io/topology": "cluster",
+        "gangsched.io/topology-required-placement": "zone"}), "q", set())
+    assert own["placement"]["required_level"] == "zone"
+
+
+@pytest.mark.parametrize("annotations,group,why", [
+    ({"kai.scheduler/topology": "a", "gangsched.io/topology": "b"}, {},
+     "disagree"),
+    ({"kai.scheduler/topology-required-placement": "zone"}, {},
+     "needs a topology"),
+    ({"kai.scheduler/topology": "a", "gangsched.io/topology-key": "zone"},
+     {}, "not both"),
+    ({}, {"gangsched.io/topology-segment-size": "two",
+          "gangsched.io/topology-segment-placement": "rack"},
+     "whole number"),
+    ({}, {"gangsched.io/topology-segment-size": "4"}, "needs a level"),
+    ({}, {"kai.scheduler/topology": "cluster",
+          "gangsched.io/topology-required-placement": "rack"},
+     "needs a topology"),  # KAI's names are read on the RayCluster only
+])
+def test_wrong_topology_annotations_are_refused(annotations, group, why):
+    with pytest.raises(mapping.MappingError, match=why):
+        mapping.workload_from_cluster(
+            cluster([worker(annotations=group)], annotations=annotations),
+            "q", set())
+
+
 def test_a_worker_group_named_head_is_refused():
     with pytest.raises(mapping.MappingError, match="head"):
         mapping.workload_from_cluster(cluster([worker("head")]), "q", set())

@@ -351,12 +351,55 @@ def _placement(value: Mapping[str, Any] | None, field: str) -> Any:
     if key and not is_resource_name(key):
         raise SpecError(f"{field}.topology_key", "not a label key")
     required = bool(value.pop("required", False))
+    topology = str(value.pop("topology", "") or "")
+    if required and not key:
+        raise SpecError(f"{field}.required", "needs a topology_key" + (
+            " (a topology takes required_level)" if topology else ""))
+    if topology:
+        _name(topology, f"{field}.topology")
+        if key:
+            raise SpecError(f"{field}.topology",
+                            "either a topology or a topology_key, not both")
+    levels = {}
+    for level in ("required_level", "preferred_level"):
+        levels[level] = str(value.pop(level, "") or "")
+        if not levels[level]:
+            continue
+        if not topology:
+            raise SpecError(f"{field}.{level}", "needs a topology")
+        if not is_resource_name(levels[level]):
+            raise SpecError(f"{field}.{level}", "not a label key")
     if value:
         raise SpecError(field, f"unknown fields {sorted(value)}")
     return types.Placement(
         strategy=types.PlacementStrategy.Value(
             "PLACEMENT_STRATEGY_" + strategy),
-        topology_key=key, required=required)
+        topology_key=key, required=required, topology=topology, **levels)
+
+
+def _segments(value: dict[str, Any], per_replica: int,
+              field: str) -> tuple[int, str]:
+    """A group's segment_size and segment_level (docs/SCHEDULING.md,
+    "Topologies"); whether a topology is named is the workload's to say."""
+    size = value.pop("segment_size", 0) or 0
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise SpecError(f"{field}.segment_size", "must be >= 0")
+    level = str(value.pop("segment_level", "") or "")
+    if size == 0:
+        if level:
+            raise SpecError(f"{field}.segment_level", "needs a segment_size")
+        return 0, ""
+    if not level:
+        raise SpecError(f"{field}.segment_level",
+                        "a segment_size needs a level")
+    if not is_resource_name(level):
+        raise SpecError(f"{field}.segment_level", "not a label key")
+    if size % per_replica:
+        raise SpecError(f"{field}.segment_size",
+                        f"segment_size {size} is not a multiple of "
+                        f"pods_per_replica {per_replica} (a replica is "
+                        "never split)")
+    return size, level
 
 
 def _gpu_fraction(value: Any, resources: Mapping[str, str],
@@ -443,6 +486,7 @@ def group_spec(value: Mapping[str, Any], field: str = "group") -> Any:
     tolerated = toleration_list(value.pop("tolerations", None),
                                 f"{field}.tolerations")
     affinity = value.pop("node_affinity", None)
+    segment_size, segment_level = _segments(value, effective_per, field)
     if memory and (fraction or GPU in resources):
         raise SpecError(f"{field}.gpu_memory", "give one of gpu_memory, "
                         'gpu_fraction or resources["nvidia.com/gpu"], not '
@@ -453,9 +497,13 @@ def group_spec(value: Mapping[str, Any], field: str = "group") -> Any:
         name=name, resources=resources, min_count=min_count,
         desired_count=desired, max_count=max_count,
         pods_per_replica=per_replica, node_selector=selector,
-        gpu_fraction=fraction, gpu_memory=memory, tolerations=tolerated)
+        gpu_fraction=fraction, gpu_memory=memory, tolerations=tolerated,
+        segment_size=segment_size, segment_level=segment_level)
     if placement is not None:
         group.placement.CopyFrom(_placement(placement, f"{field}.placement"))
+        if segment_size and group.placement.topology_key:
+            raise SpecError(f"{field}.segment_level",
+                            "segments take a topology, not a topology_key")
     if affinity:
         group.node_affinity.CopyFrom(
             node_affinity(affinity, f"{field}.node_affinity"))
@@ -495,6 +543,11 @@ def workload_spec(value: Mapping[str, Any]) -> Any:
     placement = value.pop("placement", None)
     if placement is not None:
         spec.placement.CopyFrom(_placement(placement, "workload.placement"))
+    for i, group in enumerate(spec.groups):
+        if group.segment_size and not (group.placement.topology
+                                       or spec.placement.topology):
+            raise SpecError(f"workload.groups[{i}].segment_level",
+                            "needs a topology, the group's or the workload's")
     spec.labels.update(_labels(value.pop("labels", None), "workload.labels"))
     if value:
         raise SpecError("workload", f"unknown fields {sorted(value)}")

@@ -477,3 +477,108 @@ def test_a_wiped_server_drops_the_revision_floor(server: Any) -> None:
     assert c.get_workload("ray/before") is None
     assert c.revision_floor == 0
     c.close()
+
+
+# -- topologies (docs/SCHEDULING.md, "Topologies") ---------------------------
+
+_TOPOLOGY_CONFIG = """
+topologies:
+  - {name: cluster, levels: [zone, rack]}
+queues:
+  - {name: default}
+"""
+
+
+@pytest.mark.parametrize("placement,group,field", [
+    ({"topology": "cluster", "topology_key": "zone"}, {},
+     "workload.placement.topology"),
+    ({"required_level": "zone"}, {}, "workload.placement.required_level"),
+    ({"topology": "cluster", "preferred_level": "no spaces"}, {},
+     "workload.placement.preferred_level"),
+    ({"topology": "cluster"}, {"segment_size": 2},
+     "workload.groups[1].segment_level"),
+    ({"topology": "cluster"}, {"segment_size": -1, "segment_level": "rack"},
+     "workload.groups[1].segment_size"),
+    ({}, {"segment_size": 2, "segment_level": "rack"},
+     "workload.groups[1].segment_level"),
+])
+def test_topology_fields_are_checked_as_the_server_checks_them(
+        server: Any, placement: dict[str, Any], group: dict[str, Any],
+        field: str) -> None:
+    spec = _spec("ns/bad")
+    spec["placement"] = placement
+    spec["groups"][1].update(group)
+    with pytest.raises(SpecError) as local:
+        gangsched.workload_spec(spec)
+    assert local.value.field == field
+    raw = _stubs.types_pb2.WorkloadSpec(
+        id="ns/bad", queue="default",
+        placement=_stubs.types_pb2.Placement(**placement))
+    raw.groups.add(name="head", resources={"cpu": "1"}, min_count=1,
+                   desired_count=1)
+    raw.groups.add(name="worker", resources={"nvidia.com/gpu": "1"},
+                   min_count=2, desired_count=2, **group)
+    with _client(server) as c, pytest.raises(GangschedError) as remote:
+        c.allocate(raw)
+    assert remote.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert remote.value.details.startswith(field), remote.value.details
+
+
+def test_topologies_from_the_config_a_reload_and_a_what_if() -> None:
+    from server_process import PersistentServer
+    server = PersistentServer(os.environ["GANGSCHED_SERVER"],
+                              config=_TOPOLOGY_CONFIG)
+    server.start()
+    try:
+        with _client(server) as c:
+            c.upsert_nodes([{"name": f"n{i}", "allocatable": {
+                "cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4"},
+                "labels": {"zone": "z1", "rack": f"r{i // 2}"}}
+                for i in range(4)])
+            spec = _spec("ray/t", workers=2, gpus="4")
+            spec["placement"] = {"topology": "cluster",
+                                 "required_level": "rack"}
+            reply = c.allocate(spec)
+            racks = {b.node for b in reply.bindings
+                     if b.group == "worker"}
+            assert racks in ({"n0", "n1"}, {"n2", "n3"}), reply
+            # Three 4-GPU workers fit no rack of two 4-GPU nodes: the
+            # message names the racks tried.
+            big = _spec("ray/big", workers=3, gpus="4")
+            big["placement"] = {"topology": "cluster",
+                                "required_level": "rack"}
+            answer = c.allocate(big, dry_run=True)
+            assert "no rack domain fits the gang; tried rack z1/r" in \
+                answer.pending.message, answer.pending.message
+            # As if racks were zones only: the three fit in zone z1... but
+            # not in a rack, which the what-if's topology no longer has.
+            what_if = _stubs.scheduler_pb2.WhatIf(topologies=[
+                _stubs.types_pb2.Topology(name="cluster", levels=["zone"])])
+            answer = c.allocate(big, dry_run=True, what_if=what_if)
+            assert "topology cluster has no level rack" in \
+                answer.pending.message, answer.pending.message
+            # The what-if changed nothing: the real config still has racks.
+            answer = c.allocate(big, dry_run=True)
+            assert "no rack domain fits" in answer.pending.message
+        # A reload that drops the topology: running work stays, the next
+        # workload naming it waits and says why.
+        server.write_config("queues:\n  - {name: default}\n")
+        server.sighup()
+        deadline = time.time() + 10
+        with _client(server) as c:
+            while True:
+                late = _spec("ray/late", workers=1, gpus="1")
+                late["placement"] = {"topology": "cluster",
+                                     "preferred_level": "rack"}
+                answer = c.allocate(late, dry_run=True)
+                if "topology cluster is not in the config" in \
+                        answer.pending.message or time.time() > deadline:
+                    break
+                time.sleep(0.1)
+            assert "topology cluster is not in the config" in \
+                answer.pending.message, answer.pending.message
+            status = c.get_workload("ray/t")
+            assert status is not None and len(status.bindings) == 3
+    finally:
+        server.stop()
+        server.cleanup()
