@@ -22,11 +22,17 @@ void Put(std::string& key, absl::string_view s) {
   key.append(s.data(), s.size());
 }
 void Put(std::string& key, const PlacementSpec& p) {
-  Put(key, static_cast<int64_t>(p.strategy) * 2 + p.required);
+  // A topology of the config, when named, after a flag in the first number
+  // (a backlog of plain gangs puts no more bytes than before topologies).
+  const bool topology = !p.topology.empty() || !p.required_level.empty() ||
+                        !p.preferred_level.empty();
+  Put(key, static_cast<int64_t>(p.strategy) * 4 + p.required * 2 + topology);
   Put(key, p.topology_key);
-  Put(key, p.topology);
-  Put(key, p.required_level);
-  Put(key, p.preferred_level);
+  if (topology) {
+    Put(key, p.topology);
+    Put(key, p.required_level);
+    Put(key, p.preferred_level);
+  }
 }
 
 // A group's segments (docs/SCHEDULING.md, "Topologies"): their size and
@@ -34,7 +40,7 @@ void Put(std::string& key, const PlacementSpec& p) {
 // resolves to none, which only makes two keys of one shape differ).
 void PutSegments(std::string& key, int32_t size, absl::string_view level) {
   Put(key, size);
-  Put(key, level);
+  if (size > 0) Put(key, level);
 }
 
 // One run of a shape key: `count` replicas of group `group`, `pods` pods
