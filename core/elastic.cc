@@ -205,14 +205,21 @@ std::vector<ScaleHint> Scheduler::ScaleHintsOf(const Workload& w) const {
     int32_t placed = placement.replicas - unbound_replicas;
     hint.grantable = std::max(0, placed) * h;
     if (placement.result != PlaceResult::kPlaced) {
-      // The nodes that turned the next pod away, counted by reason.
+      // The nodes that turned the next pod away, counted by reason; or,
+      // when no pod was tried on a node (its topology or a domain kept
+      // it out: docs/SCHEDULING.md, "Topologies"), the placement's words.
       std::vector<std::string> parts;
       for (const auto& [reason, nodes] : placement.rejections)
         parts.push_back(absl::StrCat(nodes, " ", reason));
-      hint.reason = absl::StrCat(
-          "no node takes another pod of group ", gs.name, " now (",
-          parts.empty() ? std::string("no nodes") : absl::StrJoin(parts, ", "),
-          ")");
+      hint.reason =
+          parts.empty() && !placement.message.empty()
+              ? absl::StrCat("no node takes another pod of group ", gs.name,
+                             " now: ", placement.message)
+              : absl::StrCat("no node takes another pod of group ", gs.name,
+                             " now (",
+                             parts.empty() ? std::string("no nodes")
+                                           : absl::StrJoin(parts, ", "),
+                             ")");
     } else if (room < wanted) {
       hint.reason = absl::StrCat("capped by ", capped_by);
     }

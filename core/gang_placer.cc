@@ -283,9 +283,11 @@ class Tried {
     absl::StrAppend(&text_, text_.empty() ? "" : "; ", label, " ",
                     ShowPath(path), ": ", why);
   }
+  // `in_all`: room is what the domain has in all (usage ignored: can the
+  // gang ever fit?), not what it has free.
   void AddShort(absl::string_view label, absl::string_view path, int64_t room,
                 int64_t need, const ResourceTable& resources,
-                ResourceId resource) {
+                ResourceId resource, bool in_all) {
     if (count_ >= kShown) {
       ++count_;
       return;
@@ -294,7 +296,7 @@ class Tried {
     Add(label, path,
         absl::StrCat(FormatQuantity(std::max<int64_t>(room, 0), ScaleFor(name)),
                      " of ", FormatQuantity(need, ScaleFor(name)), " ", name,
-                     " free"));
+                     in_all ? " in all" : " free"));
   }
   bool empty() const { return count_ == 0; }
   std::string Text() const {
@@ -574,7 +576,8 @@ class Attempt {
         if (level == required) any = true;
         if (need > 0 && d.room < need) {
           if (level == required)
-            tried.AddShort(label, d.path, d.room, need, resources_, key);
+            tried.AddShort(label, d.path, d.room, need, resources_, key,
+                           options_.ignore_usage);
           continue;
         }
         group_domain_[g] =
@@ -671,7 +674,8 @@ class Attempt {
         if (pass == 1 && d.room >= whole) continue;  // tried already
         if (asks > 0 && d.room < asks) {
           if (pass + 1 == passes)
-            tried.AddShort(label, d.path, d.room, asks, resources_, key);
+            tried.AddShort(label, d.path, d.room, asks, resources_, key,
+                           options_.ignore_usage);
           continue;
         }
         segment_domain_[g] =
@@ -1411,7 +1415,8 @@ GangPlacement TryPlaceGang(const NodeTable& nodes,
       if (level == required) any = true;
       if (need > 0 && d.room < need) {
         if (level == required)
-          tried.AddShort(label, d.path, d.room, need, resources, key);
+          tried.AddShort(label, d.path, d.room, need, resources, key,
+                         options.ignore_usage);
         continue;
       }
       if (run(MakeFilter(options.topology, c.levels, level, d.path),

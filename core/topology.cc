@@ -122,6 +122,10 @@ TopologyConstraint ResolveTopology(const PlacementSpec& placement,
 }
 
 absl::Status CheckTopologies(const std::vector<Topology>& topologies) {
+  if (topologies.size() > kMaxTopologies) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("topologies: at most ", kMaxTopologies));
+  }
   absl::flat_hash_set<absl::string_view> names;
   for (size_t i = 0; i < topologies.size(); ++i) {
     const Topology& t = topologies[i];
@@ -134,6 +138,10 @@ absl::Status CheckTopologies(const std::vector<Topology>& topologies) {
     }
     if (t.levels.empty())
       return absl::InvalidArgumentError(absl::StrCat(where, ".levels: empty"));
+    if (t.levels.size() > kMaxTopologyLevels) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".levels: at most ", kMaxTopologyLevels));
+    }
     absl::flat_hash_set<absl::string_view> labels;
     for (size_t j = 0; j < t.levels.size(); ++j) {
       if (t.levels[j].empty() || !labels.insert(t.levels[j]).second) {

@@ -72,8 +72,14 @@ TopologyConstraint ResolveTopology(const PlacementSpec& placement,
                                    absl::string_view segment_level = {},
                                    absl::string_view fallback = {});
 
-// Errors in a list of topologies, naming topologies[i]: a name empty or
-// listed twice, no levels, a level empty or listed twice.
+// At most this many topologies, of at most this many levels each (Kueue
+// allows 8 levels; the topology index keeps a key for each level of each).
+inline constexpr size_t kMaxTopologies = 64;
+inline constexpr size_t kMaxTopologyLevels = 16;
+
+// Errors in a list of topologies, naming topologies[i]: too many, a name
+// empty or listed twice, no levels or too many, a level empty or listed
+// twice.
 absl::Status CheckTopologies(const std::vector<Topology>& topologies);
 
 // The label paths (levels 0..i, i >= 1) that the topology index keeps

@@ -245,8 +245,9 @@ absl::StatusOr<Topology> TopologyFromYaml(const YAML::Node& node,
       if (!v.IsSequence())
         return Bad(absl::StrCat(field, ".levels"), "must be a list");
       for (size_t i = 0; i < v.size(); ++i) {
-        std::string label = v[i].as<std::string>();
-        if (!IsResourceName(label)) {
+        // yaml-cpp reads ~ as the text "null": not a label anyone means.
+        std::string label = v[i].IsScalar() ? v[i].as<std::string>() : "";
+        if (!v[i].IsScalar() || !IsResourceName(label)) {
           return Bad(absl::StrCat(field, ".levels[", i, "]"),
                      absl::StrCat("\"", label, "\" is not a label key"));
         }
@@ -257,7 +258,7 @@ absl::StatusOr<Topology> TopologyFromYaml(const YAML::Node& node,
     }
   }
   if (auto s = CheckName(t.name, absl::StrCat(field, ".name")); !s.ok())
-    return Bad(field, s.message());
+    return absl::InvalidArgumentError(absl::StrCat("config: ", s.message()));
   return t;
 }
 
@@ -360,6 +361,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
         }
       } else if (key == "topologies") {
         if (!value.IsSequence()) return Bad("topologies", "must be a list");
+        config.topologies.clear();
         for (size_t i = 0; i < value.size(); ++i) {
           auto t =
               TopologyFromYaml(value[i], absl::StrCat("topologies[", i, "]"));

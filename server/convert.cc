@@ -25,7 +25,7 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
 
 absl::StatusOr<Labels> ParseLabels(
     const google::protobuf::Map<std::string, std::string>& in,
-    absl::string_view field) {
+    absl::string_view field, Checks checks = Checks::kRequest) {
   Labels out;
   out.reserve(in.size());
   for (const auto& [key, value] : in) {
@@ -35,6 +35,16 @@ absl::StatusOr<Labels> ParseLabels(
     }
     if (value.size() > kMaxNameLength) {
       return Invalid(absl::StrCat(field, "[\"", key, "\"]"), "value too long");
+    }
+    // Printable: a control character would be read where none is meant
+    // (a topology's domains join values with one: core/topology.h). A
+    // stored record is read as it was written.
+    if (checks == Checks::kRequest &&
+        std::any_of(value.begin(), value.end(), [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        })) {
+      return Invalid(absl::StrCat(field, "[\"", key, "\"]"),
+                     "a label value holds no control characters");
     }
     out.emplace_back(key, value);
   }
@@ -346,7 +356,7 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in,
   auto placement = ParsePlacement(in.placement(), "workload.placement");
   if (!placement.ok()) return placement.status();
   out.placement = *std::move(placement);
-  auto labels = ParseLabels(in.labels(), "workload.labels");
+  auto labels = ParseLabels(in.labels(), "workload.labels", checks);
   if (!labels.ok()) return labels.status();
   out.labels = *std::move(labels);
 
@@ -425,7 +435,7 @@ absl::StatusOr<WorkloadSpec> ParseWorkloadSpec(const v1::WorkloadSpec& in,
       if (!gp.ok()) return Within(at(".placement"), gp.status());
       group.placement = *std::move(gp);
     }
-    auto selector = ParseLabels(g.node_selector(), "");
+    auto selector = ParseLabels(g.node_selector(), "", checks);
     if (!selector.ok()) return Within(at(".node_selector"), selector.status());
     group.node_selector = *std::move(selector);
     auto tolerations =
@@ -546,9 +556,20 @@ absl::StatusOr<WhatIf> ParseWhatIf(const v1::WhatIf& in) {
       return s;
     out.queues.push_back(*std::move(queue));
   }
+  // Names and levels checked here as the config file's are; the list as a
+  // whole (names and levels once each, how many) as the scheduler sets it.
   for (int i = 0; i < in.topologies_size(); ++i) {
-    out.topologies.push_back(
-        FromProto(in.topologies(i)));  // checked as the scheduler sets them
+    const std::string field = absl::StrCat("what_if.topologies[", i, "]");
+    const v1::Topology& t = in.topologies(i);
+    if (auto s = CheckName(t.name(), absl::StrCat(field, ".name")); !s.ok())
+      return s;
+    for (int j = 0; j < t.levels_size(); ++j) {
+      if (!IsResourceName(t.levels(j))) {
+        return Invalid(absl::StrCat(field, ".levels[", j, "]"),
+                       "not a label key");
+      }
+    }
+    out.topologies.push_back(FromProto(t));
   }
   return out;
 }
@@ -1009,7 +1030,8 @@ absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in, absl::string_view field,
       std::sort(out.allocatable.begin(), out.allocatable.end());
     }
   }
-  auto labels = ParseLabels(in.labels(), absl::StrCat(field, ".labels"));
+  auto labels =
+      ParseLabels(in.labels(), absl::StrCat(field, ".labels"), checks);
   if (!labels.ok()) return labels.status();
   out.labels = *std::move(labels);
   auto taints =

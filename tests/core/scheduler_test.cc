@@ -690,3 +690,38 @@ TEST_F(SchedulerTest, RandomOperationsKeepInvariants) {
 
 }  // namespace
 }  // namespace gangsched
+
+namespace gangsched {
+namespace {
+
+// A group kept to its rack (docs/SCHEDULING.md, "Topologies") that cannot
+// grow there says why in its scale hint, not "(no nodes)": other racks have
+// room it may not use.
+TEST_F(SchedulerTest, AScaleHintKeptToADomainSaysWhy) {
+  ASSERT_TRUE(s_.SetTopologies({{"cluster", {"rack"}}}).ok());
+  s_.UpsertNodes(
+      {GpuNode("a", 8, {{"rack", "r1"}}), GpuNode("b", 8, {{"rack", "r2"}})},
+      Now());
+  WorkloadSpec spec = Workload("ray/a", {Group("worker", 8, 1, 1, 2)});
+  spec.placement.topology = "cluster";
+  spec.placement.required_level = "rack";
+  AllocateAnswer a = Allocate(spec);
+  ASSERT_EQ(a.state, WorkloadState::kRunning);
+  ASSERT_EQ(a.scale_hints.size(), 1u);
+  EXPECT_EQ(a.scale_hints[0].grantable, 0);
+  EXPECT_NE(a.scale_hints[0].reason.find("no rack domain fits"),
+            std::string::npos)
+      << a.scale_hints[0].reason;
+  // With the topology gone, the hint says that.
+  ASSERT_TRUE(s_.SetTopologies({}).ok());
+  Cycle();
+  AllocateAnswer b = s_.Answer("ray/a").value();
+  ASSERT_EQ(b.scale_hints.size(), 1u);
+  EXPECT_NE(b.scale_hints[0].reason.find("topology cluster is not in the "
+                                         "config"),
+            std::string::npos)
+      << b.scale_hints[0].reason;
+}
+
+}  // namespace
+}  // namespace gangsched

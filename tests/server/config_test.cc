@@ -217,11 +217,39 @@ TEST(ConfigTest, Topologies) {
             "topologies[0].levels[2]: a label listed twice"},
            {"topologies:\n  - {name: a, levels: [zone]}\n"
             "  - {name: a, levels: [rack]}\n",
-            "topologies[1].name: a is listed twice"}}) {
+            "topologies[1].name: a is listed twice"},
+           {"topologies:\n  - {name: a, levels: [~]}\n",
+            "topologies[0].levels[0]"},
+           {"topologies:\n  - {name: a, levels: [l0, l1, l2, l3, l4, l5, l6, "
+            "l7, l8, l9, l10, l11, l12, l13, l14, l15, l16]}\n",
+            "topologies[0].levels: at most 16"},
+           {"topologies:\n  - {name: ' a', levels: [zone]}\n",
+            "config: topologies[0].name"}}) {
     auto parsed = ParseConfig(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_NE(parsed.status().message().find(field), absl::string_view::npos)
         << parsed.status().message();
+    // The field once, not twice.
+    EXPECT_EQ(parsed.status().message().find(field),
+              parsed.status().message().rfind(field))
+        << parsed.status().message();
+  }
+  // 65 topologies are too many.
+  std::string many = "topologies:\n";
+  for (int i = 0; i < 65; ++i)
+    absl::StrAppend(&many, "  - {name: t", i, ", levels: [zone]}\n");
+  auto refused = ParseConfig(many);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("topologies: at most 64"),
+            absl::string_view::npos)
+      << refused.status().message();
+  // A key given twice: the second list, as for priority_classes.
+  auto twice = ParseConfig(
+      "topologies:\n  - {name: a, levels: [zone]}\n"
+      "topologies:\n  - {name: b, levels: [rack]}\n");
+  if (twice.ok()) {
+    ASSERT_EQ(twice->topologies.size(), 1u);
+    EXPECT_EQ(twice->topologies[0].name, "b");
   }
 }
 

@@ -572,6 +572,29 @@ TEST(ConvertTest, TopologyLevelsAndSegmentsAreCheckedAndGoBackAsTheyCame) {
   }
 }
 
+// A label value with a control character is refused (a topology's domain
+// joins values with one: "a\x1fb" in zone and "c" in rack would be the
+// same rack as "a" and "b\x1fc"); a stored record is read as written.
+TEST(ConvertTest, LabelValuesHoldNoControlCharacters) {
+  v1::Node n;
+  n.set_name("gpu-1");
+  (*n.mutable_allocatable())["nvidia.com/gpu"] = "8";
+  (*n.mutable_labels())["zone"] = std::string(
+      "a\x1f"
+      "b");
+  auto bad = ParseNode(n, "nodes[0]");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("nodes[0].labels[\"zone\"]"),
+            absl::string_view::npos)
+      << bad.status().message();
+  EXPECT_TRUE(ParseNode(n, "node", Checks::kRecord).ok());
+  (*n.mutable_labels())["zone"] = "a-b.c_d";
+  EXPECT_TRUE(ParseNode(n, "nodes[0]").ok());
+  v1::WorkloadSpec spec = ValidSpec();
+  (*spec.mutable_groups(1)->mutable_node_selector())["zone"] = "a\n";
+  ExpectInvalid(spec, "workload.groups[1].node_selector");
+}
+
 // what_if.topologies reach the dry run as given; the scheduler checks them.
 TEST(ConvertTest, WhatIfTakesTopologies) {
   v1::WhatIf in;
