@@ -1,6 +1,7 @@
 #include "core/gang_placer.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <forward_list>
 #include <limits>
@@ -99,23 +100,49 @@ constexpr const char* kSmallDevices =
 // room reads as negative).
 using DeviceDelta = absl::InlinedVector<int32_t, 8>;
 
-// A domain of one level and what it has free of one resource: `free`
-// orders the domains to try, `room` bounds what the domain can take (it is
+// The resources a domain's sums are checked on, the pods' key resource
+// first: whether a domain can hold pods at all, before trying it.
+constexpr size_t kChecked = 3;
+using Checked = std::array<ResourceId, kChecked>;
+Checked CheckedFor(ResourceId key) {
+  return key == kGpu ? Checked{kGpu, kCpu, kMemory}
+                     : Checked{kCpu, kMemory, kGpu};
+}
+
+// What some pods need of the Checked resources, at least (0: not checked:
+// a pod that shares GPUs or asks GPU memory takes room the sums do not
+// show).
+struct Need {
+  Checked resource;
+  std::array<int64_t, kChecked> amount;
+};
+
+// A domain of one level: `free` (of the key resource) orders the domains to
+// try; `room`, per Checked resource, bounds what the domain can take (it is
 // never less than what its nodes can give a pod together).
 struct DomainRoom {
   absl::string_view path;
   int64_t free;
-  int64_t room;
+  std::array<int64_t, kChecked> room;
 };
 // Zones and racks are few enough per level that the usual case stays off
 // the heap.
 using DomainRooms = absl::InlinedVector<DomainRoom, 8>;
 
-// The domains of `level`, each with the free `resource` of its live nodes:
-// allocatable, less usage (unless options.ignore_usage) and reservations
-// (when `reserved`, unless options.ignore_reserved), less what `booked`
-// holds per node id. From the topology index when it keeps the level, else
-// from a scan of the nodes' labels. Unordered.
+// The first Checked resource the domain has less of than `need`, or -1.
+int Lacking(const DomainRoom& d, const Need& need) {
+  for (size_t i = 0; i < kChecked; ++i) {
+    if (need.amount[i] > 0 && d.room[i] < need.amount[i])
+      return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// The domains of `level`, each with the free key resource (`checked[0]`)
+// of its live nodes: allocatable, less usage (unless options.ignore_usage)
+// and reservations (when `reserved`, unless options.ignore_reserved), less
+// what `booked` holds per node id. From the topology index when it keeps
+// the level, else from a scan of the nodes' labels. Unordered.
 //
 // `room` leaves out the reservations (a node whose victims still run has
 // its room both used and reserved: it would count less than nothing) and
@@ -124,24 +151,34 @@ using DomainRooms = absl::InlinedVector<DomainRoom, 8>;
 // take (a consolidation's) when `booked` holds it as a booking.
 DomainRooms DomainsAt(const NodeTable& nodes, const PlacerOptions& options,
                       const std::vector<std::string>& levels, int32_t level,
-                      ResourceId resource, bool reserved,
+                      const Checked& checked, bool reserved,
                       const SmallIdMap<ResourceVector>& booked,
                       bool freed_in_booked, PathStore& store) {
+  using Amounts = std::array<int64_t, kChecked>;
+  const ResourceId key = checked[0];
   const bool less_reserved =
       !options.ignore_usage && reserved && !options.ignore_reserved;
   auto base_of = [&](const auto& n) {  // a Node or a domain's sums
-    int64_t amount = n.allocatable.Get(resource);
-    if (!options.ignore_usage) amount -= n.used.Get(resource);
-    return amount;
+    Amounts amounts;
+    for (size_t i = 0; i < kChecked; ++i) {
+      amounts[i] = n.allocatable.Get(checked[i]);
+      if (!options.ignore_usage) amounts[i] -= n.used.Get(checked[i]);
+    }
+    return amounts;
   };
   auto reserved_of = [&](const auto& n) {
-    return less_reserved ? n.reserved.Get(resource) : int64_t{0};
+    return less_reserved ? n.reserved.Get(key) : int64_t{0};
+  };
+  auto less = [&](Amounts& amounts, const ResourceVector& by) {
+    for (size_t i = 0; i < kChecked; ++i) amounts[i] -= by.Get(checked[i]);
   };
   // What one entry of options.freed adds to `room`.
-  auto adds = [&](const FreedRoom& f) {
-    const int64_t amount = f.resources.Get(resource);
-    return freed_in_booked ? std::max<int64_t>(-amount, 0)
-                           : std::max<int64_t>(amount, 0);
+  auto adds = [&](Amounts& room, const FreedRoom& f) {
+    for (size_t i = 0; i < kChecked; ++i) {
+      const int64_t amount = f.resources.Get(checked[i]);
+      room[i] += freed_in_booked ? std::max<int64_t>(-amount, 0)
+                                 : std::max<int64_t>(amount, 0);
+    }
   };
   DomainRooms out;
   std::optional<uint32_t> key_id = LevelKeyId(options.topology, levels, level);
@@ -158,25 +195,24 @@ DomainRooms DomainsAt(const NodeTable& nodes, const PlacerOptions& options,
       if (auto it = at.find(path); it != at.end()) return out[it->second];
       if (level > 0) path = store.emplace_front(path);
       at.emplace(path, out.size());
-      return out.emplace_back(DomainRoom{path, 0, 0});
+      return out.emplace_back(DomainRoom{path, 0, {}});
     };
     for (uint32_t id = 0; id < nodes.size(); ++id) {
       const Node& node = nodes[id];
       if (!node.live) continue;
       absl::string_view path = domain_of(node);
       if (path.empty()) continue;
-      int64_t amount = base_of(node);
-      if (const ResourceVector* held = booked.Find(id))
-        amount -= held->Get(resource);
+      Amounts amounts = base_of(node);
+      if (const ResourceVector* held = booked.Find(id)) less(amounts, *held);
       DomainRoom& d = entry(path);
-      d.free += amount - reserved_of(node);
-      d.room += amount;
+      d.free += amounts[0] - reserved_of(node);
+      for (size_t i = 0; i < kChecked; ++i) d.room[i] += amounts[i];
     }
     if (options.freed != nullptr) {
       for (const FreedRoom& f : *options.freed) {
         absl::string_view path = domain_of(nodes[f.node.value()]);
         if (auto it = at.find(path); it != at.end())
-          out[it->second].room += adds(f);
+          adds(out[it->second].room, f);
       }
     }
     return out;
@@ -184,26 +220,37 @@ DomainRooms DomainsAt(const NodeTable& nodes, const PlacerOptions& options,
   const auto& domains = options.topology->Domains(*key_id);
   // What `booked` holds per domain; none when nothing is booked (a gang's
   // own domain search).
-  absl::InlinedVector<int64_t, 16> held(booked.empty() ? 0 : domains.size(), 0);
+  absl::InlinedVector<Amounts, 8> held(booked.empty() ? 0 : domains.size(),
+                                       Amounts{});
   booked.ForEach([&](uint32_t id, const ResourceVector& amount) {
     uint32_t d = options.topology->DomainOf(*key_id, id);
-    if (d != TopologyIndex::kNoDomain) held[d] += amount.Get(resource);
+    if (d == TopologyIndex::kNoDomain) return;
+    for (size_t i = 0; i < kChecked; ++i) held[d][i] += amount.Get(checked[i]);
   });
-  absl::InlinedVector<int64_t, 16> given(
-      options.freed != nullptr ? domains.size() : 0, 0);
+  absl::InlinedVector<Amounts, 8> given(
+      options.freed != nullptr ? domains.size() : 0, Amounts{});
   if (options.freed != nullptr) {
     for (const FreedRoom& f : *options.freed) {
       uint32_t d = options.topology->DomainOf(*key_id, f.node.value());
-      if (d != TopologyIndex::kNoDomain) given[d] += adds(f);
+      if (d != TopologyIndex::kNoDomain) adds(given[d], f);
     }
   }
-  out.reserve(domains.size());
+  out.resize(domains.size());
+  size_t n = 0;
   for (uint32_t d = 0; d < domains.size(); ++d) {
     if (domains[d].nodes == 0) continue;
-    const int64_t base = base_of(domains[d]) - (held.empty() ? 0 : held[d]);
-    out.push_back({domains[d].value, base - reserved_of(domains[d]),
-                   base + (given.empty() ? 0 : given[d])});
+    DomainRoom& room = out[n++];
+    room.path = domains[d].value;
+    room.room = base_of(domains[d]);
+    if (!held.empty()) {
+      for (size_t i = 0; i < kChecked; ++i) room.room[i] -= held[d][i];
+    }
+    room.free = room.room[0] - reserved_of(domains[d]);
+    if (!given.empty()) {
+      for (size_t i = 0; i < kChecked; ++i) room.room[i] += given[d][i];
+    }
   }
+  out.resize(n);
   return out;
 }
 
@@ -224,13 +271,26 @@ void OrderDomains(DomainRooms& domains, bool spread) {
 class DomainOrder {
  public:
   DomainOrder(DomainRooms& domains, bool spread)
-      : domains_(domains), end_(domains.size()), after_{spread} {
-    std::make_heap(domains_.begin(), domains_.end(), after_);
-  }
+      : domains_(domains), end_(domains.size()), after_{spread} {}
   // The next domain, or null after the last; what it points to stays.
+  // The first is found in one pass (it usually fits), the rest heaped.
   const DomainRoom* Next() {
     if (end_ == 0) return nullptr;
-    std::pop_heap(domains_.begin(), domains_.begin() + end_, after_);
+    const auto begin = domains_.begin();
+    if (!heaped_ && !first_taken_) {
+      first_taken_ = true;
+      auto first = std::min_element(
+          begin, begin + end_, [&](const DomainRoom& a, const DomainRoom& b) {
+            return after_(b, a);
+          });
+      std::iter_swap(first, begin + (end_ - 1));
+      return &domains_[--end_];
+    }
+    if (!heaped_) {
+      std::make_heap(begin, begin + end_, after_);
+      heaped_ = true;
+    }
+    std::pop_heap(begin, begin + end_, after_);
     return &domains_[--end_];
   }
 
@@ -246,28 +306,48 @@ class DomainOrder {
   DomainRooms& domains_;
   size_t end_;
   After after_;
+  bool first_taken_ = false;
+  bool heaped_ = false;
 };
 
-// Drops the domains whose room is below `need` (they cannot hold it).
-void DropSmall(DomainRooms& domains, int64_t need) {
-  domains.erase(
-      std::remove_if(domains.begin(), domains.end(),
-                     [&](const DomainRoom& d) { return d.room < need; }),
-      domains.end());
+// Drops the domains that cannot hold `need`.
+void DropSmall(DomainRooms& domains, const Need& need) {
+  domains.erase(std::remove_if(
+                    domains.begin(), domains.end(),
+                    [&](const DomainRoom& d) { return Lacking(d, need) >= 0; }),
+                domains.end());
 }
 
-// What `replicas` of the request need of `resource` at least, for telling
-// that a domain cannot hold them from its sums alone; 0 (tells nothing)
-// when a pod shares GPUs or asks GPU memory, whose room the sums do not
-// show.
-int64_t NeedOf(const GangRequest& request, size_t begin, size_t end,
-               ResourceId resource) {
-  int64_t need = 0;
+// What `pods` pods of `group` need of the resources CheckedFor(key).
+Need NeedOfPods(const PlacementGroup& group, int64_t pods, ResourceId key) {
+  Need need{CheckedFor(key), {}};
+  const bool unseen = SharesGpu(group.pod) || AsksGpuMemory(group.pod);
+  for (size_t i = 0; i < kChecked; ++i) {
+    if (need.resource[i] == kGpu && unseen) continue;
+    need.amount[i] = group.pod.Get(need.resource[i]) * pods;
+  }
+  return need;
+}
+
+// What replicas [begin, end) of the request need at least, by
+// CheckedFor(key); nothing of GPUs when one of their pods shares GPUs or
+// asks GPU memory.
+Need NeedOf(const GangRequest& request, size_t begin, size_t end,
+            ResourceId key) {
+  Need need{CheckedFor(key), {}};
+  bool unseen_gpu = false;
   for (size_t r = begin; r < end; ++r) {
     const PlacementGroup& group = request.groups[request.replicas[r].group];
-    if (resource == kGpu && (SharesGpu(group.pod) || AsksGpuMemory(group.pod)))
-      return 0;
-    need += group.pod.Get(resource) * request.replicas[r].pods;
+    unseen_gpu |= SharesGpu(group.pod) || AsksGpuMemory(group.pod);
+    for (size_t i = 0; i < kChecked; ++i) {
+      need.amount[i] +=
+          group.pod.Get(need.resource[i]) * request.replicas[r].pods;
+    }
+  }
+  if (unseen_gpu) {
+    for (size_t i = 0; i < kChecked; ++i) {
+      if (need.resource[i] == kGpu) need.amount[i] = 0;
+    }
   }
   return need;
 }
@@ -283,20 +363,21 @@ class Tried {
     absl::StrAppend(&text_, text_.empty() ? "" : "; ", label, " ",
                     ShowPath(path), ": ", why);
   }
-  // `in_all`: room is what the domain has in all (usage ignored: can the
-  // gang ever fit?), not what it has free.
-  void AddShort(absl::string_view label, absl::string_view path, int64_t room,
-                int64_t need, const ResourceTable& resources,
-                ResourceId resource, bool in_all) {
+  // Domain `d` lacks `need`'s resource `lack`. `in_all`: its room is what
+  // it has in all (usage ignored: can the gang ever fit?), not free.
+  void AddShort(absl::string_view label, const DomainRoom& d, const Need& need,
+                int lack, const ResourceTable& resources, bool in_all) {
     if (count_ >= kShown) {
       ++count_;
       return;
     }
-    const std::string& name = resources.Name(resource);
-    Add(label, path,
-        absl::StrCat(FormatQuantity(std::max<int64_t>(room, 0), ScaleFor(name)),
-                     " of ", FormatQuantity(need, ScaleFor(name)), " ", name,
-                     in_all ? " in all" : " free"));
+    const size_t i = static_cast<size_t>(lack);
+    const std::string& name = resources.Name(need.resource[i]);
+    Add(label, d.path,
+        absl::StrCat(
+            FormatQuantity(std::max<int64_t>(d.room[i], 0), ScaleFor(name)),
+            " of ", FormatQuantity(need.amount[i], ScaleFor(name)), " ", name,
+            in_all ? " in all" : " free"));
   }
   bool empty() const { return count_ == 0; }
   std::string Text() const {
@@ -494,9 +575,9 @@ class Attempt {
     fill.levels = &levels;
     fill.level = level;
     fill.next = 0;
-    for (const DomainRoom& d :
-         DomainsAt(nodes_, options_, levels, level, key, /*reserved=*/true,
-                   extra_, /*freed_in_booked=*/true, paths_)) {
+    for (const DomainRoom& d : DomainsAt(
+             nodes_, options_, levels, level, CheckedFor(key),
+             /*reserved=*/true, extra_, /*freed_in_booked=*/true, paths_)) {
       if (PathWithin(d.path, within)) fill.domains.push_back(d);
     }
     OrderDomains(fill.domains, /*spread=*/true);
@@ -557,26 +638,26 @@ class Attempt {
       }
     }
     const ResourceId key = KeyResource(group.pod);
-    const int64_t need = NeedOf(request_, begin, end, key);
+    const Need need = NeedOf(request_, begin, end, key);
     const Snapshot snapshot = Take(g, *out);
     Tried tried;
     bool any = false;  // a domain of the required level was seen
     for (int32_t level = preferred; level >= std::max(required, 0); --level) {
       const absl::string_view within =
           bound.empty() ? Within(c.levels, level, kNoGroup) : bound;
-      DomainRooms domains =
-          DomainsAt(nodes_, options_, c.levels, level, key, /*reserved=*/true,
-                    extra_, /*freed_in_booked=*/true, paths_);
-      if (level != required && need > 0) DropSmall(domains, need);
+      DomainRooms domains = DomainsAt(
+          nodes_, options_, c.levels, level, CheckedFor(key),
+          /*reserved=*/true, extra_, /*freed_in_booked=*/true, paths_);
+      if (level != required) DropSmall(domains, need);
       DomainOrder order(domains, RulesOf(group.placement.strategy).spread);
       const absl::string_view label = c.levels[static_cast<size_t>(level)];
       while (const DomainRoom* next = order.Next()) {
         const DomainRoom& d = *next;
         if (!PathWithin(d.path, within)) continue;
         if (level == required) any = true;
-        if (need > 0 && d.room < need) {
+        if (const int lack = Lacking(d, need); lack >= 0) {
           if (level == required)
-            tried.AddShort(label, d.path, d.room, need, resources_, key,
+            tried.AddShort(label, d, need, lack, resources_,
                            options_.ignore_usage);
           continue;
         }
@@ -647,34 +728,37 @@ class Attempt {
       break;
     }
     const ResourceId key = KeyResource(group.pod);
-    const int64_t need = NeedOf(request_, begin, end, key);
+    const Need need = NeedOf(request_, begin, end, key);
     // What the whole segment needs, every pod up to the group's max: a
     // new segment starts where all of it fits, if any domain has room for
     // it (growth places a segment a replica at a time); the minimum's pods
     // then take a domain that holds them.
-    int64_t whole = need;
-    if (!bound && need > 0) {
-      const int64_t pods = std::min<int64_t>(
-          c.segment_size, std::max<int64_t>(group.max_pods, 0) -
-                              int64_t{segment} * c.segment_size);
-      whole = std::max(need, pods * group.pod.Get(key));
+    Need whole = need;
+    if (!bound) {
+      int64_t pods = 0;
+      for (size_t r = begin; r < end; ++r) pods += request_.replicas[r].pods;
+      pods = std::max(pods,
+                      std::min<int64_t>(c.segment_size,
+                                        std::max<int64_t>(group.max_pods, 0) -
+                                            int64_t{segment} * c.segment_size));
+      whole = NeedOfPods(group, pods, key);
     }
     DomainRooms domains =
-        DomainsAt(nodes_, options_, c.levels, c.segment, key,
+        DomainsAt(nodes_, options_, c.levels, c.segment, CheckedFor(key),
                   /*reserved=*/true, extra_, /*freed_in_booked=*/true, paths_);
     OrderDomains(domains, RulesOf(group.placement.strategy).spread);
     const absl::string_view label = c.levels[static_cast<size_t>(c.segment)];
     const Snapshot snapshot = Take(g, *out);
     Tried tried;
-    const int passes = whole > need && !request_.growth ? 2 : 1;
+    const int passes = whole.amount != need.amount && !request_.growth ? 2 : 1;
     for (int pass = 0; pass < passes; ++pass) {
-      const int64_t asks = pass == 0 ? whole : need;
+      const Need& asks = pass == 0 ? whole : need;
       for (const DomainRoom& d : domains) {
         if (!PathWithin(d.path, within)) continue;
-        if (pass == 1 && d.room >= whole) continue;  // tried already
-        if (asks > 0 && d.room < asks) {
+        if (pass == 1 && Lacking(d, whole) < 0) continue;  // tried already
+        if (const int lack = Lacking(d, asks); lack >= 0) {
           if (pass + 1 == passes)
-            tried.AddShort(label, d.path, d.room, asks, resources_, key,
+            tried.AddShort(label, d, asks, lack, resources_,
                            options_.ignore_usage);
           continue;
         }
@@ -1393,7 +1477,7 @@ GangPlacement TryPlaceGang(const NodeTable& nodes,
   for (const auto& group : request.groups) {
     if (KeyResource(group.pod) != kCpu) key = kGpu;
   }
-  const int64_t need = NeedOf(request, 0, request.replicas.size(), key);
+  const Need need = NeedOf(request, 0, request.replicas.size(), key);
   PathStore paths;
   Tried tried;
   bool any = false;  // a domain of the required level was seen
@@ -1402,10 +1486,11 @@ GangPlacement TryPlaceGang(const NodeTable& nodes,
     // not subtracted here), least free first for bin-packing, most free
     // first for spreading; what victims free bounds what a domain takes.
     DomainRooms domains =
-        DomainsAt(nodes, options, c.levels, level, key, /*reserved=*/false, {},
+        DomainsAt(nodes, options, c.levels, level, CheckedFor(key),
+                  /*reserved=*/false, {},
                   /*freed_in_booked=*/false, paths);
     // Below the required level a domain too small is passed over unsaid.
-    if (level != required && need > 0) DropSmall(domains, need);
+    if (level != required) DropSmall(domains, need);
     DomainOrder order(domains,
                       RulesOf(request.gang.strategy).spread_gang_domains);
     const absl::string_view label = c.levels[static_cast<size_t>(level)];
@@ -1413,10 +1498,9 @@ GangPlacement TryPlaceGang(const NodeTable& nodes,
       const DomainRoom& d = *next;
       if (!PathWithin(d.path, bound)) continue;
       if (level == required) any = true;
-      if (need > 0 && d.room < need) {
+      if (const int lack = Lacking(d, need); lack >= 0) {
         if (level == required)
-          tried.AddShort(label, d.path, d.room, need, resources, key,
-                         options.ignore_usage);
+          tried.AddShort(label, d, need, lack, resources, options.ignore_usage);
         continue;
       }
       if (run(MakeFilter(options.topology, c.levels, level, d.path),
