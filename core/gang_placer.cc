@@ -210,7 +210,9 @@ DomainRooms DomainsAt(const NodeTable& nodes, const PlacerOptions& options,
     }
     if (options.freed != nullptr) {
       for (const FreedRoom& f : *options.freed) {
-        absl::string_view path = domain_of(nodes[f.node.value()]);
+        const Node& node = nodes[f.node.value()];
+        if (!node.live) continue;  // in no domain, as in the index
+        absl::string_view path = domain_of(node);
         if (auto it = at.find(path); it != at.end())
           adds(out[it->second].room, f);
       }
