@@ -1117,3 +1117,82 @@ def test_an_eks_karpenter_pool_with_affinity_and_anti_affinity(
     w = env.client.get_workload("default/eks")
     assert sorted((b.group, b.node) for b in w.bindings) == [
         ("gpu-group", "ip-10-0-2-1"), ("head", "ip-10-0-9-1")]
+
+
+# -- topologies (docs/SCHEDULING.md, "Topologies") ---------------------------
+
+TOPOLOGIES = """
+topologies:
+  - name: cluster
+    levels: [topology.kubernetes.io/zone, gangsched.io/rack,
+             kubernetes.io/hostname]
+"""
+
+
+def test_kai_topology_annotations_keep_a_raycluster_in_one_rack() -> None:
+    """KAI's annotations on a RayCluster (kai.scheduler/topology and its
+    required placement) keep its pods in one rack; gangsched's segment
+    annotations on the worker template put every 3 consecutive workers on
+    one host. A second cluster that no rack can hold waits, and its pods
+    say which racks were tried."""
+    server, shim = binaries()
+    env = Env(server, shim, QUEUES + TOPOLOGIES)
+    try:
+        # Rack r1: one 4-GPU node; rack r2: two. A node-by-node bin-pack
+        # would fill gpu-0 (r1) first and spill into r2.
+        for i, rack in enumerate(["r1", "r2", "r2"]):
+            env.add_node(f"gpu-{i}", gpus=4, cpu="64", memory="256Gi",
+                         labels={"topology.kubernetes.io/zone": "z1",
+                                 "gangsched.io/rack": rack,
+                                 "kubernetes.io/hostname": f"gpu-{i}"})
+        env.shim("--leader-election=false")
+
+        def racked(name: str, workers: int) -> dict:
+            rc = manifest("raycluster-autoscaler.yaml",
+                          **{"metadata.name": name,
+                             "spec.enableInTreeAutoscaling": False,
+                             "spec.workerGroupSpecs.0.replicas": workers,
+                             "spec.workerGroupSpecs.0.minReplicas": workers,
+                             "spec.workerGroupSpecs.0.maxReplicas": workers})
+            # One queue: the second cluster takes nothing from the first.
+            rc["metadata"]["labels"]["gangsched.io/queue"] = "default"
+            rc["metadata"]["annotations"] = {
+                "kai.scheduler/topology": "cluster",
+                "kai.scheduler/topology-required-placement":
+                    "gangsched.io/rack"}
+            template = rc["spec"]["workerGroupSpecs"][0]["template"]
+            template.setdefault("metadata", {})["annotations"] = {
+                "gangsched.io/topology-segment-size": "3",
+                "gangsched.io/topology-segment-placement":
+                    "kubernetes.io/hostname"}
+            return rc
+
+        env.apply(racked("tp", 6))
+        env.wait(lambda: len(env.bound("tp")) == 7, "head and 6 workers bound")
+        nodes = {p["spec"]["nodeName"] for p in env.bound("tp")}
+        assert nodes <= {"gpu-1", "gpu-2"}, nodes  # rack r2 only
+        by_segment: dict[int, set[str]] = {}
+        for p in env.bound("tp", group="gpu-group"):
+            slot = p["metadata"]["annotations"]["gangsched.io/slot"]
+            index = int(slot.rsplit("/", 1)[1])
+            by_segment.setdefault(index // 3, set()).add(p["spec"]["nodeName"])
+        assert sorted(len(hosts) for hosts in by_segment.values()) == [1, 1], \
+            by_segment
+        status = env.gang("tp")
+        assert status.spec.placement.required_level == "gangsched.io/rack"
+        assert status.spec.groups[1].segment_size == 3
+
+        # Rack r1 has 4 GPUs free, r2 has 2: five 1-GPU workers fit in
+        # neither, and the pods say why.
+        env.apply(racked("wide", 5))
+
+        def said() -> bool:
+            pods = env.waiting("wide")
+            return bool(pods) and all(
+                "no gangsched.io/rack domain fits the gang"
+                in condition(p).get("message", "") for p in pods)
+        env.wait(said, "wide's pods say no rack holds it")
+        assert not env.bound("wide")
+        env.check_invariants()
+    finally:
+        env.close()
