@@ -53,9 +53,14 @@ void Scheduler::GrowElastic(absl::Time now) {
   auto next_replica = [&](const Workload& w) {
     return PlanElasticReplica(w, &from[&w]);
   };
+  // Whether it has one, without building its request.
+  auto has_next_replica = [&](const Workload& w) {
+    return !PlanElasticReplica(w, &from[&w], /*request=*/false)
+                .request.replicas.empty();
+  };
   ForEachToVisit([&](Workload& w) {
     if (w.state != WorkloadState::kRunning || !w.AtMinimum()) return;
-    if (next_replica(w).request.replicas.empty()) return;
+    if (!has_next_replica(w)) return;
     grouped[w.queue.value()].entries.insert({-w.priority, 0, w.submit_seq, &w});
   });
   // After every change of a leaf's first entry.
@@ -106,7 +111,7 @@ void Scheduler::GrowElastic(absl::Time now) {
             no_room.insert(std::move(shape));
           }
         }
-        if (granted && !next_replica(w).request.replicas.empty()) {
+        if (granted && has_next_replica(w)) {
           ++entry.grants;
           leaf.entries.insert(entry);
         }
@@ -115,7 +120,8 @@ void Scheduler::GrowElastic(absl::Time now) {
 }
 
 Scheduler::PlannedRequest Scheduler::PlanElasticReplica(
-    const Workload& w, absl::InlinedVector<int32_t, 4>* from) const {
+    const Workload& w, absl::InlinedVector<int32_t, 4>* from,
+    bool request) const {
   PlannedRequest plan;
   if (from != nullptr && from->size() != w.groups.size())
     from->assign(w.groups.size(), 0);
@@ -130,8 +136,10 @@ Scheduler::PlannedRequest Scheduler::PlanElasticReplica(
         if (!state.slot_node[r * h + p].valid())
           plan.slots.push_back(r * h + p);
       }
-      plan.request = BaseRequest(w);
-      plan.request.growth = true;
+      if (request) {
+        plan.request = BaseRequest(w);
+        plan.request.growth = true;
+      }
       plan.request.replicas.push_back(
           {g, static_cast<int32_t>(plan.slots.size()), SegmentOf(w, g, r)});
       return plan;

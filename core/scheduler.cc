@@ -642,7 +642,14 @@ std::vector<std::string> Scheduler::TakeWarnings() {
 GangRequest Scheduler::BaseRequest(const Workload& w) const {
   GangRequest request;
   request.gang = w.spec.placement;
-  request.topology = ResolveTopology(w.spec.placement, topologies_);
+  // Most workloads name no topology: nothing to resolve (a grant of elastic
+  // growth builds a request each time).
+  auto names_topology = [](const PlacementSpec& p) {
+    return !p.topology_key.empty() || !p.topology.empty() ||
+           !p.required_level.empty() || !p.preferred_level.empty();
+  };
+  if (names_topology(w.spec.placement))
+    request.topology = ResolveTopology(w.spec.placement, topologies_);
   request.groups.reserve(w.groups.size());
   for (uint32_t g = 0; g < w.groups.size(); ++g) {
     const GroupSpec& gs = w.spec.groups[g];
@@ -652,8 +659,11 @@ GangRequest Scheduler::BaseRequest(const Workload& w) const {
     // Topology is either the gang's (the whole gang in one domain) or the
     // group's own, with the group's segments.
     pg.placement = EffectivePlacement(w.spec, gs);
-    pg.topology = ResolveTopology(pg.placement, topologies_, gs.segment_size,
-                                  gs.segment_level, w.spec.placement.topology);
+    if (names_topology(pg.placement) || gs.segment_size > 0) {
+      pg.topology =
+          ResolveTopology(pg.placement, topologies_, gs.segment_size,
+                          gs.segment_level, w.spec.placement.topology);
+    }
     pg.name = gs.name;
     pg.max_pods = gs.max_count;
     // Where the pods already run matters only to rules that read it: a

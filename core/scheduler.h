@@ -701,9 +701,12 @@ class Scheduler {
   // The next replica to grow by: the first live, unbound one, from
   // `from[g]` on in group g when given (a growth pass's cursor, which it
   // moves: within a pass replicas are only bound, so those before it stay
-  // bound and each group's replicas are walked once per pass).
+  // bound and each group's replicas are walked once per pass). Without
+  // `request`, only its replica and slots (whether there is one), not the
+  // request to place it.
   PlannedRequest PlanElasticReplica(
-      const Workload& w, absl::InlinedVector<int32_t, 4>* from = nullptr) const;
+      const Workload& w, absl::InlinedVector<int32_t, 4>* from = nullptr,
+      bool request = true) const;
   // The quota / limit checks along the queue path for `extra` more
   // resources, leaf first, in one place: visit(queue, resource, code, held,
   // held non-preemptible, need) per check, until it returns false. The

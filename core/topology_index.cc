@@ -79,26 +79,26 @@ void TopologyIndex::Join(absl::string_view label, absl::string_view value,
 void TopologyIndex::Touch(const Node& node, uint32_t id) {
   if (id >= members_.size() || !members_[id]) return;
   Member& m = *members_.Mut(id);
-  // Usually only what the node holds changed (a bind): the change, worked
-  // out once, goes to each of its domains.
-  const ResourceVector used = node.used - m.used;
-  const ResourceVector reserved = node.reserved - m.reserved;
-  const bool allocatable = !(node.allocatable - m.allocatable).IsZero();
-  if (allocatable) Add(m, -1);
-  m.allocatable = node.allocatable;
-  m.used = node.used;
-  m.reserved = node.reserved;
-  if (allocatable) {
-    Add(m, +1);
-    return;
-  }
-  const bool used_changed = !used.IsZero();
-  const bool reserved_changed = !reserved.IsZero();
+  // Usually only what the node holds changed (a bind): the allocatable is
+  // left alone then, and the usage and reservations moved in place.
+  const bool allocatable = !(node.allocatable == m.allocatable);
+  const bool reserved = !(node.reserved == m.reserved);
   for (auto [key, domain] : m.domains) {
     Domain& d = keys_[key].domains.Mut(domain);
-    if (used_changed) d.used += used;
-    if (reserved_changed) d.reserved += reserved;
+    if (allocatable) {
+      d.allocatable -= m.allocatable;
+      d.allocatable += node.allocatable;
+    }
+    d.used -= m.used;
+    d.used += node.used;
+    if (reserved) {
+      d.reserved -= m.reserved;
+      d.reserved += node.reserved;
+    }
   }
+  if (allocatable) m.allocatable = node.allocatable;
+  m.used = node.used;
+  if (reserved) m.reserved = node.reserved;
 }
 
 std::optional<uint32_t> TopologyIndex::FindKey(absl::string_view key) const {
