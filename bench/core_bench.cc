@@ -510,14 +510,15 @@ std::unique_ptr<Scheduler> RunningClusterWithPendingGangs(
 // then one timed cycle that takes in `pending` new gangs (a head and 8
 // one-GPU workers; beyond the free GPUs they stay pending, which times the
 // failure path too). RSS is the process's peak so far.
-void BM_FullCycle(benchmark::State& state) {
+void FullCycle(benchmark::State& state, bool levels) {
   const int node_count = static_cast<int>(state.range(0));
   const int pending_gangs = static_cast<int>(state.range(1));
   for (auto _ : state) {
     state.PauseTiming();
     const absl::Time now = absl::UnixEpoch();
-    auto s = RunningClusterWithPendingGangs(node_count, 4000 * 1000, 40 * 1000,
-                                            12500, pending_gangs, now);
+    auto s =
+        RunningClusterWithPendingGangs(node_count, 4000 * 1000, 40 * 1000,
+                                       12500, pending_gangs, now, {}, levels);
     state.ResumeTiming();
     s->RunCycle(now + absl::Seconds(1));
     state.PauseTiming();
@@ -530,6 +531,7 @@ void BM_FullCycle(benchmark::State& state) {
   }
   RecordPeakRss(state);
 }
+void BM_FullCycle(benchmark::State& state) { FullCycle(state, false); }
 BENCHMARK(BM_FullCycle)
     ->ArgNames({"nodes", "pending"})
     ->Args({5000, 0})
@@ -547,23 +549,7 @@ BENCHMARK(BM_FullCycle)
 // gang requires one block and prefers one rack (each fits one: its 8 GPUs
 // in a rack of 128).
 void BM_FullCycleThreeLevels(benchmark::State& state) {
-  const int node_count = static_cast<int>(state.range(0));
-  const int pending_gangs = static_cast<int>(state.range(1));
-  for (auto _ : state) {
-    state.PauseTiming();
-    const absl::Time now = absl::UnixEpoch();
-    auto s = RunningClusterWithPendingGangs(node_count, 4000 * 1000, 40 * 1000,
-                                            12500, pending_gangs, now, {},
-                                            /*levels=*/true);
-    state.ResumeTiming();
-    s->RunCycle(now + absl::Seconds(1));
-    state.PauseTiming();
-    state.counters["running_workloads"] =
-        WorkloadsIn(*s, WorkloadState::kRunning);
-    s.reset();
-    state.ResumeTiming();
-  }
-  RecordPeakRss(state);
+  FullCycle(state, true);
 }
 BENCHMARK(BM_FullCycleThreeLevels)
     ->ArgNames({"nodes", "pending"})

@@ -5,6 +5,7 @@
 #include <regex>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "core/scheduler.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"
@@ -95,6 +96,28 @@ class GangPlacerTest : public ::testing::Test {
       EXPECT_EQ(indexed.nodes, want);
       EXPECT_EQ(indexed.devices, scan.devices);
     }
+  }
+
+  // Places `r` by scan, then through the indexes with and without reasons,
+  // expecting the same result, nodes and devices every way (and the same
+  // message with reasons); returns the scan's placement.
+  GangPlacement PlaceByScanAndIndex(const GangRequest& r,
+                                    const NodeIndex& index,
+                                    const TopologyIndex& topology,
+                                    const std::string& where) {
+    GangPlacement scan = TryPlaceGang(nodes_, table_, r, {});
+    for (bool reasons : {true, false}) {
+      GangPlacement indexed = TryPlaceGang(
+          nodes_, table_, r,
+          {.index = &index, .topology = &topology, .reasons = reasons});
+      EXPECT_EQ(scan.result, indexed.result) << where << ": " << scan.message;
+      EXPECT_EQ(scan.nodes, indexed.nodes) << where;
+      EXPECT_EQ(scan.devices, indexed.devices) << where;
+      if (reasons) {
+        EXPECT_EQ(scan.message, indexed.message) << where;
+      }
+    }
+    return scan;
   }
 
   ResourceTable table_;
@@ -563,17 +586,10 @@ TEST_F(GangPlacerTest, GangsOfSeveralGroupsPlaceThroughTheIndexAsTheScanDoes) {
         for (int k = 0; k < replicas; ++k)
           r.replicas.push_back({static_cast<uint32_t>(g), 1});
       }
-      GangPlacement scan = TryPlaceGang(nodes_, table_, r, {});
-      for (bool reasons : {true, false}) {
-        GangPlacement indexed = TryPlaceGang(
-            nodes_, table_, r,
-            {.index = &index, .topology = &topology, .reasons = reasons});
-        ASSERT_EQ(scan.result, indexed.result) << scan.message;
-        ASSERT_EQ(scan.nodes, indexed.nodes)
-            << "cluster " << cluster << " trial " << trial;
-        ASSERT_EQ(scan.devices, indexed.devices)
-            << "cluster " << cluster << " trial " << trial;
-      }
+      GangPlacement scan = PlaceByScanAndIndex(
+          r, index, topology,
+          absl::StrCat("cluster ", cluster, " trial ", trial));
+      if (::testing::Test::HasFailure()) return;
       placed += scan.result == PlaceResult::kPlaced;
     }
   }
@@ -643,18 +659,10 @@ TEST_F(GangPlacerTest, MultiLevelTopologiesHoldAndPlaceAsTheScanDoes) {
                                 segment_size > 0 ? k / segment_size : 0});
         }
       }
-      GangPlacement scan = TryPlaceGang(nodes_, table_, r, {});
-      for (bool reasons : {true, false}) {
-        GangPlacement indexed = TryPlaceGang(
-            nodes_, table_, r,
-            {.index = &index, .topology = &topology, .reasons = reasons});
-        ASSERT_EQ(scan.result, indexed.result) << scan.message;
-        ASSERT_EQ(scan.nodes, indexed.nodes)
-            << "cluster " << cluster << " trial " << trial;
-        if (reasons) {
-          EXPECT_EQ(scan.message, indexed.message);
-        }
-      }
+      GangPlacement scan = PlaceByScanAndIndex(
+          r, index, topology,
+          absl::StrCat("cluster ", cluster, " trial ", trial));
+      if (::testing::Test::HasFailure()) return;
       if (scan.result != PlaceResult::kPlaced) {
         ++failed;
         continue;

@@ -199,17 +199,22 @@ def test_a_gang_that_cannot_fit_waits_whole_and_binds_whole(env: Env) -> None:
     assert {e["reason"] for e in env.events_for("big")} >= {"Scheduled"}
 
 
+def workers_cluster(name: str, workers: int) -> dict:
+    """The sample RayCluster with `workers` workers and no autoscaling."""
+    return manifest("raycluster-autoscaler.yaml",
+                    **{"metadata.name": name,
+                       "spec.enableInTreeAutoscaling": False,
+                       "spec.workerGroupSpecs.0.replicas": workers,
+                       "spec.workerGroupSpecs.0.minReplicas": workers,
+                       "spec.workerGroupSpecs.0.maxReplicas": workers})
+
+
 def shared_gpu_cluster(name: str, workers: int,
                        annotations: dict[str, str]) -> dict:
     """A RayCluster of `workers` fixed workers whose pod template carries
     `annotations` (a GPU fraction or GPU memory) and asks for no whole
     GPUs."""
-    cluster = manifest("raycluster-autoscaler.yaml",
-                       **{"metadata.name": name,
-                          "spec.enableInTreeAutoscaling": False,
-                          "spec.workerGroupSpecs.0.replicas": workers,
-                          "spec.workerGroupSpecs.0.minReplicas": workers,
-                          "spec.workerGroupSpecs.0.maxReplicas": workers})
+    cluster = workers_cluster(name, workers)
     template = cluster["spec"]["workerGroupSpecs"][0]["template"]
     template.setdefault("metadata", {})["annotations"] = annotations
     for c in template["spec"]["containers"]:
@@ -1148,12 +1153,7 @@ def test_kai_topology_annotations_keep_a_raycluster_in_one_rack() -> None:
         env.shim("--leader-election=false")
 
         def racked(name: str, workers: int) -> dict:
-            rc = manifest("raycluster-autoscaler.yaml",
-                          **{"metadata.name": name,
-                             "spec.enableInTreeAutoscaling": False,
-                             "spec.workerGroupSpecs.0.replicas": workers,
-                             "spec.workerGroupSpecs.0.minReplicas": workers,
-                             "spec.workerGroupSpecs.0.maxReplicas": workers})
+            rc = workers_cluster(name, workers)
             # One queue: the second cluster takes nothing from the first.
             rc["metadata"]["labels"]["gangsched.io/queue"] = "default"
             rc["metadata"]["annotations"] = {
