@@ -84,10 +84,11 @@ void ClusterState::SetTopologyPaths(
     std::vector<std::vector<std::string>> paths) {
   ++spec_version_;
   if (paths == topology_->paths()) return;
-  TopologyIndex& topology = *topology_.Mut();
-  topology.SetPaths(std::move(paths));
+  auto fresh = std::make_unique<TopologyIndex>();
+  fresh->SetPaths(std::move(paths));
   for (uint32_t id = 0; id < nodes_.size(); ++id)
-    topology.SetNode(nodes_[id], id);
+    fresh->SetNode(nodes_[id], id);
+  topology_ = std::move(fresh);
 }
 
 void ClusterState::Remove(NodeId id) {

@@ -551,10 +551,11 @@ class Attempt {
     for (const std::optional<DomainFilter>* d :
          {&domain_, &group_domain_[g], &segment_domain_[g], &fill_now_[g]}) {
       if (!*d || (*d)->key_id == TopologyIndex::kNoDomain) continue;
-      const std::vector<uint32_t>& members =
+      const std::vector<uint32_t>* members =
           options_.topology->Members((*d)->key_id, (*d)->domain_id);
-      if (smallest == nullptr || members.size() < smallest->size())
-        smallest = &members;
+      if (members == nullptr) continue;  // not a configured level's key
+      if (smallest == nullptr || members->size() < smallest->size())
+        smallest = members;
     }
     if (smallest != nullptr && smallest->size() * 16 > nodes_.size())
       return nullptr;

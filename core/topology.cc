@@ -158,7 +158,7 @@ std::vector<std::vector<std::string>> IndexedPaths(
     const std::vector<Topology>& topologies) {
   std::vector<std::vector<std::string>> paths;
   for (const Topology& t : topologies) {
-    for (size_t n = 2; n <= t.levels.size(); ++n) {
+    for (size_t n = 1; n <= t.levels.size(); ++n) {
       std::vector<std::string> path(t.levels.begin(), t.levels.begin() + n);
       if (std::find(paths.begin(), paths.end(), path) == paths.end())
         paths.push_back(std::move(path));

@@ -82,8 +82,9 @@ inline constexpr size_t kMaxTopologyLevels = 16;
 // twice.
 absl::Status CheckTopologies(const std::vector<Topology>& topologies);
 
-// The label paths (levels 0..i, i >= 1) that the topology index keeps
-// domains for, for every topology.
+// The label paths (levels 0..i) of every topology: the topology index keeps
+// the member nodes of their domains, and domains of their own for the
+// paths of two labels or more.
 std::vector<std::vector<std::string>> IndexedPaths(
     const std::vector<Topology>& topologies);
 

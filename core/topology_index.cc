@@ -6,8 +6,16 @@
 
 namespace gangsched {
 
+void TopologyIndex::SetPaths(std::vector<std::vector<std::string>> paths) {
+  tracked_.clear();
+  for (const std::vector<std::string>& path : paths)
+    tracked_.insert(LevelKey(path, static_cast<int32_t>(path.size()) - 1));
+  for (auto& [name, id] : key_ids_) keys_[id].tracked = tracked_.contains(name);
+  paths_ = std::move(paths);
+}
+
 void TopologyIndex::Add(const Member& m, int sign) {
-  for (auto [key, domain] : m.domains) {
+  for (auto [key, domain, pos] : m.domains) {
     Domain& d = keys_[key].domains.Mut(domain);
     if (sign > 0) {
       d.allocatable += m.allocatable;
@@ -25,14 +33,18 @@ void TopologyIndex::Remove(uint32_t id) {
   if (id >= members_.size() || !members_[id]) return;
   const Member& m = *members_[id];
   Add(m, -1);
-  for (auto [key, domain] : m.domains) {
+  for (auto [key, domain, pos] : m.domains) {
     --keys_[key].domains.Mut(domain).nodes;
     (*keys_[key].node_domain.Mut())[id] = kNoDomain;
+    if (pos == kNoDomain) continue;
+    // The last member takes the node's place, and is told where it is.
     std::vector<uint32_t>& members = (*keys_[key].members.Mut())[domain];
-    auto it = std::find(members.begin(), members.end(), id);
-    if (it != members.end()) {
-      *it = members.back();
-      members.pop_back();
+    const uint32_t last = members.back();
+    members[pos] = last;
+    members.pop_back();
+    if (last == id) continue;
+    for (Joined& j : members_.Mut(last)->domains) {
+      if (j.key == key) j.pos = pos;
     }
   }
   members_.Mut(id).reset();
@@ -45,6 +57,7 @@ void TopologyIndex::SetNode(const Node& node, uint32_t id) {
   Member m;
   for (const auto& [label, value] : node.labels) Join(label, value, id, m);
   for (const std::vector<std::string>& path : paths_) {
+    if (path.size() < 2) continue;  // a label, joined above
     std::string value =
         PathOf(node, path, static_cast<int32_t>(path.size()) - 1);
     if (!value.empty())
@@ -61,7 +74,7 @@ void TopologyIndex::Join(absl::string_view label, absl::string_view value,
                          uint32_t id, Member& m) {
   auto [kit, new_key] =
       key_ids_.try_emplace(label, static_cast<uint32_t>(keys_.size()));
-  if (new_key) keys_.emplace_back();
+  if (new_key) keys_.emplace_back().tracked = tracked_.contains(label);
   Key& key = keys_[kit->second];
   auto [dit, new_domain] = key.domain_ids.Mut()->try_emplace(
       value, static_cast<uint32_t>(key.domains.size()));
@@ -70,10 +83,14 @@ void TopologyIndex::Join(absl::string_view label, absl::string_view value,
   if (node_domain.size() <= id) node_domain.resize(id + 1, kNoDomain);
   node_domain[id] = dit->second;
   ++key.domains.Mut(dit->second).nodes;
-  std::vector<std::vector<uint32_t>>& members = *key.members.Mut();
-  if (members.size() <= dit->second) members.resize(dit->second + 1);
-  members[dit->second].push_back(id);
-  m.domains.emplace_back(kit->second, dit->second);
+  uint32_t pos = kNoDomain;
+  if (key.tracked) {
+    std::vector<std::vector<uint32_t>>& members = *key.members.Mut();
+    if (members.size() <= dit->second) members.resize(dit->second + 1);
+    pos = static_cast<uint32_t>(members[dit->second].size());
+    members[dit->second].push_back(id);
+  }
+  m.domains.push_back({kit->second, dit->second, pos});
 }
 
 void TopologyIndex::Touch(const Node& node, uint32_t id) {
@@ -83,7 +100,7 @@ void TopologyIndex::Touch(const Node& node, uint32_t id) {
   // left alone then, and the usage and reservations moved in place.
   const bool allocatable = !(node.allocatable == m.allocatable);
   const bool reserved = !(node.reserved == m.reserved);
-  for (auto [key, domain] : m.domains) {
+  for (auto [key, domain, pos] : m.domains) {
     Domain& d = keys_[key].domains.Mut(domain);
     if (allocatable) {
       d.allocatable -= m.allocatable;
@@ -120,7 +137,7 @@ uint32_t TopologyIndex::FindDomain(uint32_t key,
 
 bool TopologyIndex::Matches(const NodeTable& nodes) const {
   TopologyIndex fresh;
-  fresh.paths_ = paths_;
+  fresh.SetPaths(paths_);
   for (uint32_t i = 0; i < nodes.size(); ++i) fresh.SetNode(nodes[i], i);
   for (const auto& [name, fresh_key] : fresh.key_ids_) {
     std::optional<uint32_t> key = FindKey(name);
@@ -129,9 +146,15 @@ bool TopologyIndex::Matches(const NodeTable& nodes) const {
       uint32_t d = FindDomain(*key, want.value);
       if (d == kNoDomain) return false;
       const Domain& have = keys_[*key].domains[d];
-      if (Members(*key, d).size() != have.nodes) return false;
-      for (uint32_t n : Members(*key, d)) {
-        if (DomainOf(*key, n) != d) return false;
+      if (const std::vector<uint32_t>* members = Members(*key, d)) {
+        if (members->size() != have.nodes) return false;
+        for (size_t i = 0; i < members->size(); ++i) {
+          const uint32_t n = (*members)[i];
+          if (DomainOf(*key, n) != d || !members_[n]) return false;
+          for (const Joined& j : members_[n]->domains) {
+            if (j.key == *key && j.pos != i) return false;
+          }
+        }
       }
       if (have.nodes != want.nodes ||
           !(have.allocatable - want.allocatable).IsZero() ||

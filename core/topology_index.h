@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "core/cow_ptr.h"
 #include "core/node.h"
@@ -35,14 +36,13 @@ class TopologyIndex {
 
   // After a node's labels changed (or it appeared).
   void SetNode(const Node& node, uint32_t id);
-  // Label paths (docs/SCHEDULING.md, "Topologies") to keep domains for
-  // besides single labels: a node with every label of a path is in the
-  // domain of its values joined, under the key of the labels joined (see
-  // core/topology.h). Takes effect for nodes set from now on: the owner
-  // sets every node again after a change.
-  void SetPaths(std::vector<std::vector<std::string>> paths) {
-    paths_ = std::move(paths);
-  }
+  // The label paths of the configured topologies' levels (docs/
+  // SCHEDULING.md, "Topologies"; core/topology.h, IndexedPaths): a path of
+  // two labels or more gets domains of its own (a node with every label of
+  // it is in the domain of its values joined, under the key of the labels
+  // joined), and every path's key keeps its domains' member nodes. Set on
+  // an empty index: the owner indexes every node again after a change.
+  void SetPaths(std::vector<std::vector<std::string>> paths);
   const std::vector<std::vector<std::string>>& paths() const { return paths_; }
   // After its usage or reservations changed; labels as at SetNode.
   void Touch(const Node& node, uint32_t id);
@@ -58,10 +58,12 @@ class TopologyIndex {
   }
   // The domain id of `value` under `key`, or kNoDomain.
   uint32_t FindDomain(uint32_t key, absl::string_view value) const;
-  // The live nodes in a domain, in no order: a placement kept to a small
-  // domain scans these instead of walking every node.
-  const std::vector<uint32_t>& Members(uint32_t key, uint32_t domain) const {
-    return (*keys_[key].members)[domain];
+  // The live nodes in a domain, in no order, for a key of a configured
+  // level (null for other keys, whose members are not kept): a placement
+  // kept to a small domain scans these instead of walking every node.
+  const std::vector<uint32_t>* Members(uint32_t key, uint32_t domain) const {
+    if (!keys_[key].tracked) return nullptr;
+    return &(*keys_[key].members)[domain];
   }
 
   // True when the sums and memberships are what rebuilding from `nodes`
@@ -79,13 +81,22 @@ class TopologyIndex {
     // By node id; changes only with labels, so shared whole.
     CowPtr<std::vector<uint32_t>> node_domain =
         std::make_unique<std::vector<uint32_t>>();
-    // By domain id, its nodes; the same.
+    // By domain id, its nodes, when `tracked` (a configured level's key);
+    // the same.
     CowPtr<std::vector<std::vector<uint32_t>>> members =
         std::make_unique<std::vector<std::vector<uint32_t>>>();
+    bool tracked = false;
+  };
+  // One domain a node is in, and its place in the domain's members
+  // (kNoDomain when they are not kept), so that leaving is O(1).
+  struct Joined {
+    uint32_t key;
+    uint32_t domain;
+    uint32_t pos;
   };
   // What a node added to its domains, to take it out again.
   struct Member {
-    std::vector<std::pair<uint32_t, uint32_t>> domains;  // (key, domain)
+    std::vector<Joined> domains;
     ResourceVector allocatable;
     ResourceVector used;
     ResourceVector reserved;
@@ -99,6 +110,7 @@ class TopologyIndex {
   std::vector<Key> keys_;
   CowTable<std::optional<Member>> members_;  // by node id
   std::vector<std::vector<std::string>> paths_;
+  absl::flat_hash_set<std::string> tracked_;  // key names of paths_
 };
 
 }  // namespace gangsched
