@@ -109,9 +109,8 @@ Checked CheckedFor(ResourceId key) {
                      : Checked{kCpu, kMemory, kGpu};
 }
 
-// What some pods need of the Checked resources, at least (0: not checked:
-// a pod that shares GPUs or asks GPU memory takes room the sums do not
-// show).
+// What some pods need of the Checked resources, at least (0: nothing to
+// check).
 struct Need {
   Checked resource;
   std::array<int64_t, kChecked> amount;
@@ -256,26 +255,34 @@ DomainRooms DomainsAt(const NodeTable& nodes, const PlacerOptions& options,
   return out;
 }
 
-// Least free first (bin-packing: the fullest domain that fits), most free
-// first (spreading), then by path.
+// Whether domain `a` comes after `b` in the order to try them: least free
+// first (bin-packing: the fullest domain that fits), most free first
+// (spreading), then by path.
+struct DomainAfter {
+  bool spread;
+  bool operator()(const DomainRoom& a, const DomainRoom& b) const {
+    if (a.free != b.free) return spread ? a.free < b.free : a.free > b.free;
+    return a.path > b.path;
+  }
+};
+
 void OrderDomains(DomainRooms& domains, bool spread) {
-  std::sort(domains.begin(), domains.end(),
-            [&](const DomainRoom& a, const DomainRoom& b) {
-              if (a.free != b.free)
-                return spread ? a.free > b.free : a.free < b.free;
-              return a.path < b.path;
-            });
+  std::sort(
+      domains.begin(), domains.end(),
+      [after = DomainAfter{spread}](const DomainRoom& a, const DomainRoom& b) {
+        return after(b, a);
+      });
 }
 
-// The domains in OrderDomains' order one at a time, for a search that stops
-// at the first that fits: a heap, so that the rest are never sorted (a
-// gang tried over hundreds of racks usually takes the first).
+// The domains in that order one at a time, for a search that stops at the
+// first that fits: the first found in one pass (it usually fits), the rest
+// heaped, so that they are never sorted (a gang tried over hundreds of
+// racks usually takes the first).
 class DomainOrder {
  public:
   DomainOrder(DomainRooms& domains, bool spread)
       : domains_(domains), end_(domains.size()), after_{spread} {}
   // The next domain, or null after the last; what it points to stays.
-  // The first is found in one pass (it usually fits), the rest heaped.
   const DomainRoom* Next() {
     if (end_ == 0) return nullptr;
     const auto begin = domains_.begin();
@@ -297,17 +304,9 @@ class DomainOrder {
   }
 
  private:
-  // Whether `a` comes after `b` in OrderDomains' order.
-  struct After {
-    bool spread;
-    bool operator()(const DomainRoom& a, const DomainRoom& b) const {
-      if (a.free != b.free) return spread ? a.free < b.free : a.free > b.free;
-      return a.path > b.path;
-    }
-  };
   DomainRooms& domains_;
   size_t end_;
-  After after_;
+  DomainAfter after_;
   bool first_taken_ = false;
   bool heaped_ = false;
 };
@@ -320,36 +319,25 @@ void DropSmall(DomainRooms& domains, const Need& need) {
                 domains.end());
 }
 
-// What `pods` pods of `group` need of the resources CheckedFor(key).
+// What `pods` pods of `group` need of the resources CheckedFor(key). A pod
+// that asks GPU memory needs GPU room the sums do not count (its device
+// share is worked out per node): none is counted, which only makes the
+// need smaller, never wrong.
 Need NeedOfPods(const PlacementGroup& group, int64_t pods, ResourceId key) {
   Need need{CheckedFor(key), {}};
-  const bool unseen = SharesGpu(group.pod) || AsksGpuMemory(group.pod);
-  for (size_t i = 0; i < kChecked; ++i) {
-    if (need.resource[i] == kGpu && unseen) continue;
+  for (size_t i = 0; i < kChecked; ++i)
     need.amount[i] = group.pod.Get(need.resource[i]) * pods;
-  }
   return need;
 }
 
-// What replicas [begin, end) of the request need at least, by
-// CheckedFor(key); nothing of GPUs when one of their pods shares GPUs or
-// asks GPU memory.
+// What replicas [begin, end) of the request need at least.
 Need NeedOf(const GangRequest& request, size_t begin, size_t end,
             ResourceId key) {
   Need need{CheckedFor(key), {}};
-  bool unseen_gpu = false;
   for (size_t r = begin; r < end; ++r) {
-    const PlacementGroup& group = request.groups[request.replicas[r].group];
-    unseen_gpu |= SharesGpu(group.pod) || AsksGpuMemory(group.pod);
-    for (size_t i = 0; i < kChecked; ++i) {
-      need.amount[i] +=
-          group.pod.Get(need.resource[i]) * request.replicas[r].pods;
-    }
-  }
-  if (unseen_gpu) {
-    for (size_t i = 0; i < kChecked; ++i) {
-      if (need.resource[i] == kGpu) need.amount[i] = 0;
-    }
+    const Need pods = NeedOfPods(request.groups[request.replicas[r].group],
+                                 request.replicas[r].pods, key);
+    for (size_t i = 0; i < kChecked; ++i) need.amount[i] += pods.amount[i];
   }
   return need;
 }
@@ -390,6 +378,62 @@ class Tried {
  private:
   int count_ = 0;
   std::string text_;
+};
+
+// A search of a topology's levels (docs/SCHEDULING.md, "Topologies"), the
+// gang's or a group's: from `preferred` up to `required` (0 when there is
+// none), each level's domains within `within(level)` in the order to try
+// them; a domain whose sums cannot hold `need` is passed over (and said, at
+// the required level: below it, it is dropped unsaid), each other one given
+// to `attempt(level, path)` until one places. `out` holds a failed
+// attempt's words.
+struct LevelSearch {
+  const TopologyConstraint& c;
+  int32_t required;
+  int32_t preferred;
+  const Need& need;
+  bool spread;
+  const ResourceTable& resources;
+  bool in_all;       // the room is what domains have in all (usage ignored)
+  Tried tried;       // at the required level
+  bool any = false;  // a domain of the required level was seen
+
+  template <typename DomainsOf, typename WithinOf, typename Attempt>
+  bool Run(DomainsOf domains_of, WithinOf within_of, Attempt attempt,
+           const GangPlacement& out) {
+    for (int32_t level = preferred; level >= std::max(required, 0); --level) {
+      DomainRooms domains = domains_of(level);
+      if (level != required) DropSmall(domains, need);
+      DomainOrder order(domains, spread);
+      const absl::string_view within = within_of(level);
+      const absl::string_view label = c.levels[static_cast<size_t>(level)];
+      while (const DomainRoom* d = order.Next()) {
+        if (!PathWithin(d->path, within)) continue;
+        if (level == required) any = true;
+        if (const int lack = Lacking(*d, need); lack >= 0) {
+          if (level == required)
+            tried.AddShort(label, *d, need, lack, resources, in_all);
+          continue;
+        }
+        if (attempt(level, d->path)) return true;
+        if (level == required) tried.Add(label, d->path, out.message);
+      }
+    }
+    return false;
+  }
+
+  // Why nothing placed, with a required level: for "the gang" or "the
+  // group", `bound` when it runs in a domain of that level already.
+  std::string Failure(absl::string_view what, bool bound) const {
+    const absl::string_view label = c.levels[static_cast<size_t>(required)];
+    if (any) {
+      return absl::StrCat("no ", label, " domain fits the ", what, "; tried ",
+                          tried.Text());
+    }
+    return absl::StrCat(
+        "no node has the topology label ", label,
+        bound ? absl::StrCat(" in the ", what, "'s domain") : std::string());
+  }
 };
 
 // The constraint a placement spec resolves to with no config topologies:
@@ -643,40 +687,37 @@ class Attempt {
     const ResourceId key = KeyResource(group.pod);
     const Need need = NeedOf(request_, begin, end, key);
     const Snapshot snapshot = Take(g, *out);
-    Tried tried;
-    bool any = false;  // a domain of the required level was seen
-    for (int32_t level = preferred; level >= std::max(required, 0); --level) {
-      const absl::string_view within =
-          bound.empty() ? Within(c.levels, level, kNoGroup) : bound;
-      DomainRooms domains = DomainsAt(
-          nodes_, options_, c.levels, level, CheckedFor(key),
-          /*reserved=*/true, extra_, /*freed_in_booked=*/true, paths_);
-      if (level != required) DropSmall(domains, need);
-      DomainOrder order(domains, RulesOf(group.placement.strategy).spread);
-      const absl::string_view label = c.levels[static_cast<size_t>(level)];
-      while (const DomainRoom* next = order.Next()) {
-        const DomainRoom& d = *next;
-        if (!PathWithin(d.path, within)) continue;
-        if (level == required) any = true;
-        if (const int lack = Lacking(d, need); lack >= 0) {
-          if (level == required)
-            tried.AddShort(label, d, need, lack, resources_,
-                           options_.ignore_usage);
-          continue;
-        }
-        group_domain_[g] =
-            MakeFilter(options_.topology, c.levels, level, d.path);
-        ++scores_epoch_;
-        if (level < preferred && !segments) {
-          StartFill(g, FillOf(c.levels, preferred, key, d.path));
-        } else {
-          StopFill(g);
-        }
-        if (PlaceSegments(begin, end, out)) return true;
-        if (level == required) tried.Add(label, d.path, out->message);
-        Restore(snapshot, g, out);
-      }
-    }
+    LevelSearch search{c,
+                       required,
+                       preferred,
+                       need,
+                       RulesOf(group.placement.strategy).spread,
+                       resources_,
+                       options_.ignore_usage};
+    const bool placed = search.Run(
+        [&](int32_t level) {
+          return DomainsAt(nodes_, options_, c.levels, level, CheckedFor(key),
+                           /*reserved=*/true, extra_,
+                           /*freed_in_booked=*/true, paths_);
+        },
+        [&](int32_t level) {
+          return bound.empty() ? Within(c.levels, level, kNoGroup) : bound;
+        },
+        [&](int32_t level, absl::string_view path) {
+          group_domain_[g] =
+              MakeFilter(options_.topology, c.levels, level, path);
+          ++scores_epoch_;
+          if (level < preferred && !segments) {
+            StartFill(g, FillOf(c.levels, preferred, key, path));
+          } else {
+            StopFill(g);
+          }
+          if (PlaceSegments(begin, end, out)) return true;
+          Restore(snapshot, g, out);
+          return false;
+        },
+        *out);
+    if (placed) return true;
     group_domain_[g].reset();
     StopFill(g);
     ++scores_epoch_;
@@ -687,13 +728,8 @@ class Attempt {
       }
       return PlaceSegments(begin, end, out);
     }
-    const absl::string_view label = c.levels[static_cast<size_t>(required)];
-    out->message =
-        any ? absl::StrCat("group ", group.name, ": no ", label,
-                           " domain fits the group; tried ", tried.Text())
-            : absl::StrCat("group ", group.name, ": no node has the topology ",
-                           "label ", label,
-                           bound.empty() ? "" : " in the group's domain");
+    out->message = absl::StrCat("group ", group.name, ": ",
+                                search.Failure("group", !bound.empty()));
     return false;
   }
 
@@ -1482,49 +1518,37 @@ GangPlacement TryPlaceGang(const NodeTable& nodes,
   }
   const Need need = NeedOf(request, 0, request.replicas.size(), key);
   PathStore paths;
-  Tried tried;
-  bool any = false;  // a domain of the required level was seen
-  for (int32_t level = preferred; level >= std::max(required, 0); --level) {
-    // Capacity left after running work (room held for PIPELINED gangs is
-    // not subtracted here), least free first for bin-packing, most free
-    // first for spreading; what victims free bounds what a domain takes.
-    DomainRooms domains =
-        DomainsAt(nodes, options, c.levels, level, CheckedFor(key),
-                  /*reserved=*/false, {},
-                  /*freed_in_booked=*/false, paths);
-    // Below the required level a domain too small is passed over unsaid.
-    if (level != required) DropSmall(domains, need);
-    DomainOrder order(domains,
-                      RulesOf(request.gang.strategy).spread_gang_domains);
-    const absl::string_view label = c.levels[static_cast<size_t>(level)];
-    while (const DomainRoom* next = order.Next()) {
-      const DomainRoom& d = *next;
-      if (!PathWithin(d.path, bound)) continue;
-      if (level == required) any = true;
-      if (const int lack = Lacking(d, need); lack >= 0) {
-        if (level == required)
-          tried.AddShort(label, d, need, lack, resources, options.ignore_usage);
-        continue;
-      }
-      if (run(MakeFilter(options.topology, c.levels, level, d.path),
-              level < preferred ? preferred : -1)) {
-        out.result = PlaceResult::kPlaced;
-        return out;
-      }
-      if (level == required) tried.Add(label, d.path, out.message);
-    }
+  LevelSearch search{c,
+                     required,
+                     preferred,
+                     need,
+                     RulesOf(request.gang.strategy).spread_gang_domains,
+                     resources,
+                     options.ignore_usage};
+  // Capacity left after running work (room held for PIPELINED gangs is not
+  // subtracted here); what victims free bounds what a domain takes.
+  if (search.Run(
+          [&](int32_t level) {
+            return DomainsAt(nodes, options, c.levels, level, CheckedFor(key),
+                             /*reserved=*/false, {},
+                             /*freed_in_booked=*/false, paths);
+          },
+          [&](int32_t) { return absl::string_view(bound); },
+          [&](int32_t level, absl::string_view path) {
+            // Inside a coarser domain, the preferred level's are filled.
+            return run(MakeFilter(options.topology, c.levels, level, path),
+                       level < preferred ? preferred : -1);
+          },
+          out)) {
+    out.result = PlaceResult::kPlaced;
+    return out;
   }
   out.result = PlaceResult::kRetryLater;
   if (required < 0) {
     if (run(std::nullopt, preferred)) out.result = PlaceResult::kPlaced;
     return out;
   }
-  const absl::string_view label = c.levels[static_cast<size_t>(required)];
-  out.message =
-      any ? absl::StrCat("no ", label, " domain fits the gang; tried ",
-                         tried.Text())
-          : absl::StrCat("no node has the topology label ", label,
-                         bound.empty() ? "" : " in the gang's domain");
+  out.message = search.Failure("gang", !bound.empty());
   return out;
 }
 
