@@ -247,10 +247,9 @@ TEST(ConfigTest, Topologies) {
   auto twice = ParseConfig(
       "topologies:\n  - {name: a, levels: [zone]}\n"
       "topologies:\n  - {name: b, levels: [rack]}\n");
-  if (twice.ok()) {
-    ASSERT_EQ(twice->topologies.size(), 1u);
-    EXPECT_EQ(twice->topologies[0].name, "b");
-  }
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  ASSERT_EQ(twice->topologies.size(), 1u);
+  EXPECT_EQ(twice->topologies[0].name, "b");
 }
 
 TEST(ConfigTest, EmbeddedDefaultHasOneOpenQueue) {
