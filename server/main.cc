@@ -697,15 +697,19 @@ int Run(int argc, char** argv) {
   ReplicationHub replicas;
   core.SetReplication(&replicas);
   if (store != nullptr) {
-    // Recovery: the config's classes first (a stored workload whose class
-    // the file no longer has keeps the values it was admitted with), then
-    // everything stored, whose queues include every queue a config ever
-    // added; the config is applied over it below.
+    // Recovery: the config's classes and topologies first (a stored
+    // workload whose class the file no longer has keeps the values it was
+    // admitted with; one that names a topology finds it from the first
+    // cycle on), then everything stored, whose queues include every queue a
+    // config ever added; the config is applied over it below.
     absl::Time started = absl::Now();
     Scheduler& scheduler = core.scheduler();
-    absl::Status status = scheduler.SetPriorityClasses(
-        config.priority_classes, config.default_priority_class,
-        ClassRemoval::kKeep);
+    absl::Status status = scheduler.SetTopologies(config.topologies);
+    if (status.ok()) {
+      status = scheduler.SetPriorityClasses(config.priority_classes,
+                                            config.default_priority_class,
+                                            ClassRemoval::kKeep);
+    }
     absl::StatusOr<Store::Loaded> loaded =
         status.ok() ? store->Load(scheduler, core.idempotency()) : status;
     LogWarnings(scheduler);
