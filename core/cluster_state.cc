@@ -535,9 +535,11 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
     state.slot_evicting[slot] = 0;
     const std::string& name = w.spec.groups[group].name;
     for (auto it = w.evictions.begin(); it != w.evictions.end();) {
-      std::erase_if(it->slots, [&](const SlotRef& s) {
+      const size_t erased = std::erase_if(it->slots, [&](const SlotRef& s) {
         return s.group == name && s.index == slot;
       });
+      if (erased > 0 && it->HasNotice())
+        notices_ended_.emplace_back(it->noticed, it->evict_at);
       it = it->slots.empty() ? w.evictions.erase(it) : it + 1;
     }
     if (w.evictions.empty()) unsettled_.push_back(w.id);

@@ -53,6 +53,17 @@ std::string WhyNoVictims(const VictimSearchNotes& notes) {
   return absl::StrJoin(parts, "; ");
 }
 
+// The latest notice among `evictions` ("" when none gives one).
+std::string NoticeInWords(const std::vector<Eviction>& evictions) {
+  absl::Time last = absl::InfinitePast();
+  for (const Eviction& e : evictions) last = std::max(last, e.evict_at);
+  if (last == absl::InfinitePast()) return "";
+  return absl::StrCat(
+      " Victims on notice are deleted by ",
+      absl::FormatTime(absl::RFC3339_sec, last, absl::UTCTimeZone()),
+      ", sooner if they go first.");
+}
+
 }  // namespace
 
 std::string ToString(GangAction action) {
@@ -210,8 +221,10 @@ void Scheduler::RenderGangDecision(const Workload& before,
               ? absl::StrCat("Its evictions are confirmed; the next cycle "
                              "makes it ",
                              ToString(after->state), ".")
-              : "It waits for the evictions made for it to be confirmed; "
-                "the room they free is held for it.");
+              : absl::StrCat(
+                    "It waits for the evictions made for it to be confirmed; "
+                    "the room they free is held for it.",
+                    NoticeInWords(EvictionsFor(before))));
     } else {
       lines.push_back(
           after == nullptr || after->state == WorkloadState::kReleased
@@ -255,14 +268,31 @@ void Scheduler::RenderGangDecision(const Workload& before,
         e.slots.push_back({u.workload->spec.groups[g].name, i});
     }
     std::vector<Eviction> out;
-    for (auto& [id, e] : merged) out.push_back(std::move(e));
+    for (auto& [id, e] : merged) {
+      // The notice the cycle gave the victim (this fork committed it).
+      if (const Workload* v = FindWorkload(id); v != nullptr) {
+        for (const Eviction& given : v->evictions) {
+          if (given.preemptor == preemptor && given.HasNotice()) {
+            e.noticed = given.noticed;
+            e.evict_at = given.evict_at;
+          }
+        }
+      }
+      out.push_back(std::move(e));
+    }
     return out;
   };
   auto victims_in_words = [&] {
     std::vector<std::string> names;
     for (const Eviction& e : answer.would_evict) {
-      names.push_back(absl::StrCat(e.workload, " (", e.slots.size(), " pods, ",
-                                   ToString(e.reason), ")"));
+      names.push_back(absl::StrCat(
+          e.workload, " (", e.slots.size(), " pods, ", ToString(e.reason),
+          e.HasNotice()
+              ? absl::StrCat(", on notice until ",
+                             absl::FormatTime(absl::RFC3339_sec, e.evict_at,
+                                              absl::UTCTimeZone()))
+              : "",
+          ")"));
     }
     return names.empty() ? std::string(
                                "It fits once the evictions already made for it "

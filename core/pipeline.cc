@@ -193,6 +193,12 @@ void Scheduler::SettleEvictions(Workload& w, absl::Time now) {
 }
 
 void Scheduler::SettleUnsettled(absl::Time now) {
+  for (auto [noticed, evict_at] : notices_ended_) {
+    notice_stats_.used +=
+        std::max(std::min(now, evict_at) - noticed, absl::ZeroDuration());
+    if (now < evict_at) ++notice_stats_.pods_released_early;
+  }
+  notices_ended_.clear();
   LandMoves(now);
   std::vector<WorkloadId> ids;
   ids.swap(unsettled_);

@@ -127,6 +127,7 @@ absl::Status Scheduler::ApplyReplica(const ReplicaBatch& batch) {
   }
   PruneSettled();
   unsettled_.clear();
+  notices_ended_.clear();
   changes_ = {};
   events_.clear();
   warnings_.clear();

@@ -49,6 +49,12 @@ absl::Status Scheduler::SetPriorityClasses(std::vector<PriorityClass> classes,
       return absl::InvalidArgumentError(
           absl::StrCat("priority_classes: duplicate class \"", c.name, "\""));
     }
+    if (c.preemption_notice < absl::ZeroDuration() ||
+        c.preemption_notice > kMaxPreemptionNotice) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("priority_classes: class \"", c.name,
+                       "\": preemption_notice must be between 0 and 24h"));
+    }
   }
   if (!seen.contains(default_class)) {
     return absl::InvalidArgumentError(

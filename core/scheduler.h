@@ -106,6 +106,19 @@ struct ReleaseAnswer {
   std::vector<SlotRef> released;
 };
 
+// Preemption with notice so far (docs/SCHEDULING.md, "Preemption with
+// notice"): counted when a notice is given and when its pods go.
+struct NoticeStats {
+  int64_t pods_noticed = 0;  // evicted pods that were given a notice
+  // Pods of a notice that went before it ran out (checkpointed and exited,
+  // released, lost with their node).
+  int64_t pods_released_early = 0;
+  // Per pod: the notice given, and the part of it used before the pod
+  // went (at most the notice).
+  absl::Duration given = absl::ZeroDuration();
+  absl::Duration used = absl::ZeroDuration();
+};
+
 struct NodeChangeAnswer {
   std::vector<std::string> accepted;
   std::vector<std::pair<std::string, std::string>> rejected;  // name, why
@@ -332,6 +345,9 @@ class Scheduler {
   // whether it moves over-quota weights. Takes effect at the next cycle.
   void SetUsageOptions(const UsageOptions& options);
   const UsageLedger& usage() const { return usage_; }
+  // Notices given and used since the Scheduler was made (not stored: a
+  // restart counts from zero, as Prometheus counters do).
+  const NoticeStats& notice_stats() const { return notice_stats_; }
   // A queue's usage as stored; the store and a replica give it back with
   // RestoreUsage after the queue exists (and, on a restore, after its
   // workloads: time from the stored clock on counts what they hold).
@@ -995,6 +1011,15 @@ class Scheduler {
   // How many searches for moves a cycle may make (CycleMemo).
   static constexpr int32_t kMoveSearchesPerCycle = 8;
   absl::Duration MinRuntime(QueueId leaf, bool reclaim) const;
+  // The notice `victim` gets before its pods are deleted for `reason`
+  // (docs/SCHEDULING.md, "Preemption with notice"): the longer of its
+  // class's and its queue path's nearest; zero for the reasons that give
+  // none (stale, node_lost, manual).
+  absl::Duration NoticeFor(const Workload& victim, EvictionReason reason) const;
+  // Sets `eviction`'s notice (noticed, evict_at) for `victim`, unless it
+  // gets none (false).
+  bool GiveNotice(const Workload& victim, Eviction& eviction,
+                  absl::Time now) const;
 
   SchedulerOptions options_;
   ResourceTable resources_;
@@ -1137,6 +1162,10 @@ class Scheduler {
   static constexpr size_t kMaxFitsEver = 4096;
   // Workloads whose eviction went away since SettleUnsettled last ran.
   std::vector<WorkloadId> unsettled_;
+  // Notices whose pods went since SettleUnsettled last ran (their time is
+  // counted there, where the command's time is known): noticed, evict_at.
+  std::vector<std::pair<absl::Time, absl::Time>> notices_ended_;
+  NoticeStats notice_stats_;
   std::vector<std::string> warnings_;
   // Records restored with nothing to hold them (see RestoreWorkload): the
   // first commit after the restore deletes them.

@@ -188,14 +188,25 @@ struct QueueSpec {
   std::vector<std::pair<std::string, QueueResourceSpec>> resources;  // sorted
   absl::Duration preempt_min_runtime = absl::ZeroDuration();
   absl::Duration reclaim_min_runtime = absl::ZeroDuration();
+  // How long before their pods are deleted the workloads of this subtree
+  // are told they are preempted, reclaimed or moved (docs/SCHEDULING.md,
+  // "Preemption with notice"); zero: at once. At most kMaxPreemptionNotice.
+  absl::Duration preemption_notice = absl::ZeroDuration();
 };
 
 struct PriorityClass {
   std::string name;
   int32_t value = 0;
   bool preemptible = true;
+  // The notice its workloads get before they are evicted (as
+  // QueueSpec::preemption_notice; a victim gets the longer of the two).
+  absl::Duration preemption_notice = absl::ZeroDuration();
   bool operator==(const PriorityClass&) const = default;
 };
+
+// The longest preemption notice a class or queue may give: a notice holds
+// the preemptor's room idle, so a day is already far beyond a checkpoint.
+inline constexpr absl::Duration kMaxPreemptionNotice = absl::Hours(24);
 
 // The four classes of docs/SCHEDULING.md "Priority classes"; "train" is the
 // default.

@@ -40,6 +40,41 @@ absl::Duration Scheduler::MinRuntime(QueueId leaf, bool reclaim) const {
   return absl::ZeroDuration();
 }
 
+absl::Duration Scheduler::NoticeFor(const Workload& victim,
+                                    EvictionReason reason) const {
+  if (reason != EvictionReason::kPreempt &&
+      reason != EvictionReason::kReclaim &&
+      reason != EvictionReason::kConsolidate) {
+    return absl::ZeroDuration();
+  }
+  absl::Duration notice = absl::ZeroDuration();
+  if (const PriorityClass* c = FindClass(victim.class_name); c != nullptr)
+    notice = c->preemption_notice;
+  for (QueueId q = victim.queue; q.valid(); q = queues_[q.value()].parent) {
+    const absl::Duration d = queues_[q.value()].spec.preemption_notice;
+    if (d > absl::ZeroDuration()) return std::max(notice, d);
+  }
+  return notice;
+}
+
+bool Scheduler::GiveNotice(const Workload& victim, Eviction& eviction,
+                           absl::Time now) const {
+  const absl::Duration notice = NoticeFor(victim, eviction.reason);
+  if (notice <= absl::ZeroDuration()) return false;
+  eviction.noticed = now;
+  eviction.evict_at = now + notice;
+  // A workload already on notice is not told twice: what it loses now goes
+  // at the time it was given.
+  for (const Eviction& e : victim.evictions) {
+    if (e.HasNotice()) {
+      eviction.noticed = e.noticed;
+      eviction.evict_at = e.evict_at;
+      break;
+    }
+  }
+  return true;
+}
+
 std::vector<Scheduler::VictimUnit> Scheduler::VictimCandidates(
     const Workload& preemptor, const ResourceVector& need, absl::Time now,
     VictimSearchNotes* notes) const {
@@ -400,6 +435,11 @@ void Scheduler::EvictSlots(
   for (auto [g, i] : slots) {
     victim.groups[g].slot_evicting[i] = 1;
     eviction.slots.push_back({victim.spec.groups[g].name, i});
+  }
+  if (GiveNotice(victim, eviction, now)) {
+    const auto pods = static_cast<int64_t>(slots.size());
+    notice_stats_.pods_noticed += pods;
+    notice_stats_.given += (eviction.evict_at - now) * pods;
   }
   victim.evictions.push_back(eviction);
   if (whole) {

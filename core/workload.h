@@ -79,6 +79,12 @@ struct Eviction {
   std::vector<SlotRef> slots;
   EvictionReason reason = EvictionReason::kManual;
   std::string preemptor;  // the workload the room is for (preempt / reclaim)
+  // Preemption with notice (docs/SCHEDULING.md, "Preemption with notice"):
+  // when the workload was told, and when its pods are deleted unless they
+  // go first. Both InfinitePast: no notice, deleted at once.
+  absl::Time noticed = absl::InfinitePast();
+  absl::Time evict_at = absl::InfinitePast();
+  bool HasNotice() const { return evict_at != absl::InfinitePast(); }
 };
 
 // The Ray head group: placed first, evicted last.

@@ -216,11 +216,13 @@ absl::StatusOr<v1::Queue> QueueFromYaml(const YAML::Node& node,
           }
         }
       }
-    } else if (key == "preempt_min_runtime" || key == "reclaim_min_runtime") {
+    } else if (key == "preempt_min_runtime" || key == "reclaim_min_runtime" ||
+               key == "preemption_notice") {
       auto d = ParseDurationField(value, absl::StrCat(field, ".", key));
       if (!d.ok()) return d.status();
-      *(key == "preempt_min_runtime" ? q.mutable_preempt_min_runtime()
-                                     : q.mutable_reclaim_min_runtime()) = *d;
+      *(key == "preempt_min_runtime"   ? q.mutable_preempt_min_runtime()
+        : key == "reclaim_min_runtime" ? q.mutable_reclaim_min_runtime()
+                                       : q.mutable_preemption_notice()) = *d;
     } else {
       return Bad(absl::StrCat(field, ".", key), "unknown key");
     }
@@ -287,6 +289,15 @@ absl::StatusOr<PriorityClass> PriorityClassFromYaml(const YAML::Node& node,
                    absl::StrCat("\"", text, "\" is not true or false"));
       }
       pc.preemptible = text == "true";
+    } else if (key == "preemption_notice") {
+      const std::string f = absl::StrCat(field, ".preemption_notice");
+      auto d = ParseDurationField(v, f);
+      if (!d.ok()) return d.status();
+      auto notice = ParseNotice(*d, f);
+      if (!notice.ok())
+        return absl::InvalidArgumentError(
+            absl::StrCat("config: ", notice.status().message()));
+      pc.preemption_notice = *notice;
     } else {
       return Bad(absl::StrCat(field, ".", key), "unknown key");
     }

@@ -1042,6 +1042,17 @@ absl::StatusOr<NodeSpec> ParseNode(const v1::Node& in, absl::string_view field,
   return out;
 }
 
+absl::StatusOr<absl::Duration> ParseNotice(const google::protobuf::Duration& in,
+                                           absl::string_view field) {
+  if (in.seconds() < 0 || in.nanos() < 0 || in.nanos() >= 1000000000)
+    return Invalid(field, "must be a duration of 0 or more");
+  const absl::Duration d =
+      absl::Seconds(in.seconds()) + absl::Nanoseconds(in.nanos());
+  if (d > kMaxPreemptionNotice)
+    return Invalid(field, "must be at most 24h (a notice holds room idle)");
+  return d;
+}
+
 absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in,
                                      absl::string_view field_path) {
   QueueSpec out;
@@ -1107,8 +1118,12 @@ absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in,
   auto reclaim = duration(in.reclaim_min_runtime(),
                           absl::StrCat(field_path, ".reclaim_min_runtime"));
   if (!reclaim.ok()) return reclaim.status();
+  auto notice = ParseNotice(in.preemption_notice(),
+                            absl::StrCat(field_path, ".preemption_notice"));
+  if (!notice.ok()) return notice.status();
   out.preempt_min_runtime = *preempt;
   out.reclaim_min_runtime = *reclaim;
+  out.preemption_notice = *notice;
   return out;
 }
 
@@ -1273,10 +1288,13 @@ void ToProto(const PriorityClass& in, v1::PriorityClass* out) {
   out->set_name(in.name);
   out->set_value(in.value);
   out->set_preemptible(in.preemptible);
+  ToProto(in.preemption_notice, out->mutable_preemption_notice());
 }
 
 PriorityClass FromProto(const v1::PriorityClass& in) {
-  return {in.name(), in.value(), in.preemptible()};
+  return {in.name(), in.value(), in.preemptible(),
+          absl::Seconds(in.preemption_notice().seconds()) +
+              absl::Nanoseconds(in.preemption_notice().nanos())};
 }
 
 void ToProto(const Topology& in, v1::Topology* out) {
@@ -1302,13 +1320,16 @@ void ToProto(const QueueSpec& in, v1::Queue* out) {
                     : FormatQuantity(res.limit, ScaleFor(name)));
     r.set_over_quota_weight(res.over_quota_weight);
   }
-  auto duration = [](absl::Duration d, google::protobuf::Duration* out) {
-    int64_t nanos = absl::ToInt64Nanoseconds(d);
-    out->set_seconds(nanos / 1000000000);
-    out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
-  };
-  duration(in.preempt_min_runtime, out->mutable_preempt_min_runtime());
-  duration(in.reclaim_min_runtime, out->mutable_reclaim_min_runtime());
+  ToProto(in.preempt_min_runtime, out->mutable_preempt_min_runtime());
+  ToProto(in.reclaim_min_runtime, out->mutable_reclaim_min_runtime());
+  if (in.preemption_notice > absl::ZeroDuration())
+    ToProto(in.preemption_notice, out->mutable_preemption_notice());
+}
+
+void ToProto(absl::Duration d, google::protobuf::Duration* out) {
+  int64_t nanos = absl::ToInt64Nanoseconds(d);
+  out->set_seconds(nanos / 1000000000);
+  out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
 }
 
 void ToProto(absl::Time time, google::protobuf::Timestamp* out) {
@@ -1322,6 +1343,10 @@ void ToProto(const Eviction& in, v1::Eviction* out) {
   for (const auto& slot : in.slots) ToProto(slot, out->add_slots());
   out->set_reason(std::string(ToString(in.reason)));
   out->set_preemptor_workload_id(in.preemptor);
+  if (in.HasNotice()) {
+    ToProto(in.evict_at, out->mutable_evict_at());
+    ToProto(in.noticed, out->mutable_noticed_time());
+  }
 }
 
 void ToProto(const Event& in, v1::Event* out) {

@@ -86,6 +86,11 @@ void TolerationsToProto(
 // well inside what the store keeps exactly (int64 nanoseconds, about 292
 // years).
 inline constexpr int64_t kMaxMinRuntimeSeconds = int64_t{100} * 365 * 86400;
+// A class's or queue's preemption_notice (docs/SCHEDULING.md, "Preemption
+// with notice"): from 0 to 24 hours (kMaxPreemptionNotice); errors name
+// `field`.
+absl::StatusOr<absl::Duration> ParseNotice(const google::protobuf::Duration& in,
+                                           absl::string_view field);
 // Errors name `field_path`'s fields ("queue.name", "what_if.queues[0].name").
 absl::StatusOr<QueueSpec> ParseQueue(const v1::Queue& in,
                                      absl::string_view field_path = "queue");
@@ -137,6 +142,7 @@ Topology FromProto(const v1::Topology& in);
 void ToProto(const Event& in, v1::Event* out);
 void ToProto(const Eviction& in, v1::Eviction* out);
 void ToProto(absl::Time time, google::protobuf::Timestamp* out);
+void ToProto(absl::Duration d, google::protobuf::Duration* out);
 // A node's GPU memory as the API gives it (docs/SCHEDULING.md, "GPU
 // memory"): per device in `gpu_memory`, not as the allocatable total the
 // core keeps.

@@ -355,14 +355,20 @@ void LogEvents(const std::vector<Event>& events, const Scheduler& scheduler,
     std::string queue = w != nullptr ? w->spec.queue : "";
     if (e.type == EventType::kEvicted) {
       for (const Eviction& eviction : e.evictions) {
-        LogLine(spdlog::level::info, "eviction")
-            .Add("cycle", static_cast<int64_t>(cycle))
+        LogLine line(spdlog::level::info, "eviction");
+        line.Add("cycle", static_cast<int64_t>(cycle))
             .Add("revision", e.revision)
             .Add("workload", e.workload)
             .Add("queue", queue)
             .Add("reason", ToString(eviction.reason))
             .Add("pods", static_cast<int64_t>(eviction.slots.size()))
             .Add("preemptor", eviction.preemptor);
+        // docs/SCHEDULING.md, "Preemption with notice".
+        if (eviction.HasNotice()) {
+          line.Add("evict_at",
+                   absl::FormatTime(absl::RFC3339_sec, eviction.evict_at,
+                                    absl::UTCTimeZone()));
+        }
       }
       continue;
     }

@@ -191,6 +191,28 @@ Metrics::Metrics(const std::string& role)
                     "confirmed yet.")
               .Register(*registry_)
               .Add({})),
+      notice_pods_(prometheus::BuildCounter()
+                       .Name("gangsched_preemption_notice_pods_total")
+                       .Help("Evicted pods that were given a preemption "
+                             "notice (docs/SCHEDULING.md, Preemption with "
+                             "notice) before their deletion.")
+                       .Register(*registry_)
+                       .Add({})),
+      notice_released_early_(
+          prometheus::BuildCounter()
+              .Name("gangsched_preemption_notice_released_early_total")
+              .Help("Pods on notice that went before their notice ran out "
+                    "(checkpointed and exited, or released): room given "
+                    "back early.")
+              .Register(*registry_)
+              .Add({})),
+      notice_seconds_(
+          prometheus::BuildCounter()
+              .Name("gangsched_preemption_notice_seconds_total")
+              .Help("Pod-seconds of preemption notice: given, and used "
+                    "(from the notice to the pod's going, at most the "
+                    "notice).")
+              .Register(*registry_)),
       allocate_to_bound_(
           prometheus::BuildHistogram()
               .Name("gangsched_allocate_to_bound_seconds")
@@ -555,6 +577,18 @@ void Metrics::RefreshGauges(const Scheduler& scheduler) {
   Refresh(queue_usage_factor_, usage_factor, &live_usage_factor_);
   Refresh(gpu_devices_, devices, &live_gpu_devices_);
   evictions_unconfirmed_.Set(static_cast<double>(unconfirmed));
+  // The core counts from zero when it is made; a new one starts over.
+  const NoticeStats& notice = scheduler.notice_stats();
+  if (notice.pods_noticed < notice_seen_.pods_noticed) notice_seen_ = {};
+  notice_pods_.Increment(
+      static_cast<double>(notice.pods_noticed - notice_seen_.pods_noticed));
+  notice_released_early_.Increment(static_cast<double>(
+      notice.pods_released_early - notice_seen_.pods_released_early));
+  notice_seconds_.Add({{"kind", "given"}})
+      .Increment(absl::ToDoubleSeconds(notice.given - notice_seen_.given));
+  notice_seconds_.Add({{"kind", "used"}})
+      .Increment(absl::ToDoubleSeconds(notice.used - notice_seen_.used));
+  notice_seen_ = notice;
 }
 
 }  // namespace gangsched::server

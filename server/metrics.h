@@ -108,6 +108,12 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& gpu_devices_;
   prometheus::Family<prometheus::Counter>& evictions_;
   prometheus::Gauge& evictions_unconfirmed_;
+  // Preemption with notice (docs/SCHEDULING.md): read from the core's
+  // NoticeStats by RefreshGauges, as what it counted since the last call.
+  prometheus::Counter& notice_pods_;
+  prometheus::Counter& notice_released_early_;
+  prometheus::Family<prometheus::Counter>& notice_seconds_;
+  NoticeStats notice_seen_;
   prometheus::Family<prometheus::Histogram>& allocate_to_bound_;
   prometheus::Family<prometheus::Counter>& spec_cache_lookups_;
   prometheus::Counter* spec_cache_hits_ = nullptr;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,9 @@ absl::Time DecodeTime(int64_t us) {
   if (us == std::numeric_limits<int64_t>::max()) return absl::InfiniteFuture();
   return absl::FromUnixMicros(us);
 }
+
+// The last second of the year 9999, as google.protobuf.Timestamp allows.
+constexpr int64_t kMaxTimestampSeconds = 253402300799;
 
 std::optional<EvictionReason> ReasonFromString(absl::string_view s) {
   for (EvictionReason r : kEvictionReasons) {
@@ -263,6 +267,28 @@ absl::StatusOr<WorkloadRecord> DecodeWorkload(const std::string& bytes) {
     Eviction eviction{e.workload_id(), {}, *reason, e.preemptor_workload_id()};
     for (const auto& s : e.slots())
       eviction.slots.push_back({s.group(), s.index()});
+    // docs/SCHEDULING.md, "Preemption with notice": a restart keeps the
+    // deadline the victim was told.
+    if (e.has_evict_at() || e.has_noticed_time()) {
+      // Kept to the microsecond, as every stored time is.
+      auto time = [](const google::protobuf::Timestamp& t)
+          -> std::optional<absl::Time> {
+        if (t.seconds() < 0 || t.seconds() > kMaxTimestampSeconds ||
+            t.nanos() < 0 || t.nanos() >= 1000000000)
+          return std::nullopt;
+        return absl::FromUnixSeconds(t.seconds()) +
+               absl::Microseconds(t.nanos() / 1000);
+      };
+      std::optional<absl::Time> evict_at = time(e.evict_at());
+      std::optional<absl::Time> noticed = time(e.noticed_time());
+      if (!e.has_evict_at() || !e.has_noticed_time() || !evict_at || !noticed ||
+          *noticed > *evict_at)
+        return absl::DataLossError(
+            "stored eviction notice is not a notice time and a later "
+            "evict_at time");
+      eviction.noticed = *noticed;
+      eviction.evict_at = *evict_at;
+    }
     r.evictions.push_back(std::move(eviction));
   }
   r.created = DecodeTime(in.created_us());

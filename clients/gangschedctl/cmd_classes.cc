@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "clients/gangschedctl/command.h"
 #include "clients/gangschedctl/json_output.h"
 #include "clients/gangschedctl/table.h"
@@ -22,11 +23,15 @@ int RunClasses(CommandContext& context, const ParsedArgs&) {
     PrintJson(response);
     return kExitOk;
   }
-  Table table({"NAME", "VALUE", "PREEMPTIBLE", "DEFAULT"});
+  Table table({"NAME", "VALUE", "PREEMPTIBLE", "NOTICE", "DEFAULT"});
   for (const v1::PriorityClass& priority_class : response.classes()) {
+    const google::protobuf::Duration& notice =
+        priority_class.preemption_notice();
     table.AddRow(
         {priority_class.name(), absl::StrCat(priority_class.value()),
          priority_class.preemptible() ? "true" : "false",
+         absl::FormatDuration(absl::Seconds(notice.seconds()) +
+                              absl::Nanoseconds(notice.nanos())),
          priority_class.name() == response.default_class() ? "*" : ""});
   }
   table.Print(std::cout);

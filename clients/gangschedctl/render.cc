@@ -57,6 +57,9 @@ std::string FormatEviction(const v1::Eviction& eviction) {
   if (!eviction.preemptor_workload_id().empty()) {
     absl::StrAppend(&text, " for=", eviction.preemptor_workload_id());
   }
+  if (eviction.has_evict_at()) {
+    absl::StrAppend(&text, " evict_at=", FormatTime(eviction.evict_at()));
+  }
   return text;
 }
 
@@ -141,10 +144,12 @@ void PrintEvictionsSection(absl::string_view title,
     return;
   }
   out << title << ":\n";
-  Table table({"WORKLOAD", "SLOTS", "REASON", "FOR"});
+  Table table({"WORKLOAD", "SLOTS", "REASON", "FOR", "EVICT AT"});
   for (const v1::Eviction& eviction : evictions) {
-    table.AddRow({eviction.workload_id(), FormatSlots(eviction.slots()),
-                  eviction.reason(), eviction.preemptor_workload_id()});
+    table.AddRow(
+        {eviction.workload_id(), FormatSlots(eviction.slots()),
+         eviction.reason(), eviction.preemptor_workload_id(),
+         eviction.has_evict_at() ? FormatTime(eviction.evict_at()) : "now"});
   }
   table.Print(out, "  ");
 }

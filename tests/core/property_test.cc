@@ -73,7 +73,8 @@ std::string Describe(const WorkloadRecord& r) {
   }
   for (const Eviction& e : r.evictions) {
     absl::StrAppend(&out, " eviction ", ToString(e.reason), " for ",
-                    e.preemptor, ":");
+                    e.preemptor, " noticed ", absl::FormatTime(e.noticed),
+                    " evict_at ", absl::FormatTime(e.evict_at), ":");
     for (const SlotRef& ref : e.slots)
       absl::StrAppend(&out, " ", ref.group, "/", ref.index);
     absl::StrAppend(&out, "\n");
@@ -85,7 +86,8 @@ std::string Describe(const QueueSpec& q, uint64_t created_seq) {
   std::string out = absl::StrCat(
       q.name, " parent=", q.parent, " prio=", q.priority, " seq=", created_seq,
       " preempt=", absl::FormatDuration(q.preempt_min_runtime),
-      " reclaim=", absl::FormatDuration(q.reclaim_min_runtime));
+      " reclaim=", absl::FormatDuration(q.reclaim_min_runtime),
+      " notice=", absl::FormatDuration(q.preemption_notice));
   for (const auto& [name, r] : q.resources) {
     absl::StrAppend(&out, " ", name, "=", r.quota, "/", r.limit, "/",
                     r.over_quota_weight);
@@ -792,6 +794,9 @@ class RandomRun {
         QueueSpec q = s_->FindQueue("team-a")->spec;
         q.resources[0].second.quota = 1000 * Pick(5);
         q.resources[0].second.over_quota_weight = Pick(3);
+        // docs/SCHEDULING.md, "Preemption with notice": victims of team-a
+        // are told before they go, or not.
+        q.preemption_notice = absl::Seconds(30 * Pick(3));
         ASSERT_TRUE(s_->UpsertQueue(q).ok());
         break;
       }
@@ -821,6 +826,7 @@ class RandomRun {
         break;
       case 15: {  // a config reload drops or restores a class
         std::vector<PriorityClass> classes = DefaultPriorityClasses();
+        classes[0].preemption_notice = absl::Seconds(20 * Pick(3));  // train
         if (Pick(2)) classes.erase(classes.begin() + 1);  // build-preemptible
         s_->SetPriorityClasses(classes, "train").IgnoreError();
         break;
@@ -850,7 +856,7 @@ class RandomRun {
     absl::StrAppend(&out, " evictions:");
     for (const Eviction& e : a.evictions) {
       absl::StrAppend(&out, " ", e.workload, "(", static_cast<int>(e.reason),
-                      ",", e.preemptor, ")");
+                      ",", e.preemptor, ",", absl::FormatTime(e.evict_at), ")");
       for (const SlotRef& r : e.slots)
         absl::StrAppend(&out, " ", r.group, "/", r.index);
     }
@@ -1167,6 +1173,27 @@ class RandomRun {
     std::map<uint32_t, ResourceVector> allocated;
     for (const auto& w : s_->workloads()) {
       if (!w) continue;
+      // docs/SCHEDULING.md, "Preemption with notice": only preemption,
+      // reclaim and moves give one; a workload is told once (every notice
+      // it is under has one deadline); a deadline follows its notice.
+      std::optional<std::pair<absl::Time, absl::Time>> told;
+      for (const Eviction& e : w->evictions) {
+        if (!e.HasNotice()) continue;
+        if (e.reason != EvictionReason::kPreempt &&
+            e.reason != EvictionReason::kReclaim &&
+            e.reason != EvictionReason::kConsolidate) {
+          return absl::StrCat(w->spec.id, ": a ", ToString(e.reason),
+                              " eviction has a notice");
+        }
+        if (e.evict_at <= e.noticed ||
+            e.evict_at - e.noticed > kMaxPreemptionNotice) {
+          return absl::StrCat(w->spec.id, ": a notice of ",
+                              absl::FormatDuration(e.evict_at - e.noticed));
+        }
+        if (told && *told != std::make_pair(e.noticed, e.evict_at))
+          return absl::StrCat(w->spec.id, ": told twice");
+        told = std::make_pair(e.noticed, e.evict_at);
+      }
       int32_t bound = w->BoundPods();
       int32_t nominated = 0;
       for (const auto& g : w->groups) {

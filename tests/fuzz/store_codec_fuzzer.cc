@@ -36,7 +36,8 @@ bool SameEvictions(const std::vector<Eviction>& a,
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].workload != b[i].workload || a[i].reason != b[i].reason ||
-        a[i].preemptor != b[i].preemptor ||
+        a[i].preemptor != b[i].preemptor || a[i].noticed != b[i].noticed ||
+        a[i].evict_at != b[i].evict_at ||
         a[i].slots.size() != b[i].slots.size()) {
       return false;
     }

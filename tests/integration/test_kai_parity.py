@@ -7,7 +7,9 @@ fractional GPUs through Allocate, the bindings' devices, the metrics, the
 status page's JSON, gangschedctl and a kill -9 and restart; consolidation
 through Allocate, GetWorkload's nominations, Explain, gangschedctl, the
 metrics, a kill -9 while pods are being moved, and a reload that turns it
-off.
+off; preemption with notice through the config, the reply's evict_at, the
+CLI, Explain, a kill -9 that keeps the deadline, an early release and the
+metrics.
 
     /usr/bin/python3 tests/integration/test_kai_parity.py \
         --server-binary build/server/gangsched --proto-dir proto \
@@ -509,6 +511,98 @@ class ConsolidationTest(hardening.PersistentCase):
         self.assertTrue(self.server.alive())
         self.assertEqual(self.allocate(self.wide("wide2", 4)).state,
                          e2e.types.WORKLOAD_STATE_PENDING)
+
+
+class PreemptionNoticeTest(hardening.PersistentCase):
+    """docs/SCHEDULING.md, "Preemption with notice", at the edge: the
+    config, the eviction's evict_at in the reply, GetWorkload and the CLI,
+    a kill -9 that keeps the deadline, the room held, an early release and
+    the metrics."""
+    config = ("priority_classes:\n"
+              "  - {name: train, value: 50, preemption_notice: 10m}\n"
+              "  - {name: inference, value: 125, preemptible: false}\n"
+              "default_priority_class: train\n"
+              "queues:\n  - {name: a, preemption_notice: 1m}\n")
+
+    def one(self, wid, cls, gpus=8):
+        spec = e2e.workload(wid, e2e.group("w", {GPU: str(gpus)}, 1, 1), queue_name="a")
+        spec.priority_class = cls
+        return spec
+
+    def wait_metric(self, name, labels, value):
+        deadline = time.monotonic() + 5
+        while metric_value(self.server.scrape(), name, labels) != value:
+            self.assertLess(time.monotonic(), deadline, "%s%s never reached %s: %s" % (
+                name, labels, value, metric_value(self.server.scrape(), name, labels)))
+            time.sleep(0.05)
+
+    def test_victims_are_told_when_they_go_and_may_go_sooner(self):
+        self.nodes(e2e.node("n0", 8))
+        self.assertEqual(self.allocate(self.one("train", "train")).state,
+                         e2e.types.WORKLOAD_STATE_RUNNING)
+        before = time.time()
+        inf = self.allocate(self.one("inf", "inference"))
+        self.assertEqual(inf.state, e2e.types.WORKLOAD_STATE_PIPELINED)
+        [told] = list(inf.evictions)
+        self.assertEqual((told.workload_id, told.reason, told.preemptor_workload_id),
+                         ("train", "preempt", "inf"))
+        # The longer of the class's 10m and the queue's 1m.
+        notice = told.evict_at.ToSeconds() - told.noticed_time.ToSeconds()
+        self.assertEqual(notice, 600)
+        self.assertLessEqual(abs(told.noticed_time.ToSeconds() - before), 5)
+        victim = self.get("train")
+        self.assertEqual(victim.state, e2e.types.WORKLOAD_STATE_RELEASING)
+        self.assertEqual(victim.evictions[0].evict_at, told.evict_at)
+        shown = subprocess.run(
+            [CTL, "--server", "127.0.0.1:%d" % self.server.port, "workloads", "get",
+             "train"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertIn("EVICT AT", shown.stdout)
+        why = subprocess.run(
+            [CTL, "--server", "127.0.0.1:%d" % self.server.port, "explain", "inf"],
+            capture_output=True, text=True, timeout=30)
+        self.assertEqual(why.returncode, 0, why.stderr)
+        self.assertIn("on notice are deleted by", why.stdout)
+        # The gauges and these counters are refreshed after a cycle.
+        self.wait_metric("gangsched_preemption_notice_pods_total", {}, 1)
+        self.wait_metric("gangsched_preemption_notice_seconds_total", {"kind": "given"}, 600)
+        # A kill -9 keeps the deadline, to the microsecond the reply gave.
+        self.restart(kill=True)
+        self.assertEqual(self.get("train").evictions[0].evict_at, told.evict_at)
+        self.assertEqual(self.get("inf").state, e2e.types.WORKLOAD_STATE_PIPELINED)
+        # The room is held for inf: a higher-priority build waits, and the
+        # victim is not told again.
+        build = self.allocate(self.one("build", "inference"))
+        self.assertEqual(build.state, e2e.types.WORKLOAD_STATE_PENDING)
+        self.assertEqual(list(build.evictions), [])
+        self.assertEqual(len(self.get("train").evictions), 1)
+        # It checkpoints and exits long before its deadline: the shim
+        # confirms, and inf is bound in that call's wake.
+        self.sched.Release(e2e.pb.ReleaseRequest(
+            workload_id="train", slots=[e2e.types.SlotRef(group="w", index=0)]), timeout=T)
+        deadline = time.monotonic() + 5
+        while self.get("inf").state != e2e.types.WORKLOAD_STATE_RUNNING:
+            self.assertLess(time.monotonic(), deadline, "inf was never bound")
+            time.sleep(0.05)
+        self.assertLess(time.time(), told.evict_at.ToSeconds())
+        self.wait_metric("gangsched_preemption_notice_released_early_total", {}, 1)
+        used = metric_value(self.server.scrape(), "gangsched_preemption_notice_seconds_total",
+                            {"kind": "used"})
+        self.assertGreaterEqual(used, 0)
+        self.assertLess(used, 60)
+
+    def test_a_notice_out_of_bounds_is_refused_naming_the_field(self):
+        q = e2e.types.Queue(name="b")
+        q.preemption_notice.FromSeconds(25 * 3600)
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.admin.UpsertQueue(e2e.admin.UpsertQueueRequest(queue=q), timeout=T)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("queue.preemption_notice", caught.exception.details())
+        self.server.write_config("queues:\n  - {name: a, preemption_notice: 2d}\n")
+        self.server.sighup()
+        self.wait_for_log("config not reloaded")
+        self.assertIn("preemption_notice", self.server.output())
+        self.assertTrue(self.server.alive())
 
 
 def main():

@@ -90,6 +90,9 @@ class Model:
         self.rng = random.Random(seed)
         self.history = []
         self.with_batch_class = True
+        # docs/SCHEDULING.md, "Preemption with notice": the train class's
+        # notice in seconds (0: none), changed by reloads.
+        self.train_notice = 0
         self.quotas = {"dept-a": 8, "dept-b": 4, "a1": 2, "a2": 2, "b1": 2}
         self.server = PersistentServer(
             e2e.SERVER_BINARY, self.config_text(),
@@ -97,6 +100,7 @@ class Model:
              "--watch-heartbeat-seconds", "0.2", "--max-queue-depth", "4"))
         self.answers = []  # (method, request, code, response bytes)
         self.restarts = 0
+        self.notices = set()  # evictions seen with a notice (workload, evict_at)
         self.state = None
         self.leaves = ["a1", "a2", "b1"]
         self.extra_queues = {}  # admin-made leaves: name -> parent
@@ -109,8 +113,11 @@ class Model:
             classes.append(("batch", 60, True))
         lines = ["priority_classes:"]
         for name, value, preemptible in classes:
-            lines.append("  - {name: %s, value: %d, preemptible: %s}"
-                         % (name, value, "true" if preemptible else "false"))
+            notice = self.train_notice if name == "train" else 0
+            lines.append("  - {name: %s, value: %d, preemptible: %s, "
+                         "preemption_notice: %ds}"
+                         % (name, value, "true" if preemptible else "false",
+                            notice))
         lines += ["default_priority_class: train", "queues:"]
         for name, parent in (("dept-a", ""), ("dept-b", ""), ("a1", "dept-a"),
                              ("a2", "dept-a"), ("b1", "dept-b")):
@@ -232,6 +239,20 @@ class Model:
                     by_queue.setdefault(w.queue, {})
                     by_queue[w.queue][r] = by_queue[w.queue].get(r, 0) + exact(q)
             own = [e for e in w.evictions if e.workload_id == w.spec.id]
+            # A notice comes only with preempt, reclaim and consolidate; a
+            # workload is told once: all its notices have one deadline.
+            deadlines = set()
+            for e in own:
+                if not e.HasField("evict_at"):
+                    continue
+                if e.reason not in ("preempt", "reclaim", "consolidate"):
+                    self.fail("%s: a %s eviction with a notice" % (w.spec.id, e.reason))
+                if e.noticed_time.ToNanoseconds() > e.evict_at.ToNanoseconds():
+                    self.fail("%s: noticed after its evict_at" % w.spec.id)
+                deadlines.add(e.evict_at.ToNanoseconds())
+                self.notices.add((w.spec.id, e.evict_at.ToNanoseconds()))
+            if len(deadlines) > 1:
+                self.fail("%s told twice: evict_at %s" % (w.spec.id, sorted(deadlines)))
             if w.state == T_.WORKLOAD_STATE_RUNNING:
                 for g in w.spec.groups:
                     if bound.get(g.name, 0) < g.min_count:
@@ -448,6 +469,8 @@ class Model:
         q = types().Queue(name=name, parent=parent)
         q.resources[GPU].quota = str(self.rng.randrange(3))
         if self.rng.random() < 0.3:
+            q.preemption_notice.FromSeconds(self.rng.choice([1, 60]))
+        if self.rng.random() < 0.3:
             q.resources[GPU].limit = str(self.rng.randrange(2, 6))
         req = adm().UpsertQueueRequest(request_id=rid, queue=q)
         what, code, ok = self.mutate("UpsertQueue", req, "queue %s under %r" % (name, parent))
@@ -457,9 +480,11 @@ class Model:
 
     def reload_op(self):
         """Rewrites the config (a class toggled, quotas changed), SIGHUP."""
-        before = (self.with_batch_class, dict(self.quotas))
+        before = (self.with_batch_class, dict(self.quotas), self.train_notice)
         if self.rng.random() < 0.5:
             self.with_batch_class = not self.with_batch_class
+        if self.rng.random() < 0.5:
+            self.train_notice = self.rng.choice([0, 30, 600])
         for q in self.quotas:
             if self.rng.random() < 0.3:
                 self.quotas[q] = self.rng.randrange(0, 9)
@@ -479,10 +504,11 @@ class Model:
         if refused:
             # What an operator does: put the file back; the old config is
             # still the one in effect, which a restart must find too.
-            self.with_batch_class, self.quotas = before
+            self.with_batch_class, self.quotas, self.train_notice = before
             self.server.write_config(self.config_text())
             return "reload refused", grpc.StatusCode.FAILED_PRECONDITION, False
-        return "reload batch=%s quotas=%s" % (self.with_batch_class, self.quotas), \
+        return "reload batch=%s quotas=%s notice=%ds" % (
+            self.with_batch_class, self.quotas, self.train_notice), \
             grpc.StatusCode.OK, False
 
     def restart(self, kill):
@@ -569,8 +595,9 @@ class ModelTest(unittest.TestCase):
             started = time.monotonic()
             model = Model(seed, steps)
             model.run()
-            print("seed %d: %d steps, %d restarts, in %.1f s"
-                  % (seed, steps, model.restarts, time.monotonic() - started))
+            print("seed %d: %d steps, %d restarts, %d notices, in %.1f s"
+                  % (seed, steps, model.restarts, len(model.notices),
+                     time.monotonic() - started))
 
 
 def setUpModule():

@@ -398,7 +398,7 @@ WorkloadSpec ParseWorkload(const YAML::Node& node, const std::string& where) {
 QueueSpec ParseQueue(const YAML::Node& node, const std::string& where) {
   CheckKeys(node, where,
             {"name", "parent", "priority", "preempt_min_runtime",
-             "reclaim_min_runtime", "resources"});
+             "reclaim_min_runtime", "preemption_notice", "resources"});
   QueueSpec q;
   if (!node["name"]) Fail(where, "a queue needs a name");
   q.name = Str(node["name"], where + ".name");
@@ -414,6 +414,10 @@ QueueSpec ParseQueue(const YAML::Node& node, const std::string& where) {
   if (node["reclaim_min_runtime"]) {
     q.reclaim_min_runtime =
         Dur(node["reclaim_min_runtime"], where + ".reclaim_min_runtime");
+  }
+  if (node["preemption_notice"]) {
+    q.preemption_notice =
+        Dur(node["preemption_notice"], where + ".preemption_notice");
   }
   if (const YAML::Node& res = node["resources"]) {
     if (!res.IsMap()) Fail(where + ".resources", "expected a map");
@@ -660,12 +664,17 @@ class Runner {
         classes.clear();
         for (size_t i = 0; i < pcs.size(); ++i) {
           std::string at = absl::StrCat("priority_classes[", i, "]");
-          CheckKeys(pcs[i], at, {"name", "value", "preemptible"});
+          CheckKeys(pcs[i], at,
+                    {"name", "value", "preemptible", "preemption_notice"});
           PriorityClass c;
           c.name = Str(pcs[i]["name"], at + ".name");
           c.value = static_cast<int32_t>(Int(pcs[i]["value"], at + ".value"));
           if (pcs[i]["preemptible"]) {
             c.preemptible = Bool(pcs[i]["preemptible"], at + ".preemptible");
+          }
+          if (pcs[i]["preemption_notice"]) {
+            c.preemption_notice =
+                Dur(pcs[i]["preemption_notice"], at + ".preemption_notice");
           }
           classes.push_back(c);
         }
@@ -1153,13 +1162,19 @@ class Runner {
                       std::vector<std::string>* failures) const {
     using Key = std::tuple<std::string, std::string, std::string>;
     std::map<Key, std::set<std::pair<std::string, int32_t>>> actual;
+    // When each key's pods are deleted ("now" for no notice), as an offset
+    // from the scenario's start.
+    std::map<Key, std::set<std::string>> evict_at;
     for (const Event& e : events) {
       if (e.type != EventType::kEvicted) continue;
       for (const Eviction& ev : e.evictions) {
-        auto& slots =
-            actual[{ev.workload, ReasonName(ev.reason), ev.preemptor}];
+        const Key key{ev.workload, ReasonName(ev.reason), ev.preemptor};
+        auto& slots = actual[key];
         for (const SlotRef& slot : ev.slots)
           slots.emplace(slot.group, slot.index);
+        evict_at[key].insert(ev.HasNotice()
+                                 ? absl::FormatDuration(ev.evict_at - kStart)
+                                 : "now");
       }
     }
     auto describe_actual = [&]() {
@@ -1175,7 +1190,8 @@ class Runner {
     std::set<Key> covered;
     for (size_t i = 0; i < want.size(); ++i) {
       std::string eat = absl::StrCat(at, "[", i, "]");
-      CheckKeys(want[i], eat, {"workload", "slots", "reason", "preemptor"});
+      CheckKeys(want[i], eat,
+                {"workload", "slots", "reason", "preemptor", "evict_at"});
       std::string workload = Str(want[i]["workload"], eat + ".workload");
       std::string reason = Str(want[i]["reason"], eat + ".reason");
       CheckOneOf(reason, eat + ".reason",
@@ -1186,6 +1202,7 @@ class Runner {
           has_preemptor ? Str(want[i]["preemptor"], eat + ".preemptor") : "";
       size_t slots = 0;
       bool found = false;
+      std::set<std::string> deadlines;
       for (const auto& [key, set] : actual) {
         if (std::get<0>(key) != workload || std::get<1>(key) != reason)
           continue;
@@ -1193,6 +1210,7 @@ class Runner {
         found = true;
         slots += set.size();
         covered.insert(key);
+        deadlines.insert(evict_at[key].begin(), evict_at[key].end());
       }
       std::string label = absl::StrCat(
           "eviction {workload: ", workload, ", reason: ", reason,
@@ -1209,6 +1227,20 @@ class Runner {
           failures->push_back(absl::StrCat(label, ": expected ", want_slots,
                                            " slots, got ", slots,
                                            "; announced: ", describe_actual()));
+        }
+      }
+      // evict_at: when the pods are deleted, as an offset from the start
+      // ("90s"), or "now" when no notice is given.
+      if (want[i]["evict_at"]) {
+        const std::string text = Str(want[i]["evict_at"], eat + ".evict_at");
+        const std::string expected =
+            text == "now" ? text
+                          : absl::FormatDuration(
+                                Dur(want[i]["evict_at"], eat + ".evict_at"));
+        if (deadlines != std::set<std::string>{expected}) {
+          failures->push_back(
+              absl::StrCat(label, ": expected evict_at ", expected, ", got [",
+                           absl::StrJoin(deadlines, ", "), "]"));
         }
       }
     }

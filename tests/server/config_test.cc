@@ -75,6 +75,40 @@ TEST(ConfigTest, ErrorsNameTheKey) {
   EXPECT_EQ(century->queues[0].reclaim_min_runtime, absl::Hours(876000));
 }
 
+// docs/SCHEDULING.md, "Preemption with notice": a class and a queue may
+// give one, from 0 to 24h; anything else is refused with the field named.
+TEST(ConfigTest, PreemptionNotice) {
+  auto config = ParseConfig(R"(
+priority_classes:
+  - {name: train, value: 50, preemption_notice: 2m}
+  - {name: inference, value: 125, preemptible: false}
+default_priority_class: train
+queues:
+  - {name: a, preemption_notice: 90s}
+)");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->priority_classes[0].preemption_notice, absl::Minutes(2));
+  EXPECT_EQ(config->priority_classes[1].preemption_notice,
+            absl::ZeroDuration());
+  EXPECT_EQ(config->queues[0].preemption_notice, absl::Seconds(90));
+  for (const char* value : {"25h", "-1s", "forever"}) {
+    auto bad_class = ParseConfig(absl::StrCat(
+        "priority_classes:\n  - {name: train, value: 1, preemption_notice: ",
+        value, "}\ndefault_priority_class: train\n"));
+    ASSERT_FALSE(bad_class.ok()) << value;
+    EXPECT_NE(bad_class.status().message().find(
+                  "priority_classes[0].preemption_notice"),
+              absl::string_view::npos)
+        << bad_class.status().message();
+    auto bad_queue = ParseConfig(absl::StrCat(
+        "queues:\n  - {name: a, preemption_notice: ", value, "}\n"));
+    ASSERT_FALSE(bad_queue.ok()) << value;
+    EXPECT_NE(bad_queue.status().message().find("preemption_notice"),
+              absl::string_view::npos)
+        << bad_queue.status().message();
+  }
+}
+
 TEST(ConfigTest, TimeBasedFairShare) {
   auto config = ParseConfig(R"(
 time_based_fair_share:

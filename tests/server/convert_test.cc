@@ -164,6 +164,43 @@ TEST(ConvertTest, QueueQuotaUsesMinusOneForUnlimited) {
 // Min runtimes: up to 100 years, kept exactly; past that (where the store's
 // int64 nanoseconds would saturate near 292 years) or with a nanos field
 // out of range, refused with the field named.
+// docs/SCHEDULING.md, "Preemption with notice": a queue's notice is 0 to
+// 24h; an eviction with a notice says when its pods go and when it was
+// told, one without says neither.
+TEST(ConvertTest, PreemptionNoticeIsBoundedAndSent) {
+  v1::Queue q;
+  q.set_name("team");
+  q.mutable_preemption_notice()->set_seconds(24 * 3600);
+  auto parsed = ParseQueue(q);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->preemption_notice, absl::Hours(24));
+  v1::Queue back;
+  ToProto(*parsed, &back);
+  EXPECT_EQ(back.preemption_notice().seconds(), 24 * 3600);
+  for (auto [seconds, nanos] :
+       {std::pair<int64_t, int32_t>{24 * 3600, 1}, {-1, 0}, {0, 1000000000}}) {
+    v1::Queue bad = q;
+    bad.mutable_preemption_notice()->set_seconds(seconds);
+    bad.mutable_preemption_notice()->set_nanos(nanos);
+    auto refused = ParseQueue(bad);
+    ASSERT_FALSE(refused.ok()) << seconds << "s " << nanos << "ns";
+    EXPECT_NE(refused.status().message().find("queue.preemption_notice"),
+              absl::string_view::npos)
+        << refused.status().message();
+  }
+  Eviction e{"ns/train", {{"worker", 0}}, EvictionReason::kPreempt, "ns/inf"};
+  v1::Eviction none;
+  ToProto(e, &none);
+  EXPECT_FALSE(none.has_evict_at());
+  EXPECT_FALSE(none.has_noticed_time());
+  e.noticed = absl::FromUnixSeconds(1000);
+  e.evict_at = absl::FromUnixSeconds(1300);
+  v1::Eviction told;
+  ToProto(e, &told);
+  EXPECT_EQ(told.evict_at().seconds(), 1300);
+  EXPECT_EQ(told.noticed_time().seconds(), 1000);
+}
+
 TEST(ConvertTest, QueueMinRuntimesAreBounded) {
   v1::Queue q;
   q.set_name("team");

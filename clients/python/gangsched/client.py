@@ -398,7 +398,8 @@ def _queue(value: Mapping[str, Any]) -> Any:
             qr.limit = str(r["limit"])
         if "over_quota_weight" in r:
             qr.over_quota_weight = float(r["over_quota_weight"])
-    for field in ("preempt_min_runtime", "reclaim_min_runtime"):
+    for field in ("preempt_min_runtime", "reclaim_min_runtime",
+                  "preemption_notice"):
         if field in value:
             getattr(queue, field).FromSeconds(int(value.pop(field)))
     if value:

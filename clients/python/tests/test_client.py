@@ -262,6 +262,19 @@ def test_allocate_release_and_explain(server: Any) -> None:
         assert revision >= released.revision
 
 
+def test_a_queue_with_a_preemption_notice(server: Any) -> None:
+    """docs/SCHEDULING.md, "Preemption with notice": a queue dict takes
+    preemption_notice in seconds; the server keeps it and refuses one over
+    24 hours, naming the field."""
+    with _client(server) as c:
+        c.upsert_queue({"name": "told", "preemption_notice": 120})
+        [told] = [q for q in c.list_queues() if q.queue.name == "told"]
+        assert told.queue.preemption_notice.seconds == 120
+        with pytest.raises(GangschedError) as caught:
+            c.upsert_queue({"name": "late", "preemption_notice": 25 * 3600})
+        assert "queue.preemption_notice" in str(caught.value)
+
+
 class _LoseFirstAnswer(grpc.UnaryUnaryClientInterceptor):
     """The call reaches the server, but its first answer is lost."""
 
