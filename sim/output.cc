@@ -69,13 +69,15 @@ std::string Percentile(const std::vector<Millis>& sorted, int p) {
 
 std::string WorkloadsCsv(const Results& r) {
   std::string out =
-      "id,queue,priority_class,arrival,start,end,evictions,lost_gpu_seconds\n";
+      "id,queue,priority_class,arrival,start,end,evictions,lost_gpu_seconds,"
+      "saved_gpu_seconds\n";
   for (const WorkloadResult& w : r.workloads) {
     absl::StrAppend(&out, Field(w.id), ",", Field(w.queue), ",",
                     Field(w.priority_class), ",", Seconds(w.arrival), ",",
                     w.start ? Seconds(*w.start) : "", ",",
                     w.end ? Seconds(*w.end) : "", ",", w.evictions, ",",
-                    Decimal(w.lost_gpu_ms, 1000 * 1000, 3), "\n");
+                    Decimal(w.lost_gpu_ms, 1000 * 1000, 3), ",",
+                    Decimal(w.saved_gpu_ms, 1000 * 1000, 3), "\n");
   }
   return out;
 }
@@ -84,7 +86,7 @@ std::string QueuesCsv(const Results& r) {
   std::string out =
       "queue,parent,workloads,started,ended,wait_p50,wait_p95,wait_max,"
       "gpu_hours_used,gpu_hours_deserved,fair_share_deviation_gpus,"
-      "preemptions,reclaims,lost_gpu_hours\n";
+      "preemptions,reclaims,lost_gpu_hours,saved_gpu_hours\n";
   for (const QueueResult& q : r.queues) {
     const std::string deviation =
         r.end > 0 ? Decimal(q.deviation_gpu_ms, absl::int128(r.end) * 1000, 3)
@@ -95,7 +97,8 @@ std::string QueuesCsv(const Results& r) {
                     q.waits.empty() ? "" : Seconds(q.waits.back()), ",",
                     GpuHours(q.used_gpu_ms), ",", GpuHours(q.deserved_gpu_ms),
                     ",", deviation, ",", q.preemptions, ",", q.reclaims, ",",
-                    GpuHours(q.lost_gpu_ms), "\n");
+                    GpuHours(q.lost_gpu_ms), ",", GpuHours(q.saved_gpu_ms),
+                    "\n");
   }
   return out;
 }
@@ -127,18 +130,20 @@ std::string QueueTimelineCsv(const Results& r) {
 std::string ComparisonCsv(const std::vector<NamedResults>& runs) {
   std::string out =
       "config,workloads,ended,never_ended,end,wait_p50,wait_p95,wait_max,"
-      "gpu_utilization,evictions,preemptions,reclaims,lost_gpu_hours\n";
+      "gpu_utilization,evictions,preemptions,reclaims,lost_gpu_hours,"
+      "saved_gpu_hours\n";
   for (const NamedResults& run : runs) {
     const Results& r = *run.results;
     std::vector<Millis> waits;
     int64_t evictions = 0;
-    absl::int128 lost = 0;
+    absl::int128 lost = 0, saved = 0;
     int32_t ended = 0;
     for (const WorkloadResult& w : r.workloads) {
       if (w.start) waits.push_back(*w.start - w.arrival);
       if (w.end) ++ended;
       evictions += w.evictions;
       lost += w.lost_gpu_ms;
+      saved += w.saved_gpu_ms;
     }
     std::sort(waits.begin(), waits.end());
     int64_t preemptions = 0, reclaims = 0;
@@ -146,12 +151,13 @@ std::string ComparisonCsv(const std::vector<NamedResults>& runs) {
       preemptions += q.preemptions;
       reclaims += q.reclaims;
     }
-    absl::StrAppend(
-        &out, Field(run.name), ",", r.workloads.size(), ",", ended, ",",
-        r.never_ended, ",", Seconds(r.end), ",", Percentile(waits, 50), ",",
-        Percentile(waits, 95), ",", waits.empty() ? "" : Seconds(waits.back()),
-        ",", r.gpus_ms > 0 ? Decimal(r.gpus_used_ms, r.gpus_ms, 4) : "0", ",",
-        evictions, ",", preemptions, ",", reclaims, ",", GpuHours(lost), "\n");
+    absl::StrAppend(&out, Field(run.name), ",", r.workloads.size(), ",", ended,
+                    ",", r.never_ended, ",", Seconds(r.end), ",",
+                    Percentile(waits, 50), ",", Percentile(waits, 95), ",",
+                    waits.empty() ? "" : Seconds(waits.back()), ",",
+                    r.gpus_ms > 0 ? Decimal(r.gpus_used_ms, r.gpus_ms, 4) : "0",
+                    ",", evictions, ",", preemptions, ",", reclaims, ",",
+                    GpuHours(lost), ",", GpuHours(saved), "\n");
   }
   return out;
 }

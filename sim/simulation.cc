@@ -62,6 +62,9 @@ struct Job {
   bool ended = false;
   uint32_t version = 0;
   Millis evicted_at = -1;  // last time an eviction of it was counted
+  // Evicted as a whole with a notice it could checkpoint in: the run's work
+  // is kept, not lost (docs/SIMULATOR.md, "Preemption notice").
+  bool checkpointed = false;
   absl::flat_hash_set<std::pair<std::string, int32_t>> announced;
   std::vector<size_t> work_groups;  // groups whose replicas do the work
 };
@@ -329,7 +332,22 @@ class Driver {
           delay += static_cast<Millis>(
               rng_() % static_cast<uint64_t>(options_.eviction_jitter + 1));
         }
-        Push({.at = Grid(t + delay),
+        // docs/SIMULATOR.md, "Preemption notice": the shim deletes the pods
+        // when the notice runs out; a workload that checkpoints within it
+        // exits first, and keeps its work if it goes as a whole.
+        Millis gone = t;
+        if (e.HasNotice()) {
+          gone = ToMillis(e.evict_at);
+          const Millis checkpoint = victim.trace->checkpoint;
+          if (checkpoint > 0 && ToMillis(e.noticed) + checkpoint <= gone) {
+            gone = ToMillis(e.noticed) + checkpoint;
+            const Workload* w = scheduler_.FindWorkload(e.workload);
+            if (w != nullptr && w->state == WorkloadState::kReleasing)
+              victim.checkpointed = true;
+          }
+          gone = std::max(gone, t);
+        }
+        Push({.at = Grid(gone + delay),
               .kind = Kind::kConfirm,
               .job = v->second,
               .slots = std::move(fresh)});
@@ -370,10 +388,16 @@ class Driver {
         w != nullptr ? w->state : WorkloadState::kReleased;
     if (j.state == WorkloadState::kRunning &&
         state != WorkloadState::kRunning && !j.ended) {
-      // Evicted as a whole: the run's work is lost (no checkpoints).
-      r.lost_gpu_ms += j.run_gpu_ms;
+      // Evicted as a whole: the run's work is lost, unless it checkpointed
+      // under a notice.
+      if (j.checkpointed) {
+        r.saved_gpu_ms += j.run_gpu_ms;
+      } else {
+        r.lost_gpu_ms += j.run_gpu_ms;
+        j.work_done = 0;
+      }
       j.run_gpu_ms = 0;
-      j.work_done = 0;
+      j.checkpointed = false;
     }
     if (state == WorkloadState::kRunning &&
         j.state != WorkloadState::kRunning) {
@@ -591,6 +615,7 @@ class Driver {
         ++results_.never_ended;
       }
       q.lost_gpu_ms += r.lost_gpu_ms;
+      q.saved_gpu_ms += r.saved_gpu_ms;
     }
     for (QueueResult& q : results_.queues) {
       std::sort(q.waits.begin(), q.waits.end());

@@ -48,7 +48,10 @@ struct WorkloadResult {
   int32_t preempted = 0;         // ... of which by preemption
   int32_t reclaimed = 0;         // ... of which by reclaim
   absl::int128 lost_gpu_ms = 0;  // milli-GPU x ms of work thrown away
-  absl::int128 gpu_ms = 0;       // milli-GPU x ms held
+  // Work an eviction would have thrown away, kept by a checkpoint made
+  // under a preemption notice (docs/SIMULATOR.md, "Preemption notice").
+  absl::int128 saved_gpu_ms = 0;
+  absl::int128 gpu_ms = 0;  // milli-GPU x ms held
 };
 
 // Per queue, leaves and parents (queues.csv).
@@ -65,6 +68,7 @@ struct QueueResult {
   int32_t preemptions = 0;            // workloads of it evicted by preemption
   int32_t reclaims = 0;               // ... by reclaim
   absl::int128 lost_gpu_ms = 0;
+  absl::int128 saved_gpu_ms = 0;
 };
 
 // One row of cluster.csv: the state from `time` until the next row.

@@ -104,7 +104,7 @@ absl::StatusOr<TraceWorkload> ParseLine(const Json& obj) {
   if (!obj.is_object()) return Bad("line", "must be a JSON object");
   if (auto s = OnlyKeys(obj,
                         {"id", "arrival", "runtime", "queue", "priority_class",
-                         "groups", "scale"},
+                         "groups", "scale", "checkpoint_seconds"},
                         "");
       !s.ok()) {
     return s;
@@ -131,6 +131,14 @@ absl::StatusOr<TraceWorkload> ParseLine(const Json& obj) {
   if (!runtime_ms.ok()) return runtime_ms.status();
   if (*runtime_ms <= 0) return Bad("runtime", "must be more than 0");
   out.runtime = *runtime_ms;
+  if (auto c = obj.find("checkpoint_seconds");
+      c != obj.end() && !c->is_null()) {
+    auto seconds = Number(obj, "checkpoint_seconds", "checkpoint_seconds");
+    if (!seconds.ok()) return seconds.status();
+    auto ms = SecondsToMillis(*seconds, "checkpoint_seconds");
+    if (!ms.ok()) return ms.status();
+    out.checkpoint = *ms;
+  }
 
   auto groups = obj.find("groups");
   if (groups == obj.end() || !groups->is_array()) {

@@ -31,6 +31,10 @@ struct TraceWorkload {
   // How long it runs at its desired replicas (docs/SIMULATOR.md, "The
   // model": work = replicas x time).
   Millis runtime = 0;
+  // How long it takes to checkpoint and exit when told it is preempted
+  // (docs/SIMULATOR.md, "Preemption notice"); 0: it does not checkpoint,
+  // and an eviction loses its run's work.
+  Millis checkpoint = 0;
   std::vector<ScaleEvent> scale;  // by time
   int line = 0;                   // in the trace file, from 1
 };

@@ -173,7 +173,7 @@ def page(runs: list[Run], comparison: list[dict]) -> str:
     queue_columns = ["config", "queue", "workloads", "wait_p50", "wait_p95",
                      "wait_max", "gpu_hours_used", "gpu_hours_deserved",
                      "fair_share_deviation_gpus", "preemptions", "reclaims",
-                     "lost_gpu_hours"]
+                     "lost_gpu_hours", "saved_gpu_hours"]
     parts.append("<div class='wide'>" + table(
         [{"config": run.name, **q} for run in runs for q in run.queues],
         queue_columns) + "</div>")

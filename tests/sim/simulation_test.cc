@@ -108,10 +108,10 @@ TEST(SimulationTest, ReclaimOfAWholeGangByHand) {
                       Line("j3", 20, 30, "a", 4)));
   EXPECT_EQ(WorkloadsCsv(r),
             "id,queue,priority_class,arrival,start,end,evictions,"
-            "lost_gpu_seconds\n"
-            "j1,a,train,0,0,190,1,320\n"
-            "j2,b,train,10,40,90,0,0\n"
-            "j3,a,train,20,40,70,0,0\n");
+            "lost_gpu_seconds,saved_gpu_seconds\n"
+            "j1,a,train,0,0,190,1,320,0\n"
+            "j2,b,train,10,40,90,0,0,0\n"
+            "j3,a,train,20,40,70,0,0,0\n");
   EXPECT_EQ(r.end, 190000);
   EXPECT_EQ(r.never_ended, 0);
   ASSERT_EQ(r.queues.size(), 2u);
@@ -194,6 +194,65 @@ TEST(SimulationTest, PreemptionByPriority) {
   // 4 GPUs x (30 s run + 5 s being deleted).
   EXPECT_EQ(train.lost_gpu_ms, int64_t{140} * 1000 * 1000);
   EXPECT_EQ(r.queues[0].preemptions, 1);
+}
+
+// docs/SIMULATOR.md, "Preemption notice": queue a gives its workloads a
+// 60 s notice. train (checkpoint_seconds 10) is told at 30, checkpoints
+// and exits at 40; its pods' deletion is confirmed 5 s later, at 45, when
+// serve starts (and ends at 65). train keeps its 30 s of work: it runs the
+// other 70 s from 65 and ends at 135. What it held while it checkpointed
+// and went (30-45) is lost; its 30 s run is saved.
+TEST(SimulationTest, ACheckpointUnderANoticeKeepsTheWork) {
+  const server::Config config = Config(R"(
+queues:
+  - name: a
+    preemption_notice: 60s
+nodes:
+  - name: n1
+    allocatable: {nvidia.com/gpu: "4", cpu: "64", memory: 256Gi}
+)");
+  const Results r = Simulated(config,
+                              Trace(Line("train", 0, 100, "a", 4, -1, -1,
+                                         R"(, "checkpoint_seconds": 10)") +
+                                    Serve(30, 4, 20)),
+                              SimOptions{.eviction_delay = 5000});
+  const WorkloadResult& train = Find(r, "train");
+  EXPECT_EQ(Find(r, "serve").start, 45000);
+  EXPECT_EQ(train.evictions, 1);
+  EXPECT_EQ(train.end, 135000);
+  EXPECT_EQ(train.lost_gpu_ms, int64_t{60} * 1000 * 1000);
+  EXPECT_EQ(train.saved_gpu_ms, int64_t{120} * 1000 * 1000);
+  EXPECT_EQ(r.queues[0].saved_gpu_ms, train.saved_gpu_ms);
+
+  // A checkpoint longer than the notice does not make it: the pods are
+  // deleted when the notice runs out (90, confirmed at 95), and the work
+  // is lost as without a notice: 4 GPUs x (30 s run + 65 s on notice and
+  // being deleted); train starts over when serve ends (115) and ends at
+  // 215.
+  const Results late = Simulated(config,
+                                 Trace(Line("train", 0, 100, "a", 4, -1, -1,
+                                            R"(, "checkpoint_seconds": 90)") +
+                                       Serve(30, 4, 20)),
+                                 SimOptions{.eviction_delay = 5000});
+  EXPECT_EQ(Find(late, "serve").start, 95000);
+  EXPECT_EQ(Find(late, "train").end, 215000);
+  EXPECT_EQ(Find(late, "train").lost_gpu_ms, int64_t{380} * 1000 * 1000);
+  EXPECT_EQ(Find(late, "train").saved_gpu_ms, 0);
+}
+
+// checkpoint_seconds is checked like the trace's other times.
+TEST(TraceTest, CheckpointSecondsIsATime) {
+  std::istringstream bad(
+      Line("j", 0, 10, "a", 1, -1, -1, R"(, "checkpoint_seconds": -1)"));
+  auto trace = ReadTrace(bad);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_THAT(std::string(trace.status().message()),
+              HasSubstr("checkpoint_seconds"));
+  std::istringstream good(
+      Line("j", 0, 10, "a", 1, -1, -1, R"(, "checkpoint_seconds": 2.5)"));
+  auto read = ReadTrace(good);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ((*read)[0].checkpoint, 2500);
 }
 
 constexpr char kOneQueueFourGpus[] = R"(
@@ -390,7 +449,7 @@ TEST(SimulationTest, LongRunsOfManyGpusDoNotOverflow) {
   EXPECT_EQ(GpuHours(r.queues[0].used_gpu_ms), "3532032000");
   EXPECT_EQ(ComparisonCsv({{"c", &r}})
                 .substr(ComparisonCsv({{"c", &r}}).find('\n') + 1),
-            "c,1,1,0,3153600000,0,0,0,1,0,0,0,0\n");
+            "c,1,1,0,3153600000,0,0,0,1,0,0,0,0,0\n");
 }
 
 TEST(TraceTest, ErrorsNameTheLineAndTheField) {
@@ -516,9 +575,11 @@ TEST(OutputTest, FieldsWithCommasAreQuoted) {
   Results r;
   r.workloads.push_back(
       {.id = "ns/a,b", .queue = "q\"x", .priority_class = "t"});
-  EXPECT_EQ(WorkloadsCsv(r),
-            "id,queue,priority_class,arrival,start,end,evictions,"
-            "lost_gpu_seconds\n\"ns/a,b\",\"q\"\"x\",t,0,,,0,0\n");
+  EXPECT_EQ(
+      WorkloadsCsv(r),
+      "id,queue,priority_class,arrival,start,end,evictions,"
+      "lost_gpu_seconds,saved_gpu_seconds\n\"ns/a,b\",\"q\"\"x\",t,0,,,0,0,"
+      "0\n");
 }
 
 }  // namespace

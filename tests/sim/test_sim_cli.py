@@ -41,7 +41,7 @@ def test_one_config_writes_the_four_files_and_the_comparison(tmp_path):
         assert (tmp_path / name).stat().st_size > 0, name
     rows = (tmp_path / "workloads.csv").read_text().splitlines()
     assert rows[0] == ("id,queue,priority_class,arrival,start,end,"
-                       "evictions,lost_gpu_seconds")
+                       "evictions,lost_gpu_seconds,saved_gpu_seconds")
     assert len(rows) == 61
     first = rows[1].split(",")
     assert first[:4] == ["research/job-00", "research", "train", "35"]
