@@ -141,7 +141,8 @@ def cluster_gpus(config: dict) -> tuple[float, int]:
 
 def generate(config: dict, profile: Profile, days: float, load: float,
              seed: int, single_share: float, elastic_share: float,
-             peak_ratio: float, out: IO[str]) -> int:
+             peak_ratio: float, out: IO[str],
+             checkpoint_seconds: float = 0.0) -> int:
     queues = leaf_queues(config)
     if not queues:
         raise ValueError("the config has no queues")
@@ -195,6 +196,8 @@ def generate(config: dict, profile: Profile, days: float, load: float,
         line = {"id": f"{profile.name}-{count:07d}",
                 "arrival": round(t, 3), "runtime": max(1, round(run)),
                 "queue": queue, "groups": [group]}
+        if checkpoint_seconds > 0:
+            line["checkpoint_seconds"] = checkpoint_seconds
         out.write(json.dumps(line, separators=(",", ":")) + "\n")
         count += 1
     return count
@@ -227,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="arrivals at 14:00 over arrivals at 02:00 "
                          "(default 2; an assumption, not a published "
                          "figure)")
+    ap.add_argument("--checkpoint-seconds", type=float, default=0.0,
+                    help="every job checkpoints and exits this long after "
+                         "a preemption notice (docs/SIMULATOR.md, "
+                         "\"Preemption notice\"; default 0: none)")
     ap.add_argument("--out", default="-", help="file (default: stdout)")
     args = ap.parse_args(argv)
     for name, value, lo, hi in (
@@ -234,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
             ("--load", args.load, 0.0, 100.0),
             ("--single-gpu-share", args.single_gpu_share, 0.5, 1.0),
             ("--elastic-share", args.elastic_share, 0.0, 1.0),
-            ("--peak-ratio", args.peak_ratio, 1.0, 100.0)):
+            ("--peak-ratio", args.peak_ratio, 1.0, 100.0),
+            ("--checkpoint-seconds", args.checkpoint_seconds, 0.0, 86400.0)):
         if not lo <= value <= hi or (name in ("--days", "--load")
                                      and value == 0):
             ap.error(f"{name} must be from {lo} to {hi}"
@@ -246,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             n = generate(config, PROFILES[args.profile], args.days, args.load,
                          args.seed, args.single_gpu_share, args.elastic_share,
-                         args.peak_ratio, out)
+                         args.peak_ratio, out, args.checkpoint_seconds)
         finally:
             if out is not sys.stdout:
                 out.close()

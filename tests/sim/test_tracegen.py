@@ -114,11 +114,51 @@ def test_gangsched_sim_takes_every_trace_it_writes(tmp_path):
     assert len(rows) == 1 + len(trace.read_text().splitlines())
 
 
+def test_a_notice_with_checkpoints_saves_the_work_a_reclaim_throws_away(
+        tmp_path):
+    """docs/SIMULATOR.md, "What a notice buys": the same whole-gang trace
+    (every job checkpoints in 2 minutes) on two teams, without a notice and
+    with a 5-minute one on the team that is reclaimed from."""
+    config = tmp_path / "teams.yaml"
+    config.write_text(
+        "queues:\n"
+        "  - {name: a, resources: {nvidia.com/gpu: {quota: 16}}}\n"
+        "  - {name: b, resources: {nvidia.com/gpu: {quota: 16}}}\n"
+        "nodes:\n" + "".join(
+            f'  - {{name: n{i}, allocatable: {{nvidia.com/gpu: "8", '
+            f'cpu: "96", memory: 768Gi}}}}\n' for i in range(4)))
+    told = tmp_path / "told.yaml"
+    told.write_text(config.read_text().replace(
+        "name: a,", "name: a, preemption_notice: 5m,").replace(
+        "name: b,", "name: b, preemption_notice: 5m,"))
+    trace = tmp_path / "t.jsonl"
+    done = generate(f"--config={config}", "--days=2", "--seed=7",
+                    "--load=0.9", "--elastic-share=0",
+                    "--checkpoint-seconds=120", f"--out={trace}")
+    assert done.returncode == 0, done.stderr
+    assert all(x["checkpoint_seconds"] == 120
+               for x in lines(trace.read_text()))
+    sim = subprocess.run([SIM, f"--trace={trace}", f"--config={config}",
+                          f"--config={told}", f"--out={tmp_path / 'out'}"],
+                         capture_output=True, text=True, timeout=120)
+    assert sim.returncode == 0, sim.stderr
+    rows = (tmp_path / "out" / "comparison.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    runs = {r.split(",")[0]: dict(zip(header, r.split(","))) for r in rows[1:]}
+    bare, noticed = runs["teams"], runs["told"]
+    assert float(bare["lost_gpu_hours"]) > 0
+    assert float(bare["saved_gpu_hours"]) == 0
+    assert float(noticed["saved_gpu_hours"]) > 0
+    assert float(noticed["lost_gpu_hours"]) < float(bare["lost_gpu_hours"])
+
+
 def test_bad_arguments_are_refused(tmp_path):
     config = cluster(tmp_path, 1)
     assert generate(f"--config={config}", "--load=0").returncode == 2
     assert generate(f"--config={config}",
                     "--single-gpu-share=0.2").returncode == 2
+    assert generate(f"--config={config}",
+                    "--checkpoint-seconds=-1").returncode == 2
     empty = tmp_path / "empty.yaml"
     empty.write_text("queues:\n  - name: a\n")
     done = generate(f"--config={empty}")
