@@ -18,6 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 KUBE_METHODS = {
     "bind": ("", "pods/binding", "create"),
     "delete_pod": ("", "pods", "delete"),
+    "patch_pod": ("", "pods", "patch"),
     "patch_pod_status": ("", "pods/status", "patch"),
     "event": ("", "events", "create"),
     "get_lease": ("coordination.k8s.io", "leases", "get"),

@@ -268,6 +268,7 @@ def test_the_server_runs_with_the_chart_command_lines(
 QUEUES = """
 queues:
   - name: research
+    preemption_notice: 1s  # the shim annotates the victims' pods
     resources:
       nvidia.com/gpu: {quota: 2, limit: 8, over_quota_weight: 2}
   - name: production

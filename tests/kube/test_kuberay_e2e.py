@@ -1196,3 +1196,246 @@ def test_kai_topology_annotations_keep_a_raycluster_in_one_rack() -> None:
         env.check_invariants()
     finally:
         env.close()
+
+
+# -- preemption with notice -----------------------------------------------
+
+NOTICE_SECONDS = 4
+# Queue research gives its workloads a notice before they are evicted
+# (docs/SCHEDULING.md, "Preemption with notice").
+NOTICE_QUEUES = QUEUES.replace(
+    "  - name: research\n    parent: dept-research\n",
+    "  - name: research\n    parent: dept-research\n"
+    f"    preemption_notice: {NOTICE_SECONDS}s\n")
+assert NOTICE_QUEUES != QUEUES
+EVICT_AT = "gangsched.io/evict-at"
+
+
+@pytest.fixture
+def notice_env() -> Iterator[Env]:
+    server, shim = binaries()
+    e = Env(server, shim, NOTICE_QUEUES)
+    try:
+        yield e
+        e.check_invariants()
+    finally:
+        e.close()
+
+
+def rfc3339(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+def evict_at_of(obj: dict | None) -> str | None:
+    return ((obj or {}).get("metadata", {}).get("annotations") or {}).get(
+        EVICT_AT)
+
+
+def slot_of(pod: dict) -> str:
+    return (pod["metadata"].get("annotations") or {}).get(
+        "gangsched.io/slot", "")
+
+
+def on_notice(env: Env, name: str) -> tuple[float, list[str], Any]:
+    """gangsched's eviction of the cluster that carries a notice: its
+    evict_at (Unix seconds), its slots, the Eviction."""
+    def find() -> Any:
+        w = env.gang(name)
+        for e in (w.evictions if w is not None else ()):
+            if e.workload_id == w.spec.id and e.HasField("evict_at"):
+                return (e.evict_at.ToNanoseconds() / 1e9,
+                        sorted(f"{s.group}/{s.index}" for s in e.slots), e)
+        return None
+    return env.wait(find, f"{name} evicted with a notice")
+
+
+def notice_events(env: Env, name: str) -> list[str]:
+    return [e["message"] for e in env.events_for(name)
+            if e["reason"] == "PreemptionNotice"]
+
+
+def training_on_notice(env: Env) -> tuple[float, set[str], str]:
+    """Training grown to 4 one-GPU workers on one 4-GPU node, then
+    inference (production, 2 GPUs) reclaims 2 of them, with research's
+    notice. Returns evict_at, the victim pods, inference's cluster, once
+    the victims and the RayCluster carry gangsched.io/evict-at."""
+    gpu_nodes(env, 1)
+    env.apply(manifest("raycluster-autoscaler.yaml"))
+    env.wait(lambda: len(env.bound(TRAIN)) == 3, "the training gang bound")
+    scale(env, TRAIN, 4)
+    env.wait(lambda: len(env.bound(TRAIN, group="gpu-group")) == 4,
+             "training grown to 4 workers")
+    svc = manifest("rayservice-inference.yaml")
+    svc["spec"]["rayClusterConfig"]["workerGroupSpecs"][0].update(
+        replicas=2, minReplicas=2, maxReplicas=2)
+    env.apply(svc)
+    inference = service_cluster(env, "rayservice-inference")
+    at, slots, eviction = on_notice(env, TRAIN)
+    assert eviction.reason == "reclaim", eviction
+    assert eviction.preemptor_workload_id == f"default/{inference}"
+    assert len(slots) == 2 and all(s.startswith("gpu-group/")
+                                   for s in slots), slots
+    noticed = eviction.noticed_time.ToNanoseconds() / 1e9
+    assert abs(at - noticed - NOTICE_SECONDS) < 0.01, (at, noticed)
+    assert at - time.time() > NOTICE_SECONDS - 1.5, "told too late"
+    victims = {p["metadata"]["name"] for p in env.bound(TRAIN)
+               if slot_of(p) in slots}
+    assert len(victims) == 2, victims
+    value = rfc3339(at)
+
+    def told() -> bool:
+        pods = env.bound(TRAIN)
+        return evict_at_of(env.kube.get("rayclusters", "default",
+                                        TRAIN)) == value and \
+            all(evict_at_of(p) == value for p in pods
+                if p["metadata"]["name"] in victims)
+    env.wait(told, "gangsched.io/evict-at on the victims and the RayCluster",
+             timeout=at - time.time())
+    # Only the victims are told.
+    assert all(evict_at_of(p) is None for p in env.bound(TRAIN)
+               if p["metadata"]["name"] not in victims)
+    return at, victims, inference
+
+
+def test_a_victim_on_notice_is_told_and_deleted_at_evict_at(
+        notice_env: Env) -> None:
+    env = notice_env
+    shim = env.shim("--leader-election=false")
+    at, victims, inference = training_on_notice(env)
+    value = rfc3339(at)
+    # Not deleted before evict_at, and the room stays held: inference
+    # waits (PIPELINED).
+    while True:
+        live = {p["metadata"]["name"] for p in env.bound(TRAIN)}
+        bound = env.bound(inference)
+        now = time.time()  # after the look: what it saw was before now
+        if now >= at:
+            break
+        assert victims <= live, \
+            f"a victim deleted {at - now:.2f} s before evict_at\n" \
+            f"{env.describe()}"
+        assert not bound, f"inference bound before evict_at\n" \
+            f"{env.describe()}"
+        time.sleep(0.05)
+    # Deleted at evict_at (a pass then, not the next periodic one).
+    gone = env.wait(lambda: not victims & {
+        p["metadata"]["name"] for p in env.bound(TRAIN)} and time.time(),
+        "the victims deleted after evict_at")
+    assert gone - at < 1.0, f"deleted {gone - at:.2f} s after evict_at"
+    env.wait(lambda: len(env.bound(inference)) == 3, "inference bound")
+    assert len(env.bound(TRAIN)) == 3  # head and the 2 minimum workers
+    # Told once, however many passes ran meanwhile.
+    events = notice_events(env, TRAIN)
+    assert events == [
+        f"gangsched evicts 2 pod(s) (reclaim, for default/{inference}) at "
+        f"{value}; a cluster that checkpoints and exits before gives the "
+        "room back early"], events
+    assert [e for e in env.events_for(TRAIN) if e["reason"] == "Evicted"]
+    # Confirmed: no notice left, no stale deadline on the RayCluster.
+    env.wait(lambda: evict_at_of(env.kube.get("rayclusters", "default",
+                                              TRAIN)) is None,
+             "gangsched.io/evict-at removed from the RayCluster")
+    assert shim.metric("gangsched_kuberay_preemption_notices_total") == 1
+    assert len(notice_events(env, TRAIN)) == 1
+    # Each victim annotated once, not on every pass.
+    assert shim.metric('gangsched_kuberay_api_calls_total{resource="pods",'
+                       'verb="patch"}') == 2
+
+
+def test_a_notice_outlives_a_restart_of_the_shim(notice_env: Env) -> None:
+    """The deadline is gangsched's: a shim started during the notice
+    deletes the victims at evict_at all the same, and does not tell the
+    notice again."""
+    env = notice_env
+    first = env.shim("--leader-election=false")
+    at, victims, inference = training_on_notice(env)
+    env.wait(lambda: notice_events(env, TRAIN), "the PreemptionNotice Event")
+    first.kill9()
+    second = env.shim("--leader-election=false")
+    while True:
+        live = {p["metadata"]["name"] for p in env.bound(TRAIN)}
+        now = time.time()
+        if now >= at:
+            break
+        assert victims <= live, \
+            f"a victim deleted {at - now:.2f} s before evict_at"
+        time.sleep(0.05)
+    gone = env.wait(lambda: not victims & {
+        p["metadata"]["name"] for p in env.bound(TRAIN)} and time.time(),
+        "the victims deleted after evict_at")
+    assert gone - at < 1.0, f"deleted {gone - at:.2f} s after evict_at"
+    env.wait(lambda: len(env.bound(inference)) == 3, "inference bound")
+    assert len(notice_events(env, TRAIN)) == 1
+    assert second.metric("gangsched_kuberay_preemption_notices_total") == 0
+
+
+def test_a_victim_on_notice_that_exits_early_gives_the_room_back_early(
+        notice_env: Env) -> None:
+    env = notice_env
+    env.shim("--leader-election=false")
+    at, victims, inference = training_on_notice(env)
+    # Ray code read the annotation, checkpointed and exited: its pods go.
+    for name in victims:
+        env.kube.delete("pods", "default", name)
+    bound_at = env.wait(lambda: len(env.bound(inference)) == 3 and
+                        time.time(), "inference bound",
+                        timeout=NOTICE_SECONDS + 2)
+    assert bound_at < at - 1.0, \
+        f"inference bound {bound_at - at:+.2f} s from evict_at"
+    env.wait(lambda: evict_at_of(env.kube.get("rayclusters", "default",
+                                              TRAIN)) is None,
+             "gangsched.io/evict-at removed from the RayCluster")
+    assert time.time() < at
+    # Nothing more of training goes at evict_at: the eviction is over.
+    kept = {p["metadata"]["name"] for p in env.bound(TRAIN)}
+    assert len(kept) == 3, kept
+    time.sleep(max(0.0, at - time.time()) + 1.0)
+    assert {p["metadata"]["name"] for p in env.bound(TRAIN)} == kept
+    assert len(notice_events(env, TRAIN)) == 1
+    assert not [e for e in env.events_for(TRAIN) if e["reason"] == "Evicted"]
+
+
+def test_a_rayjob_on_notice_is_told_and_suspended_at_evict_at(
+        notice_env: Env) -> None:
+    env = notice_env
+    gpu_nodes(env, 1)
+    env.shim("--leader-election=false")
+    job_cluster = start_rayjob(env)
+    # Inference needs 2 of the job's 4 GPUs: the whole job is evicted,
+    # with research's notice; the RayJob asks to be suspended then.
+    env.apply(manifest("rayservice-inference.yaml"))
+    inference = service_cluster(env, "rayservice-inference")
+    at, slots, _ = on_notice(env, job_cluster)
+    assert len(slots) == 3, slots
+    value = rfc3339(at)
+
+    def job() -> dict:
+        return env.kube.get("rayjobs", "default", "rayjob-train")
+    env.wait(lambda: evict_at_of(job()) == value and evict_at_of(
+        env.kube.get("rayclusters", "default", job_cluster)) == value,
+        "gangsched.io/evict-at on the RayJob and its RayCluster",
+        timeout=at - time.time())
+    while True:
+        suspended = job()["spec"].get("suspend")
+        live = len(env.bound(job_cluster))
+        now = time.time()
+        if now >= at:
+            break
+        assert not suspended and live == 3, \
+            f"suspended or deleted {at - now:.2f} s before evict_at\n" \
+            f"{env.describe()}"
+        time.sleep(0.05)
+    suspended_at = env.wait(lambda: job()["spec"].get("suspend") is True
+                            and time.time(), "the RayJob suspended")
+    assert suspended_at - at < 1.0, suspended_at - at
+    env.wait(lambda: len(env.bound(inference)) == 3, "inference bound")
+    env.wait(lambda: not env.cluster_pods(job_cluster),
+             "the job's pods gone")
+    assert evict_at_of(job()) is None  # the notice is over
+    events = notice_events(env, "rayjob-train")
+    assert len(events) == 1, events
+    assert events[0].startswith(
+        f"gangsched evicts 3 pod(s) of RayCluster {job_cluster} (reclaim, "
+        f"for default/{inference}) at {value}"), events
+    assert "the RayJob is then suspended" in events[0]
+    assert len(notice_events(env, job_cluster)) == 1

@@ -1,5 +1,6 @@
 """The shim's process: informers (pods, nodes, RayClusters, RayJobs), a
-work queue of dirty RayClusters drained by one reconcile thread, the node
+work queue of dirty RayClusters drained by one reconcile thread (with
+passes asked for at a time: a preemption notice's evict_at), the node
 reconciler, gangsched's event stream, and leader election. Only the leader
 writes; a standby keeps its caches warm so it takes over at once."""
 
@@ -51,8 +52,10 @@ class App:
         self._index_lock = threading.Lock()
         self._pods_by_cluster: dict[Key, dict[str, dict]] = {}
         self._pods_by_node: dict[str, dict[Key, dict]] = {}
-        # The work queue.
+        # The work queue, and passes asked for at a time (Unix seconds):
+        # a notice's evict_at (clusters.py, _evict).
         self._dirty: set[Key] = set()
+        self._later: dict[Key, float] = {}
         self._dirty_cv = threading.Condition()
         self._nodes_dirty = threading.Event()
 
@@ -73,6 +76,7 @@ class App:
             kube, client, scheduler_name, default_queue, self.pool,
             pods_of=self._pods_of, cluster_of=self._cluster,
             rayjob_of=self._rayjob_of, mark_dirty=self.mark_dirty,
+            mark_dirty_at=self.mark_dirty_at,
             tolerated=self._tolerated, lost_state=self._lost_state,
             acting=lambda: self._acting.is_set(),
             nodes_touched=self._nodes_touched)
@@ -201,6 +205,35 @@ class App:
             self._dirty.add(key)
             self._dirty_cv.notify()
 
+    def mark_dirty_at(self, key: Key, at: float) -> None:
+        """A pass of the cluster at ``at`` (Unix seconds, as gangsched's
+        evict_at), or at once if that is past. Only the earliest time
+        asked for is kept; the pass that runs then asks again for a later
+        one. Not kept over a restart: the resync's passes ask again, from
+        gangsched's state."""
+        if not self._in_scope(key[0]):
+            return
+        with self._dirty_cv:
+            if at < self._later.get(key, float("inf")):
+                self._later[key] = at
+                self._dirty_cv.notify()
+
+    def _due(self) -> None:
+        """Moves the passes whose time came into the work queue (holding
+        _dirty_cv)."""
+        now = time.time()
+        for key, at in list(self._later.items()):
+            if at <= now:
+                del self._later[key]
+                self._dirty.add(key)
+
+    def _idle_wait(self) -> float:
+        """How long the worker may wait for work: until the next timed
+        pass, at most 0.5 s (holding _dirty_cv)."""
+        if not self._later:
+            return 0.5
+        return min(0.5, max(0.0, min(self._later.values()) - time.time()))
+
     def _cluster_keys(self) -> set[Key]:
         """Every RayCluster, and every cluster with pods or tracked."""
         keys = set()
@@ -222,9 +255,13 @@ class App:
         last_full = time.monotonic()
         while not self.stop_event.is_set():
             with self._dirty_cv:
+                self._due()
                 if not self._dirty:
-                    self._dirty_cv.wait(0.5)
+                    self._dirty_cv.wait(self._idle_wait())
             if not self._acting.is_set():
+                # A standby keeps its marks for when it leads; it must not
+                # spin on them meanwhile.
+                self.stop_event.wait(0.2)
                 continue
             # A burst (a gang's pods created, bound, deleted) becomes one
             # pass per cluster rather than one per pod.
@@ -242,6 +279,7 @@ class App:
                     log.warning("node update: %s", e)
                     self._nodes_dirty.set()
             with self._dirty_cv:
+                self._due()
                 now = time.monotonic()
                 batch = [k for k in self._dirty if retry_at.get(k, 0) <= now]
                 self._dirty -= set(batch)
@@ -405,6 +443,7 @@ def _cluster_unchanged(old: dict, new: dict) -> bool:
         meta = P.meta(obj)
         annotations = dict(meta.get("annotations") or {})
         annotations.pop(names.GRANTABLE_ANNOTATION, None)
+        annotations.pop(names.EVICT_AT_ANNOTATION, None)
         return (obj.get("spec"), meta.get("labels"), annotations,
                 meta.get("deletionTimestamp"), meta.get("ownerReferences"))
     return view(old) == view(new)

@@ -10,7 +10,15 @@ Order of a pass (README, "Run with KubeRay"):
    a scale-down), bound slots without a pod go on a scale-down;
 2. the workload spec goes to gangsched when it changed (Allocate);
 3. evictions: victim pods are deleted (the head after its workers) and
-   confirmed once gone;
+   confirmed once gone, however they went. A victim on notice (an
+   Eviction with evict_at; docs/SCHEDULING.md, "Preemption with notice")
+   is deleted at evict_at, not before, with its pods' own grace period (a
+   RayJob with gangsched.io/on-eviction: suspend is suspended then); until
+   then its pods, the RayCluster and its RayJob carry gangsched.io/evict-at,
+   one PreemptionNotice Event per deadline tells the RayCluster and the
+   RayJob, and a pass is asked for at evict_at. Pods that go sooner (Ray
+   code that checkpoints and exits) are confirmed at once. Once no notice
+   is left, the annotation leaves the RayCluster and the RayJob;
 4. bindings: each bound slot without a pod gets a waiting pod of its group
    (a multi-host replica's pods together) through the Binding API;
 5. telling people: PodScheduled=False on waiting pods, an Event on the
@@ -80,6 +88,15 @@ class Tracked:
     reshaping: dict[str, str] = dataclasses.field(default_factory=dict)
     last_reason: str = ""
     suspended_job: bool = False
+    # Preemption with notice: gangsched.io/evict-at written, by object
+    # ("Pod/<uid>", "RayCluster/<name>", "RayJob/<name>") -> (value, the
+    # resourceVersion it was written over), so a pass before the informer
+    # shows the write does not write again; the deadline each kind of
+    # object was told with an Event; the RayJob annotated.
+    patched: dict[str, tuple[str | None, str]] = dataclasses.field(
+        default_factory=dict)
+    told: dict[str, float] = dataclasses.field(default_factory=dict)
+    notice_job: str = ""
     seen_at: float = 0.0  # first pass (monotonic), for the pods' hold
     hints_at: float = -1e9  # last gangsched.io/grantable write
 
@@ -107,6 +124,8 @@ class ClusterReconciler:
                  rayjob_of: Callable[[Key], dict | None],
                  mark_dirty: Callable[[Key], None],
                  tolerated: Callable[[dict, str], bool],
+                 mark_dirty_at: Callable[[Key, float], None] =
+                 lambda key, at: None,
                  lost_state: Callable[[], None] = lambda: None,
                  acting: Callable[[], bool] = lambda: True,
                  nodes_touched: Callable[[set[str]], None] = lambda n: None
@@ -120,6 +139,8 @@ class ClusterReconciler:
         self.cluster_of = cluster_of
         self.rayjob_of = rayjob_of
         self.mark_dirty = mark_dirty
+        # A pass of a cluster at a time (Unix seconds): a notice's evict_at.
+        self.mark_dirty_at = mark_dirty_at
         self.tolerated = tolerated
         self.lost_state = lost_state
         # False once the Lease is lost: a pass in progress writes nothing.
@@ -310,6 +331,7 @@ class ClusterReconciler:
             gang = self._gang(t, wid)
 
         if gang is None or gang.state == "RELEASED":
+            self._show_notice(t, cluster, gang, pods)
             if problem:
                 self._tell(t, cluster, pods, "Warning", "Refused", problem,
                            pending=True)
@@ -317,6 +339,7 @@ class ClusterReconciler:
         self._drop_duplicates(t, cluster, gang, pods)
         self._drop_orphans(t, cluster, gang, pods)
         self._evict(t, wid, cluster, gang, pods)
+        self._show_notice(t, cluster, gang, pods)
         notes = self._bind(t, wid, cluster, gang, pods)
         for p in pods:
             change = t.reshaping.get(P.group_of(p))
@@ -795,6 +818,7 @@ class ClusterReconciler:
         """RayCluster deleted or suspended: KubeRay deletes its pods; the
         workload is released once none runs (their room stays booked while
         they terminate, so nothing is bound over them)."""
+        self._clear_job_notice(t)
         if gang is not None and gang.state != "RELEASED":
             self._evict(t, wid, None, gang, pods)
             running = [p for p in pods if P.node_of(p) and not P.terminal(p)]
@@ -899,12 +923,23 @@ class ClusterReconciler:
 
     def _evict(self, t: Tracked, wid: str, cluster: dict | None,
                gang: GangView, pods: list[dict]) -> None:
+        """Deletes the victim pods (the head after its workers), those on
+        notice at their evict_at and not before, and confirms each slot
+        whose pod is gone, however it went (docs/SCHEDULING.md,
+        "Preemption with notice": a cluster that checkpoints and exits
+        early gives the room back early)."""
         if not gang.evicting:
             return
+        noticed = _on_notice(gang, time.time())
+        if noticed:
+            # Level-triggered: a pass at the deadline deletes them (and
+            # after a restart, the resync's pass asks for it again).
+            self.mark_dirty_at(t.key, min(noticed.values()))
         occupied = self._occupied(t, pods)
         bound_workers = [p for p in pods if not P.is_head(p) and
                          P.node_of(p) and not P.terminal(p)]
-        if cluster is not None and self._suspend_job(t, cluster, gang):
+        if cluster is not None and not noticed and \
+                self._suspend_job(t, cluster, gang):
             return
         confirm = []
         deleted = 0
@@ -913,6 +948,8 @@ class ClusterReconciler:
             if pod is None:
                 confirm.append(slot)
                 continue
+            if slot in noticed:
+                continue  # its notice still runs
             if P.terminating(pod) or P.name(pod) in t.deleting:
                 continue
             if P.is_head(pod) and bound_workers:
@@ -950,9 +987,12 @@ class ClusterReconciler:
                 not spec.get("shutdownAfterJobFinishes") or not self.acting():
             return False
         try:
+            # A notice it was given is over: the annotation goes with it.
             self.kube.patch_ray("rayjobs", P.meta(job)["namespace"],
                                 P.meta(job)["name"],
-                                {"spec": {"suspend": True}})
+                                {"spec": {"suspend": True},
+                                 "metadata": {"annotations": {
+                                     names.EVICT_AT_ANNOTATION: None}}})
         except ApiError as e:
             log.warning("suspend RayJob %s: %s", P.meta(job)["name"], e)
             return False
@@ -961,6 +1001,139 @@ class ClusterReconciler:
                     "gangsched evicted this job's RayCluster; the RayJob is "
                     "suspended (gangsched.io/on-eviction: suspend)")
         return True
+
+    # -- 3b. notices -----------------------------------------------------------
+
+    def _show_notice(self, t: Tracked, cluster: dict,
+                     gang: GangView | None, pods: list[dict]) -> None:
+        """While a notice runs (docs/SCHEDULING.md, "Preemption with
+        notice"), Ray code sees when its pods go: gangsched.io/evict-at on
+        each victim pod, on the RayCluster and on its RayJob, and one
+        PreemptionNotice Event on each per deadline. Once the cluster has
+        no notice left (its eviction confirmed, the gang requeued or
+        running again), the annotation leaves the RayCluster and the
+        RayJob, so a cluster placed again carries no stale deadline."""
+        if not self.acting():
+            return
+        noticed = _on_notice(gang, time.time())
+        job = self.rayjob_of(t.key)
+        if not noticed:
+            if gang is not None and gang.notice:
+                return  # the notice ran out: its pods are going
+            self._annotate(t, "RayCluster", cluster, None)
+            if job is not None:
+                self._annotate(t, "RayJob", job, None)
+            t.notice_job = ""
+            t.told.clear()
+            if t.patched:
+                t.patched = {k: v for k, v in t.patched.items()
+                             if not k.startswith("Pod/")}
+            return
+        assert gang is not None
+        occupied = self._occupied(t, pods)
+        for slot, at in sorted(noticed.items()):
+            pod = occupied.get(slot)
+            if pod is not None and not P.terminating(pod):
+                self._annotate(t, "Pod", pod, _rfc3339(at))
+        at = min(noticed.values())
+        value = _rfc3339(at)
+        reasons = sorted({gang.evicting[s] for s in noticed})
+        preemptors = sorted({gang.preemptors.get(s, "")
+                             for s in noticed} - {""})
+        count = f"{len(noticed)} pod(s)"
+        detail = f"({', '.join(reasons)}" + \
+            (f", for {', '.join(preemptors)}" if preemptors else "") + \
+            f") at {value}"
+        if job is not None:
+            t.notice_job = P.name(job)
+        for kind, obj in (("RayCluster", cluster), ("RayJob", job)):
+            if obj is None:
+                continue
+            current = (P.meta(obj).get("annotations") or {}).get(
+                names.EVICT_AT_ANNOTATION)
+            # Once per deadline; a restarted shim finds it said (the
+            # annotation is written with the Event).
+            if t.told.get(kind) != at and current != value:
+                if kind == "RayCluster":
+                    message = f"gangsched evicts {count} {detail}; a " \
+                        "cluster that checkpoints and exits before gives " \
+                        "the room back early"
+                    metrics.NOTICES.inc()
+                else:
+                    message = f"gangsched evicts {count} of RayCluster " \
+                        f"{t.key[1]} {detail}; a job that checkpoints and " \
+                        "exits before gives the room back early"
+                    if self._suspends(obj, gang):
+                        message += "; the RayJob is then suspended " \
+                            "(gangsched.io/on-eviction: suspend)"
+                self._event(obj, "Warning", "PreemptionNotice", message)
+            t.told[kind] = at
+            self._annotate(t, kind, obj, value)
+
+    @staticmethod
+    def _suspends(job: dict, gang: GangView) -> bool:
+        """Whether a whole-gang eviction suspends the RayJob
+        (_suspend_job)."""
+        return (P.meta(job).get("annotations") or {}).get(
+            names.EVICT_ANNOTATION) == "suspend" and bool(
+            (job.get("spec") or {}).get("shutdownAfterJobFinishes")) and \
+            set(gang.evicting) == set(gang.bindings)
+
+    def _annotate(self, t: Tracked, kind: str, obj: dict,
+                  value: str | None) -> None:
+        """gangsched.io/evict-at on a Pod, RayCluster or RayJob (None:
+        removed), written only when it differs from what the object
+        carries and from what this shim last wrote over that version."""
+        meta = P.meta(obj)
+        current = (meta.get("annotations") or {}).get(
+            names.EVICT_AT_ANNOTATION)
+        key = f"{kind}/" + (meta.get("uid", "") if kind == "Pod"
+                            else meta.get("name", ""))
+        if current == value:
+            t.patched.pop(key, None)
+            return
+        version = (value, meta.get("resourceVersion", ""))
+        if t.patched.get(key) == version or not self.acting():
+            return
+        t.patched[key] = version
+        ns, name = meta.get("namespace", ""), meta.get("name", "")
+        patch = {"metadata": {"annotations": {
+            names.EVICT_AT_ANNOTATION: value}}}
+
+        def run() -> None:
+            try:
+                # Literal resources: tests/helm/shim_calls.py reads them.
+                if kind == "Pod":
+                    self.kube.patch_pod(ns, name, patch)
+                elif kind == "RayCluster":
+                    self.kube.patch_ray("rayclusters", ns, name, patch)
+                else:
+                    self.kube.patch_ray("rayjobs", ns, name, patch)
+            except ApiError as e:
+                if e.status != 404:
+                    log.info("annotate %s %s/%s: %s", kind, ns, name, e)
+                    if t.patched.get(key) == version:
+                        t.patched.pop(key, None)  # the next pass again
+        self.pool.submit(run)
+
+    def _clear_job_notice(self, t: Tracked) -> None:
+        """A cluster going away leaves no deadline on the RayJob it
+        annotated (the RayJob outlives it)."""
+        if not t.notice_job or not self.acting():
+            return
+        ns, name = t.key[0], t.notice_job
+        t.notice_job = ""
+        t.told.pop("RayJob", None)
+        t.patched.pop(f"RayJob/{name}", None)
+
+        def run() -> None:
+            try:
+                self.kube.patch_ray("rayjobs", ns, name, {"metadata": {
+                    "annotations": {names.EVICT_AT_ANNOTATION: None}}})
+            except ApiError as e:
+                if e.status != 404:
+                    log.info("annotate RayJob %s/%s: %s", ns, name, e)
+        self.pool.submit(run)
 
     # -- 4. bindings --------------------------------------------------------------
 
@@ -1210,6 +1383,21 @@ def _matters(old: dict, new: dict) -> bool:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _rfc3339(at: float) -> str:
+    """A Unix time as RFC 3339 UTC to the second, rounded down: a notice
+    shown never ends later than gangsched's evict_at."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+def _on_notice(gang: GangView | None, now: float) -> dict[str, float]:
+    """The evicting slots whose notice still runs at ``now`` (Unix
+    seconds): slot -> evict_at."""
+    if gang is None:
+        return {}
+    return {s: at for s, at in gang.notice.items()
+            if s in gang.evicting and at > now}
 
 
 def _match(group: str, free: list[int], candidates: list[dict], h: int,

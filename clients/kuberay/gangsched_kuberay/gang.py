@@ -43,6 +43,13 @@ class GangView:
     after_eviction: str
     ours: bool  # submitted by the shim for this RayCluster (its labels)
     spec: Any = None  # the WorkloadSpec gangsched holds
+    # Preemption with notice (docs/SCHEDULING.md, "Preemption with
+    # notice"): own evicting slot -> when its pod is deleted (Unix
+    # seconds), for the evictions that carry an evict_at; the others are
+    # deleted at once.
+    notice: dict[str, float] = dataclasses.field(default_factory=dict)
+    # Own evicting slot -> the workload its room is made for ("" if none).
+    preemptors: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @staticmethod
     def of(status: Any) -> "GangView":
@@ -50,11 +57,24 @@ class GangView:
         types = _stubs.types_pb2
         wid = status.spec.id
         evicting: dict[str, str] = {}
+        notice: dict[str, float] = {}
+        preemptors: dict[str, str] = {}
+        at_once: set[str] = set()
         for e in status.evictions:
             if e.workload_id != wid:
                 continue  # evictions made for it, of other workloads
+            at = e.evict_at.seconds + e.evict_at.nanos / 1e9 \
+                if e.HasField("evict_at") else None
             for s in e.slots:
-                evicting[slot_name(s.group, s.index)] = e.reason
+                slot = slot_name(s.group, s.index)
+                evicting[slot] = e.reason
+                preemptors[slot] = e.preemptor_workload_id
+                if at is None:
+                    at_once.add(slot)
+                else:
+                    notice[slot] = min(at, notice.get(slot, at))
+        for slot in at_once:  # an eviction without notice goes at once
+            notice.pop(slot, None)
         groups = {
             g.name: GroupView(g.min_count, g.desired_count,
                               g.max_count or g.desired_count,
@@ -84,7 +104,8 @@ class GangView:
                           if h.reason},
             groups=groups, revision=status.revision,
             spec_key=spec_key(status.spec), after_eviction=after,
-            ours=_submitted_by_the_shim(status.spec), spec=status.spec)
+            ours=_submitted_by_the_shim(status.spec), spec=status.spec,
+            notice=notice, preemptors=preemptors)
 
 
 def _submitted_by_the_shim(spec: Any) -> bool:

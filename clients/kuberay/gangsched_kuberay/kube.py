@@ -391,6 +391,19 @@ class Kube:
                    body=patch, auth_settings=["BearerToken"],
                    _return_http_data_only=True)
 
+    def patch_pod(self, namespace: str, pod: str, patch: dict) -> None:
+        """A JSON merge patch of the pod itself (its metadata: a null
+        value removes an annotation); content type named as in
+        patch_pod_status."""
+        self._call("patch", "pods", self.api_client.call_api,
+                   "/api/v1/namespaces/{namespace}/pods/{name}",
+                   "PATCH", {"namespace": namespace, "name": pod},
+                   header_params={
+                       "Content-Type": "application/merge-patch+json",
+                       "Accept": "application/json"},
+                   body=patch, auth_settings=["BearerToken"],
+                   _return_http_data_only=True)
+
     # -- ray.io objects -----------------------------------------------------
 
     def patch_ray(self, resource: str, namespace: str, name: str,

@@ -27,6 +27,9 @@ LEADER = Gauge("gangsched_kuberay_leader",
                "1 while this replica holds the lease and acts.")
 EVICTIONS = Counter("gangsched_kuberay_evictions_total",
                     "Victim pods deleted for gangsched evictions.")
+NOTICES = Counter("gangsched_kuberay_preemption_notices_total",
+                  "Preemption notices shown: a RayCluster given a new "
+                  "gangsched.io/evict-at and a PreemptionNotice Event.")
 RELEASES = Counter("gangsched_kuberay_releases_total",
                    "Release calls, by kind.", ["kind"])
 RECONCILE = Histogram("gangsched_kuberay_reconcile_seconds",

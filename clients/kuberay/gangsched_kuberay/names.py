@@ -36,6 +36,11 @@ SLOT_ANNOTATION = "gangsched.io/slot"  # "group/index", set when bound
 WORKLOAD_ANNOTATION = "gangsched.io/workload"
 GRANTABLE_ANNOTATION = "gangsched.io/grantable"  # scale_hints as JSON
 GPU_DEVICES_ANNOTATION = "gangsched.io/gpu-devices"  # "0" or "2,3"
+# Preemption with notice (docs/SCHEDULING.md, "Preemption with notice"):
+# when the pods gangsched evicts are deleted, RFC 3339 UTC
+# ("2026-12-07T09:15:00Z"), on the victim pods, their RayCluster and its
+# RayJob while the notice runs.
+EVICT_AT_ANNOTATION = "gangsched.io/evict-at"
 COMPONENT = "gangsched-kuberay"
 
 # KubeRay's labels on the pods it creates.
