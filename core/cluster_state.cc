@@ -538,7 +538,7 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
       const size_t erased = std::erase_if(it->slots, [&](const SlotRef& s) {
         return s.group == name && s.index == slot;
       });
-      if (erased > 0 && it->HasNotice())
+      for (size_t k = 0; k < erased && it->counted; ++k)
         notices_ended_.emplace_back(it->noticed, it->evict_at);
       it = it->slots.empty() ? w.evictions.erase(it) : it + 1;
     }

@@ -26,14 +26,7 @@ namespace {
 
 // A node's free room, none below 0 (room held for pipelined gangs may
 // exceed what is free while their victims leave).
-ResourceVector FreeNow(const Node& n) {
-  ResourceVector room = n.Free();
-  for (size_t r = 0; r < room.size(); ++r) {
-    ResourceId rid(static_cast<uint32_t>(r));
-    if (room.Get(rid) < 0) room.Set(rid, 0);
-  }
-  return room;
-}
+ResourceVector FreeNow(const Node& n) { return n.Free().AtLeastZero(); }
 
 // Nodes a search tries to move pods away from (most free room first).
 constexpr size_t kMoveSourceNodes = 16;

@@ -60,7 +60,7 @@ std::string NoticeInWords(const std::vector<Eviction>& evictions) {
   if (last == absl::InfinitePast()) return "";
   return absl::StrCat(
       " Victims on notice are deleted by ",
-      absl::FormatTime(absl::RFC3339_sec, last, absl::UTCTimeZone()),
+      absl::FormatTime(absl::RFC3339_full, last, absl::UTCTimeZone()),
       ", sooner if they go first.");
 }
 
@@ -108,6 +108,22 @@ absl::StatusOr<ExplainAnswer> Scheduler::DecideExplain(
   if (w.pending.code != PendingCode::kNone) {
     lines.push_back(absl::StrCat("Pending: ", ToString(w.pending.code), ": ",
                                  w.pending.message));
+  }
+  // docs/SCHEDULING.md, "Preemption with notice": a victim is told when
+  // its pods go.
+  for (const Eviction& e : w.evictions) {
+    if (!e.HasNotice()) continue;
+    int32_t pods = 0;
+    for (const Eviction& other : w.evictions)
+      if (other.HasNotice()) pods += static_cast<int32_t>(other.slots.size());
+    lines.push_back(absl::StrCat(
+        pods, pods == 1 ? " pod of it is" : " pods of it are", " on notice (",
+        ToString(e.reason),
+        e.preemptor.empty() ? "" : absl::StrCat(", for ", e.preemptor),
+        "): deleted at ",
+        absl::FormatTime(absl::RFC3339_full, e.evict_at, absl::UTCTimeZone()),
+        ", sooner if they go first."));
+    break;
   }
 
   const bool gang_step = w.state == WorkloadState::kPending || !w.AtMinimum();
@@ -289,7 +305,7 @@ void Scheduler::RenderGangDecision(const Workload& before,
           e.workload, " (", e.slots.size(), " pods, ", ToString(e.reason),
           e.HasNotice()
               ? absl::StrCat(", on notice until ",
-                             absl::FormatTime(absl::RFC3339_sec, e.evict_at,
+                             absl::FormatTime(absl::RFC3339_full, e.evict_at,
                                               absl::UTCTimeZone()))
               : "",
           ")"));

@@ -90,6 +90,12 @@ struct Node {
   int64_t reserved_pods = 0;
 
   ResourceVector Free() const { return allocatable - used - reserved; }
+  // What it can hold right now, nominations aside: a PIPELINED gang binds
+  // into this once its victims are gone. Its plan already left the other
+  // nominations' room alone, and their victims may still hold that room
+  // (counted in `used` and `reserved` both), so Free would count it twice
+  // (docs/SCHEDULING.md, "Pipelining and confirmation").
+  ResourceVector RoomNow() const { return allocatable - used; }
   int64_t FreePods() const { return max_pods - pods_used - reserved_pods; }
   // GPU devices tracked on this node (0: none; see DeviceCount).
   int DeviceCount() const {

@@ -164,6 +164,9 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   w.submit_seq = r.submit_seq;
   w.requeue_after_eviction = r.requeue_after_eviction;
   w.evictions = r.evictions;
+  // Notices told before the restore were counted by whoever told them
+  // (NoticeStats counts this process's own).
+  for (Eviction& e : w.evictions) e.counted = false;
   InternResources(r.spec);
   for (uint32_t g = 0; g < r.spec.groups.size(); ++g) {
     const GroupSpec& gs = r.spec.groups[g];

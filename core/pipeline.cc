@@ -20,6 +20,26 @@
 
 namespace gangsched {
 
+int32_t Scheduler::DevicesBeingFreed(const Node& node) const {
+  const int count = node.DeviceCount();
+  if (count == 0 || node.devices.Reserved() == 0) return 0;
+  absl::InlinedVector<int64_t, 8> leaving(static_cast<size_t>(count), 0);
+  for (const SlotKey& key : node.slots) {
+    const GroupState& g = workloads_[key.workload.value()]->groups[key.group];
+    if (!g.slot_evicting[key.index]) continue;
+    const int64_t per = PerDevice(node.GpuOf(g.pod));
+    ForEachDevice(g.DevicesAt(key.index), [&](int d) {
+      if (d < count) leaving[static_cast<size_t>(d)] += per;
+    });
+  }
+  int32_t freed = 0;
+  for (int d = 0; d < count; ++d) {
+    const int64_t held = node.devices.Held(d);
+    if (held > 0 && leaving[static_cast<size_t>(d)] >= held) ++freed;
+  }
+  return freed;
+}
+
 void Scheduler::CompletePipelined(absl::Time now) {
   // The gangs victims still hold room for: one walk of the workloads when
   // a gang waits at all, not one per waiting gang (EvictionsFor).
@@ -51,7 +71,7 @@ void Scheduler::CompletePipelined(absl::Time now) {
     for (auto [g, i, n] : planned) need[n.value()] += w.groups[g].pod;
     for (auto& [n, amount] : need) {
       if (!cluster_.nodes()[n].live ||
-          !amount.FitsIn(cluster_.nodes()[n].Free()))
+          !amount.FitsIn(cluster_.nodes()[n].RoomNow()))
         fits = false;
     }
     // A node cordoned, tainted or relabelled since the plan may no longer
@@ -75,13 +95,17 @@ void Scheduler::CompletePipelined(absl::Time now) {
         continue;
       }
       auto& delta = booked[n.value()];
+      // As for the room (Node::RoomNow): the devices kept for the node's
+      // other nominations come first from those their victims free.
+      const int32_t keep =
+          std::max(0, node.devices.Reserved() - DevicesBeingFreed(node));
       std::optional<DeviceMask> mask = ChooseDevices(
           node.DeviceCount(),
           [&](int d) {
             return node.devices.Held(d) +
                    (d < static_cast<int>(delta.size()) ? delta[d] : 0);
           },
-          node.devices.Reserved(), gpu,
+          keep, gpu,
           RulesOf(EffectivePlacement(w.spec, w.spec.groups[g]).strategy)
               .spread);
       if (!mask) {

@@ -60,6 +60,12 @@ bool ResourceVector::FitsIn(const ResourceVector& capacity) const {
   return true;
 }
 
+ResourceVector ResourceVector::AtLeastZero() const {
+  ResourceVector out = *this;
+  for (int64_t& amount : out.amounts_) amount = std::max<int64_t>(amount, 0);
+  return out;
+}
+
 bool ResourceVector::IsZero() const {
   return std::all_of(amounts_.begin(), amounts_.end(),
                      [](int64_t a) { return a == 0; });

@@ -61,6 +61,8 @@ class ResourceVector {
   // True when every amount of *this is <= the same amount of `capacity`.
   bool FitsIn(const ResourceVector& capacity) const;
   bool IsZero() const;
+  // A copy with every amount below 0 raised to 0.
+  ResourceVector AtLeastZero() const;
   // Number of resource ids covered (highest id + 1).
   size_t size() const { return amounts_.size(); }
 

@@ -1011,6 +1011,9 @@ class Scheduler {
   // How many searches for moves a cycle may make (CycleMemo).
   static constexpr int32_t kMoveSearchesPerCycle = 8;
   absl::Duration MinRuntime(QueueId leaf, bool reclaim) const;
+  // Devices of `node` that only evicted pods hold: untouched once they go
+  // (pipeline.cc).
+  int32_t DevicesBeingFreed(const Node& node) const;
   // The notice `victim` gets before its pods are deleted for `reason`
   // (docs/SCHEDULING.md, "Preemption with notice"): the longer of its
   // class's and its queue path's nearest; zero for the reasons that give

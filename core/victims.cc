@@ -61,17 +61,16 @@ bool Scheduler::GiveNotice(const Workload& victim, Eviction& eviction,
                            absl::Time now) const {
   const absl::Duration notice = NoticeFor(victim, eviction.reason);
   if (notice <= absl::ZeroDuration()) return false;
-  eviction.noticed = now;
   eviction.evict_at = now + notice;
   // A workload already on notice is not told twice: what it loses now goes
-  // at the time it was given.
+  // at the time it was given (at once, if that has passed).
   for (const Eviction& e : victim.evictions) {
     if (e.HasNotice()) {
-      eviction.noticed = e.noticed;
       eviction.evict_at = e.evict_at;
       break;
     }
   }
+  eviction.noticed = std::min(now, eviction.evict_at);
   return true;
 }
 
@@ -290,9 +289,12 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
       return false;
     return FitsWith(plan, freed.rooms(), placement);
   };
-  ResourceVector free;  // cluster-wide, a cheap bound before placing
+  // Cluster-wide, a cheap bound before placing. A node whose nominated
+  // room victims still hold reads below 0: it has nothing to give, and
+  // must not take from what the others have.
+  ResourceVector free;
   for (const Node& n : cluster_.nodes()) {
-    if (n.live && n.schedulable) free += n.Free();
+    if (n.live && n.schedulable) free += n.Free().AtLeastZero();
   }
   // What the chosen victims take from each leaf, for its dominant share.
   absl::flat_hash_map<uint32_t, ResourceVector> taken;
@@ -436,10 +438,11 @@ void Scheduler::EvictSlots(
     victim.groups[g].slot_evicting[i] = 1;
     eviction.slots.push_back({victim.spec.groups[g].name, i});
   }
-  if (GiveNotice(victim, eviction, now)) {
+  if (GiveNotice(victim, eviction, now) && eviction.evict_at > now) {
     const auto pods = static_cast<int64_t>(slots.size());
+    eviction.counted = true;
     notice_stats_.pods_noticed += pods;
-    notice_stats_.given += (eviction.evict_at - now) * pods;
+    notice_stats_.given += (eviction.evict_at - eviction.noticed) * pods;
   }
   victim.evictions.push_back(eviction);
   if (whole) {

@@ -80,10 +80,14 @@ struct Eviction {
   EvictionReason reason = EvictionReason::kManual;
   std::string preemptor;  // the workload the room is for (preempt / reclaim)
   // Preemption with notice (docs/SCHEDULING.md, "Preemption with notice"):
-  // when the workload was told, and when its pods are deleted unless they
-  // go first. Both InfinitePast: no notice, deleted at once.
+  // when these pods were told, and when they are deleted unless they go
+  // first (every notice of a workload has one evict_at). Both InfinitePast:
+  // no notice, deleted at once.
   absl::Time noticed = absl::InfinitePast();
   absl::Time evict_at = absl::InfinitePast();
+  // Told by this process, so that NoticeStats counts its end (a restored
+  // notice was counted as given by another). Not stored.
+  bool counted = false;
   bool HasNotice() const { return evict_at != absl::InfinitePast(); }
 };
 

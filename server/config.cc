@@ -23,14 +23,25 @@ absl::Status Bad(absl::string_view field, absl::string_view why) {
 
 absl::StatusOr<google::protobuf::Duration> ParseDurationField(
     const YAML::Node& node, absl::string_view field) {
+  if (!node.IsScalar())
+    return Bad(field, "must be a duration like 30s, 5m or 1d");
   absl::Duration d;
   std::string text = node.as<std::string>();
-  if (!absl::ParseDuration(text, &d)) {
+  int64_t days = 0;
+  if (text.size() > 1 && text.back() == 'd' &&
+      absl::ascii_isdigit(static_cast<unsigned char>(text[0])) &&
+      absl::SimpleAtoi(absl::string_view(text).substr(0, text.size() - 1),
+                       &days) &&
+      days <= 36500) {
+    d = absl::Hours(24 * days);  // whole days, as time_based_fair_share's
+  } else if (!absl::ParseDuration(text, &d)) {
     // A bare number is seconds.
     double seconds;
-    if (!YAML::convert<double>::decode(node, seconds)) {
+    if (!YAML::convert<double>::decode(node, seconds) ||
+        !std::isfinite(seconds)) {
       return Bad(field, absl::StrCat("\"", text,
-                                     "\" is not a duration like 30s or 5m"));
+                                     "\" is not a duration like 30s, 5m or "
+                                     "1d"));
     }
     d = absl::Seconds(seconds);
   }
@@ -390,8 +401,10 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text) {
           std::string field = absl::StrCat("queues[", i, "]");
           auto q = QueueFromYaml(value[i], field);
           if (!q.ok()) return q.status();
-          auto spec = ParseQueue(*q);
-          if (!spec.ok()) return Bad(field, spec.status().message());
+          auto spec = ParseQueue(*q, field);
+          if (!spec.ok())
+            return absl::InvalidArgumentError(
+                absl::StrCat("config: ", spec.status().message()));
           config.queues.push_back(*std::move(spec));
         }
       } else if (key == "time_based_fair_share") {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "clients/gangschedctl/command.h"
 #include "clients/gangschedctl/json_output.h"
 #include "clients/gangschedctl/resource_map.h"
@@ -53,7 +54,8 @@ int RunQueuesList(CommandContext& context, const ParsedArgs&) {
   }
 
   Table table({"NAME", "PARENT", "PRIORITY", "QUOTA", "LIMIT", "FAIR-SHARE",
-               "ALLOCATED", "REQUESTED", "RECENT-USE", "PENDING", "RUNNING"});
+               "ALLOCATED", "REQUESTED", "RECENT-USE", "NOTICE", "PENDING",
+               "RUNNING"});
   for (const v1::QueueStatus& queue_status : response.queues()) {
     const v1::Queue& queue = queue_status.queue();
     Pairs quota;
@@ -72,6 +74,12 @@ int RunQueuesList(CommandContext& context, const ParsedArgs&) {
          FormatKeyValues(queue_status.fair_share()),
          FormatKeyValues(queue_status.allocated()),
          FormatKeyValues(queue_status.requested()), RecentUse(queue_status),
+         // docs/SCHEDULING.md, "Preemption with notice"; empty: none.
+         queue.has_preemption_notice()
+             ? absl::FormatDuration(
+                   absl::Seconds(queue.preemption_notice().seconds()) +
+                   absl::Nanoseconds(queue.preemption_notice().nanos()))
+             : "",
          absl::StrCat(queue_status.pending_workloads()),
          absl::StrCat(queue_status.running_workloads())});
   }

@@ -58,7 +58,7 @@ std::string FormatEviction(const v1::Eviction& eviction) {
     absl::StrAppend(&text, " for=", eviction.preemptor_workload_id());
   }
   if (eviction.has_evict_at()) {
-    absl::StrAppend(&text, " evict_at=", FormatTime(eviction.evict_at()));
+    absl::StrAppend(&text, " evict_at=", FormatDeadline(eviction.evict_at()));
   }
   return text;
 }
@@ -84,23 +84,43 @@ std::string FormatPlacement(const v1::Placement& placement) {
   return absl::StrJoin(parts, " ");
 }
 
+namespace {
+
+int64_t NowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A span of seconds (>= 0) in its largest unit: "45s", "12m", "5h", "3d".
+std::string FormatSpan(int64_t seconds) {
+  if (seconds < 120) return absl::StrCat(seconds, "s");
+  if (seconds < 2 * 3600) return absl::StrCat(seconds / 60, "m");
+  if (seconds < 2 * 86400) return absl::StrCat(seconds / 3600, "h");
+  return absl::StrCat(seconds / 86400, "d");
+}
+
+}  // namespace
+
 std::string FormatAge(const google::protobuf::Timestamp& time) {
   if (time.seconds() == 0 && time.nanos() == 0) return "";
-  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
   // Clock skew between client and server must not print a negative age.
-  int64_t age = std::max<int64_t>(0, now - time.seconds());
-  if (age < 120) return absl::StrCat(age, "s");
-  if (age < 2 * 3600) return absl::StrCat(age / 60, "m");
-  if (age < 2 * 86400) return absl::StrCat(age / 3600, "h");
-  return absl::StrCat(age / 86400, "d");
+  return FormatSpan(std::max<int64_t>(0, NowSeconds() - time.seconds()));
 }
 
 std::string FormatTime(const google::protobuf::Timestamp& time) {
   if (time.seconds() == 0 && time.nanos() == 0) return "";
   return absl::StrCat(google::protobuf::util::TimeUtil::ToString(time), " (",
                       FormatAge(time), " ago)");
+}
+
+std::string FormatDeadline(const google::protobuf::Timestamp& time) {
+  if (time.seconds() == 0 && time.nanos() == 0) return "";
+  const int64_t left = time.seconds() - NowSeconds();
+  return absl::StrCat(google::protobuf::util::TimeUtil::ToString(time), " (",
+                      left > 0 ? absl::StrCat("in ", FormatSpan(left))
+                               : absl::StrCat(FormatSpan(-left), " ago"),
+                      ")");
 }
 
 void PrintField(absl::string_view label, absl::string_view value,
@@ -146,10 +166,10 @@ void PrintEvictionsSection(absl::string_view title,
   out << title << ":\n";
   Table table({"WORKLOAD", "SLOTS", "REASON", "FOR", "EVICT AT"});
   for (const v1::Eviction& eviction : evictions) {
-    table.AddRow(
-        {eviction.workload_id(), FormatSlots(eviction.slots()),
-         eviction.reason(), eviction.preemptor_workload_id(),
-         eviction.has_evict_at() ? FormatTime(eviction.evict_at()) : "now"});
+    table.AddRow({eviction.workload_id(), FormatSlots(eviction.slots()),
+                  eviction.reason(), eviction.preemptor_workload_id(),
+                  eviction.has_evict_at() ? FormatDeadline(eviction.evict_at())
+                                          : "now"});
   }
   table.Print(out, "  ");
 }

@@ -35,6 +35,9 @@ std::string FormatPlacement(const gangsched::v1::Placement& placement);
 std::string FormatAge(const google::protobuf::Timestamp& time);
 // "2024-05-01T10:00:00Z (3m ago)"; "" when unset.
 std::string FormatTime(const google::protobuf::Timestamp& time);
+// A time that may lie ahead: "<RFC 3339> (in 5m)", or "(2s ago)" once past
+// (a preemption notice's evict_at).
+std::string FormatDeadline(const google::protobuf::Timestamp& time);
 
 // "Label:       value", labels aligned across a view; "-" for "".
 void PrintField(absl::string_view label, absl::string_view value,

@@ -566,16 +566,13 @@ class PreemptionNoticeTest(hardening.PersistentCase):
         # The gauges and these counters are refreshed after a cycle.
         self.wait_metric("gangsched_preemption_notice_pods_total", {}, 1)
         self.wait_metric("gangsched_preemption_notice_seconds_total", {"kind": "given"}, 600)
-        # A kill -9 keeps the deadline, to the microsecond the reply gave.
-        self.restart(kill=True)
-        self.assertEqual(self.get("train").evictions[0].evict_at, told.evict_at)
-        self.assertEqual(self.get("inf").state, e2e.types.WORKLOAD_STATE_PIPELINED)
         # The room is held for inf: a higher-priority build waits, and the
         # victim is not told again.
         build = self.allocate(self.one("build", "inference"))
         self.assertEqual(build.state, e2e.types.WORKLOAD_STATE_PENDING)
         self.assertEqual(list(build.evictions), [])
         self.assertEqual(len(self.get("train").evictions), 1)
+        self.sched.Release(e2e.pb.ReleaseRequest(workload_id="build"), timeout=T)
         # It checkpoints and exits long before its deadline: the shim
         # confirms, and inf is bound in that call's wake.
         self.sched.Release(e2e.pb.ReleaseRequest(
@@ -590,6 +587,30 @@ class PreemptionNoticeTest(hardening.PersistentCase):
                             {"kind": "used"})
         self.assertGreaterEqual(used, 0)
         self.assertLess(used, 60)
+
+        # Requeued, train runs again on a new node, and is preempted again.
+        self.nodes(e2e.node("n1", 8))
+        deadline = time.monotonic() + 5
+        while self.get("train").state != e2e.types.WORKLOAD_STATE_RUNNING:
+            self.assertLess(time.monotonic(), deadline, "train never ran again")
+            time.sleep(0.05)
+        [again] = list(self.allocate(self.one("inf2", "inference")).evictions)
+        self.assertEqual(again.evict_at.ToSeconds() - again.noticed_time.ToSeconds(), 600)
+        # A kill -9 keeps the deadline, to the microsecond the reply gave;
+        # the new process counts its own notices only.
+        self.restart(kill=True)
+        self.assertEqual(self.get("train").evictions[0].evict_at, again.evict_at)
+        self.assertEqual(self.get("inf2").state, e2e.types.WORKLOAD_STATE_PIPELINED)
+        self.sched.Release(e2e.pb.ReleaseRequest(
+            workload_id="train", slots=[e2e.types.SlotRef(group="w", index=0)]), timeout=T)
+        deadline = time.monotonic() + 5
+        while self.get("inf2").state != e2e.types.WORKLOAD_STATE_RUNNING:
+            self.assertLess(time.monotonic(), deadline, "inf2 was never bound")
+            time.sleep(0.05)
+        scrape = self.server.scrape()
+        for name, labels in (("gangsched_preemption_notice_released_early_total", None),
+                             ("gangsched_preemption_notice_seconds_total", {"kind": "used"})):
+            self.assertEqual(metric_value(scrape, name, labels), 0, name)
 
     def test_a_notice_out_of_bounds_is_refused_naming_the_field(self):
         q = e2e.types.Queue(name="b")

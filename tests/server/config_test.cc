@@ -91,7 +91,12 @@ queues:
   EXPECT_EQ(config->priority_classes[1].preemption_notice,
             absl::ZeroDuration());
   EXPECT_EQ(config->queues[0].preemption_notice, absl::Seconds(90));
-  for (const char* value : {"25h", "-1s", "forever"}) {
+  // Days as time_based_fair_share writes them; the longest is 24h.
+  auto day = ParseConfig("queues:\n  - {name: a, preemption_notice: 1d}\n");
+  ASSERT_TRUE(day.ok()) << day.status();
+  EXPECT_EQ(day->queues[0].preemption_notice, absl::Hours(24));
+  for (const char* value :
+       {"25h", "-1s", "forever", "[1, 2]", "{a: 1}", ".nan", "2d"}) {
     auto bad_class = ParseConfig(absl::StrCat(
         "priority_classes:\n  - {name: train, value: 1, preemption_notice: ",
         value, "}\ndefault_priority_class: train\n"));

@@ -401,7 +401,11 @@ def _queue(value: Mapping[str, Any]) -> Any:
     for field in ("preempt_min_runtime", "reclaim_min_runtime",
                   "preemption_notice"):
         if field in value:
-            getattr(queue, field).FromSeconds(int(value.pop(field)))
+            seconds = value.pop(field)
+            if isinstance(seconds, bool) or \
+                    not isinstance(seconds, (int, float)):
+                raise ValueError(f"queue: {field} must be seconds (a number)")
+            getattr(queue, field).FromNanoseconds(round(seconds * 1e9))
     if value:
         raise ValueError(f"queue: unknown fields {sorted(value)}")
     return queue

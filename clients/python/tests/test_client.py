@@ -273,6 +273,13 @@ def test_a_queue_with_a_preemption_notice(server: Any) -> None:
         with pytest.raises(GangschedError) as caught:
             c.upsert_queue({"name": "late", "preemption_notice": 25 * 3600})
         assert "queue.preemption_notice" in str(caught.value)
+        c.upsert_queue({"name": "half", "preemption_notice": 1.5})
+        [half] = [q for q in c.list_queues() if q.queue.name == "half"]
+        assert (half.queue.preemption_notice.seconds,
+                half.queue.preemption_notice.nanos) == (1, 500000000)
+        for bad in (True, "5m"):
+            with pytest.raises(ValueError, match="preemption_notice"):
+                c.upsert_queue({"name": "odd", "preemption_notice": bad})
 
 
 class _LoseFirstAnswer(grpc.UnaryUnaryClientInterceptor):
