@@ -100,7 +100,7 @@ void ClusterState::Remove(NodeId id) {
   node = Node{};
   free_ids_.push_back(id.value());
   ++spec_version_;
-  ++room_version_;
+  touch_log_[++room_version_ % kTouchLog] = id.value();
 }
 
 uint32_t ClusterState::Bind(NodeId id, const ResourceVector& pod, SlotKey key,
@@ -172,7 +172,7 @@ void ClusterState::EndBatch() {
 }
 
 void ClusterState::Touch(NodeId id) {
-  ++room_version_;
+  touch_log_[++room_version_ % kTouchLog] = id.value();
   if (deferred_) return;  // TouchAll comes
   if (batching_) {
     batched_.push_back(id.value());

@@ -5,6 +5,7 @@
 // reads the nodes through const views.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,6 +49,13 @@ class ClusterState {
   // too (every bind, unbind and reservation): what is read off the room
   // of all nodes holds while it stays.
   uint64_t room_version() const { return room_version_; }
+  // The node whose room changed to make room version `version`, for the
+  // last kTouchLog versions (older entries are overwritten): a cache of
+  // sums over nodes (DomainCache) catches up from here.
+  static constexpr uint64_t kTouchLog = 256;
+  uint32_t TouchedAt(uint64_t version) const {
+    return touch_log_[version % kTouchLog];
+  }
   // The allocatable of the schedulable nodes added up (what fair shares
   // divide), kept as nodes change rather than summed on every ask.
   const ResourceVector& schedulable_allocatable() const {
@@ -119,6 +127,7 @@ class ClusterState {
       std::make_unique<TopologyIndex>();  // likewise; labels set in Apply
   uint64_t spec_version_ = 0;
   uint64_t room_version_ = 0;
+  std::array<uint32_t, kTouchLog> touch_log_{};
   std::vector<uint32_t> free_ids_;
   CowPtr<absl::flat_hash_map<std::string, NodeId>> ids_ =
       std::make_unique<absl::flat_hash_map<std::string, NodeId>>();

@@ -13,6 +13,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/domain_cache.h"
 #include "core/node_filter.h"
 #include "core/placement_strategy.h"
 #include "core/quantity.h"
@@ -319,6 +320,52 @@ void DropSmall(DomainRooms& domains, const Need& need) {
                 domains.end());
 }
 
+// The domains of one level one at a time, in the order to try them, less
+// those that cannot hold `drop` (when given): listed (DomainsAt), or walked
+// off a kept BINPACK order (core/domain_cache.h), which gives the same
+// domains in the same order without listing the level's every domain.
+class DomainWalk {
+ public:
+  DomainWalk(DomainRooms domains, bool spread, const Need* drop)
+      : domains_(std::move(domains)) {
+    if (drop != nullptr) DropSmall(domains_, *drop);
+    order_.emplace(domains_, spread);
+  }
+  DomainWalk(const DomainCache::Order& order,
+             const CowTable<TopologyIndex::Domain>& domains, const Need* drop)
+      : cached_(&order), index_domains_(&domains), drop_(drop) {
+    // Below the need of the key resource, every domain lacks it.
+    next_ = drop != nullptr && drop->amount[0] > 0
+                ? order.entries.lower_bound(
+                      DomainCache::Entry{drop->amount[0], 0, 0})
+                : order.entries.begin();
+  }
+  DomainWalk(const DomainWalk&) = delete;
+  DomainWalk& operator=(const DomainWalk&) = delete;
+
+  // The next domain, or null after the last; valid until the next call.
+  const DomainRoom* Next() {
+    if (order_) return order_->Next();
+    for (; next_ != cached_->entries.end(); ++next_) {
+      const auto [free, rank, d] = *next_;
+      current_ = DomainRoom{(*index_domains_)[d].value, free, cached_->room[d]};
+      if (drop_ != nullptr && Lacking(current_, *drop_) >= 0) continue;
+      ++next_;
+      return &current_;
+    }
+    return nullptr;
+  }
+
+ private:
+  DomainRooms domains_;
+  std::optional<DomainOrder> order_;
+  const DomainCache::Order* cached_ = nullptr;
+  const CowTable<TopologyIndex::Domain>* index_domains_ = nullptr;
+  const Need* drop_ = nullptr;
+  absl::btree_set<DomainCache::Entry>::const_iterator next_;
+  DomainRoom current_{};
+};
+
 // What `pods` pods of `group` need of the resources CheckedFor(key). A pod
 // that asks GPU memory needs GPU room the sums do not count (its device
 // share is worked out per node): none is counted, which only makes the
@@ -398,13 +445,13 @@ struct LevelSearch {
   Tried tried;       // at the required level
   bool any = false;  // a domain of the required level was seen
 
-  template <typename DomainsOf, typename WithinOf, typename Attempt>
-  bool Run(DomainsOf domains_of, WithinOf within_of, Attempt attempt,
+  // `walk_of(level, drop)`: the level's domains (a DomainWalk), less
+  // those that cannot hold `drop` when it is not null.
+  template <typename WalkOf, typename WithinOf, typename Attempt>
+  bool Run(WalkOf walk_of, WithinOf within_of, Attempt attempt,
            const GangPlacement& out) {
     for (int32_t level = preferred; level >= std::max(required, 0); --level) {
-      DomainRooms domains = domains_of(level);
-      if (level != required) DropSmall(domains, need);
-      DomainOrder order(domains, spread);
+      DomainWalk order = walk_of(level, level != required ? &need : nullptr);
       const absl::string_view within = within_of(level);
       const absl::string_view label = c.levels[static_cast<size_t>(level)];
       while (const DomainRoom* d = order.Next()) {
@@ -695,10 +742,12 @@ class Attempt {
                        resources_,
                        options_.ignore_usage};
     const bool placed = search.Run(
-        [&](int32_t level) {
-          return DomainsAt(nodes_, options_, c.levels, level, CheckedFor(key),
-                           /*reserved=*/true, extra_,
-                           /*freed_in_booked=*/true, paths_);
+        [&](int32_t level, const Need* drop) {
+          return DomainWalk(
+              DomainsAt(nodes_, options_, c.levels, level, CheckedFor(key),
+                        /*reserved=*/true, extra_,
+                        /*freed_in_booked=*/true, paths_),
+              search.spread, drop);
         },
         [&](int32_t level) {
           return bound.empty() ? Within(c.levels, level, kNoGroup) : bound;
@@ -1527,11 +1576,30 @@ GangPlacement TryPlaceGang(const NodeTable& nodes,
                      options.ignore_usage};
   // Capacity left after running work (room held for PIPELINED gangs is not
   // subtracted here); what victims free bounds what a domain takes.
+  // The room a gang search reads is what DomainCache keeps (nothing
+  // booked or freed, usage counted, reservations not taken off): its
+  // BINPACK order, when it has one.
+  const bool cached = options.domains != nullptr &&
+                      options.topology != nullptr && options.freed == nullptr &&
+                      !options.ignore_usage && !search.spread;
   if (search.Run(
-          [&](int32_t level) {
-            return DomainsAt(nodes, options, c.levels, level, CheckedFor(key),
-                             /*reserved=*/false, {},
-                             /*freed_in_booked=*/false, paths);
+          [&](int32_t level, const Need* drop) {
+            if (cached) {
+              if (std::optional<uint32_t> k =
+                      LevelKeyId(options.topology, c.levels, level)) {
+                if (const DomainCache::Order* order = options.domains->Get(
+                        *options.topology, *k, CheckedFor(key),
+                        options.room_version)) {
+                  return DomainWalk(*order, options.topology->Domains(*k),
+                                    drop);
+                }
+              }
+            }
+            return DomainWalk(
+                DomainsAt(nodes, options, c.levels, level, CheckedFor(key),
+                          /*reserved=*/false, {},
+                          /*freed_in_booked=*/false, paths),
+                search.spread, drop);
           },
           [&](int32_t) { return absl::string_view(bound); },
           [&](int32_t level, absl::string_view path) {

@@ -104,6 +104,8 @@ struct FreedRoom {
   absl::InlinedVector<int32_t, 8> devices;
 };
 
+class DomainCache;
+
 struct PlacerOptions {
   // Treat every node as empty and cordoned nodes as usable: answers "could
   // this ever fit the current node set?".
@@ -117,6 +119,11 @@ struct PlacerOptions {
   // Topology domains from this index instead of a scan of every node's
   // labels; it must match `nodes`.
   const TopologyIndex* topology = nullptr;
+  // A gang's search of a level's domains walks this cache's order instead
+  // of listing them all, when it followed the nodes up to `room_version`
+  // (core/domain_cache.h).
+  DomainCache* domains = nullptr;
+  uint64_t room_version = 0;
   // Room treated as free besides what the nodes have: what victims would
   // leave behind. A victim search places the preemptor as if they were
   // gone, on this overlay, without touching the nodes.

@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "core/cluster_state.h"
 #include "core/cow_ptr.h"
+#include "core/domain_cache.h"
 #include "core/gang_placer.h"
 #include "core/node.h"
 #include "core/queue.h"
@@ -262,6 +263,10 @@ struct SchedulerOptions {
   // the way they did before it, to check that skipping the settled ones
   // decides exactly the same.
   bool walk_every_active = false;
+  // Tests only, when false: gang searches list every domain of a level
+  // instead of walking the kept orders (core/domain_cache.h), to check that
+  // both decide exactly the same.
+  bool cache_domains = true;
   // docs/SCHEDULING.md, "Time-based fair share"; SetUsageOptions changes it.
   UsageOptions usage;
   // SetConsolidationOptions changes it.
@@ -459,7 +464,17 @@ class Scheduler {
   const WorkloadTable& workloads() const { return workloads_; }
   const ResourceTable& resources() const { return resources_; }
   // The placer's view of nodes() with both indexes (PlaceGang's options).
-  PlacerOptions Indexed() const { return cluster_.Indexed(); }
+  // The placer's view with both indexes, and the domain orders brought up
+  // to date (core/domain_cache.h).
+  PlacerOptions Indexed() const {
+    PlacerOptions options = cluster_.Indexed();
+    if (options_.cache_domains) {
+      domain_cache_.Follow(cluster_);
+      options.domains = &domain_cache_;
+      options.room_version = cluster_.room_version();
+    }
+    return options;
+  }
   std::vector<Binding> BindingsOf(const Workload& workload) const {
     return SlotsOn(workload, &GroupState::slot_node);
   }
@@ -1025,6 +1040,9 @@ class Scheduler {
                   absl::Time now) const;
 
   SchedulerOptions options_;
+  // Gang searches' domain orders (core/domain_cache.h): this Scheduler's
+  // alone (a fork starts with none), brought up to date by Indexed.
+  mutable DomainCache domain_cache_;
   ResourceTable resources_;
   std::vector<PriorityClass> priority_classes_;
   std::vector<Topology> topologies_;

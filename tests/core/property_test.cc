@@ -250,11 +250,13 @@ struct Mirror {
 
 class RandomRun {
  public:
-  explicit RandomRun(uint32_t seed, bool walk_every_active = false)
+  explicit RandomRun(uint32_t seed, bool walk_every_active = false,
+                     bool cache_domains = true)
       : rng_(seed),
         s_(std::make_unique<Scheduler>(SchedulerOptions{
             .stale_gang_grace = absl::Seconds(30),
             .walk_every_active = walk_every_active,
+            .cache_domains = cache_domains,
             // Every other run: usage moves weights, on a scale the run's
             // minutes of virtual time cover (refreshes, decay, the window).
             .usage = {.enabled = seed % 2 == 0,
@@ -1451,30 +1453,50 @@ TEST(PropertyTest, AForkDecidesAsTheStateWasWhenItWasMade) {
 // operations on a scheduler that walks every active workload, the way
 // cycles did before, must give the same stored state and the same events
 // after every step, restarts included.
+// Two runs of the same random sequence decide exactly the same, restarts
+// included: `fast` with the shortcut under test, `full` without it.
+void DecideTheSame(uint32_t seed, RandomRun& fast, RandomRun& full) {
+  constexpr int kSteps = 40;
+  fast.AddFirstNodes();
+  full.AddFirstNodes();
+  for (int step = 0; step < kSteps; ++step) {
+    fast.Step(step);
+    full.Step(step);
+    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_EQ(fast.mirror_.Diff(*full.s_), "")
+        << "seed " << seed << " step " << step;
+    ASSERT_EQ(fast.s_->revision(), full.s_->revision())
+        << "seed " << seed << " step " << step;
+    if (fast.Pick(6) == 0) {
+      full.Pick(6);  // the same draws on both sides
+      ASSERT_EQ(fast.Restart(), "") << "seed " << seed << " step " << step;
+      ASSERT_EQ(full.Restart(), "") << "seed " << seed << " step " << step;
+    } else {
+      full.Pick(6);
+    }
+  }
+}
+
+// core/domain_cache.h: gang searches that walk the kept domain orders
+// decide as those that list every domain of a level.
+TEST(PropertyTest, KeptDomainOrdersDecideAsListingThem) {
+  const int kSequences =
+      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 600;
+  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+    RandomRun kept(seed),
+        listed(seed, /*walk_every_active=*/false, /*cache_domains=*/false);
+    DecideTheSame(seed, kept, listed);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 TEST(PropertyTest, SkippingSettledWorkloadsDecidesTheSame) {
   const int kSequences =
       getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 600;
-  constexpr int kSteps = 40;
   for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
     RandomRun fast(seed), full(seed, /*walk_every_active=*/true);
-    fast.AddFirstNodes();
-    full.AddFirstNodes();
-    for (int step = 0; step < kSteps; ++step) {
-      fast.Step(step);
-      full.Step(step);
-      if (::testing::Test::HasFatalFailure()) return;
-      ASSERT_EQ(fast.mirror_.Diff(*full.s_), "")
-          << "seed " << seed << " step " << step;
-      ASSERT_EQ(fast.s_->revision(), full.s_->revision())
-          << "seed " << seed << " step " << step;
-      if (fast.Pick(6) == 0) {
-        full.Pick(6);  // the same draws on both sides
-        ASSERT_EQ(fast.Restart(), "") << "seed " << seed << " step " << step;
-        ASSERT_EQ(full.Restart(), "") << "seed " << seed << " step " << step;
-      } else {
-        full.Pick(6);
-      }
-    }
+    DecideTheSame(seed, fast, full);
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
