@@ -536,6 +536,16 @@ class PreemptionNoticeTest(hardening.PersistentCase):
                 name, labels, value, metric_value(self.server.scrape(), name, labels)))
             time.sleep(0.05)
 
+    def checkpoint_and_exit(self, victim, preemptor):
+        """The victim's pod goes before its deadline; the shim confirms,
+        and the preemptor is bound in that call's wake."""
+        self.sched.Release(e2e.pb.ReleaseRequest(
+            workload_id=victim, slots=[e2e.types.SlotRef(group="w", index=0)]), timeout=T)
+        deadline = time.monotonic() + 5
+        while self.get(preemptor).state != e2e.types.WORKLOAD_STATE_RUNNING:
+            self.assertLess(time.monotonic(), deadline, "%s was never bound" % preemptor)
+            time.sleep(0.05)
+
     def test_victims_are_told_when_they_go_and_may_go_sooner(self):
         self.nodes(e2e.node("n0", 8))
         self.assertEqual(self.allocate(self.one("train", "train")).state,
@@ -573,14 +583,8 @@ class PreemptionNoticeTest(hardening.PersistentCase):
         self.assertEqual(list(build.evictions), [])
         self.assertEqual(len(self.get("train").evictions), 1)
         self.sched.Release(e2e.pb.ReleaseRequest(workload_id="build"), timeout=T)
-        # It checkpoints and exits long before its deadline: the shim
-        # confirms, and inf is bound in that call's wake.
-        self.sched.Release(e2e.pb.ReleaseRequest(
-            workload_id="train", slots=[e2e.types.SlotRef(group="w", index=0)]), timeout=T)
-        deadline = time.monotonic() + 5
-        while self.get("inf").state != e2e.types.WORKLOAD_STATE_RUNNING:
-            self.assertLess(time.monotonic(), deadline, "inf was never bound")
-            time.sleep(0.05)
+        # It checkpoints and exits long before its deadline.
+        self.checkpoint_and_exit("train", "inf")
         self.assertLess(time.time(), told.evict_at.ToSeconds())
         self.wait_metric("gangsched_preemption_notice_released_early_total", {}, 1)
         used = metric_value(self.server.scrape(), "gangsched_preemption_notice_seconds_total",
@@ -601,12 +605,7 @@ class PreemptionNoticeTest(hardening.PersistentCase):
         self.restart(kill=True)
         self.assertEqual(self.get("train").evictions[0].evict_at, again.evict_at)
         self.assertEqual(self.get("inf2").state, e2e.types.WORKLOAD_STATE_PIPELINED)
-        self.sched.Release(e2e.pb.ReleaseRequest(
-            workload_id="train", slots=[e2e.types.SlotRef(group="w", index=0)]), timeout=T)
-        deadline = time.monotonic() + 5
-        while self.get("inf2").state != e2e.types.WORKLOAD_STATE_RUNNING:
-            self.assertLess(time.monotonic(), deadline, "inf2 was never bound")
-            time.sleep(0.05)
+        self.checkpoint_and_exit("train", "inf2")
         scrape = self.server.scrape()
         for name, labels in (("gangsched_preemption_notice_released_early_total", None),
                              ("gangsched_preemption_notice_seconds_total", {"kind": "used"})):

@@ -58,15 +58,20 @@ def binaries() -> tuple[str, str]:
     return server, shim
 
 
-@pytest.fixture
-def env() -> Iterator[Env]:
+def running_env(queues: str) -> Iterator[Env]:
+    """gangsched and the shim on `queues`, checked and closed after."""
     server, shim = binaries()
-    e = Env(server, shim, QUEUES)
+    e = Env(server, shim, queues)
     try:
         yield e
         e.check_invariants()
     finally:
         e.close()
+
+
+@pytest.fixture
+def env() -> Iterator[Env]:
+    yield from running_env(QUEUES)
 
 
 def gpu_nodes(env: Env, count: int, start: int = 0) -> None:
@@ -1213,13 +1218,7 @@ EVICT_AT = "gangsched.io/evict-at"
 
 @pytest.fixture
 def notice_env() -> Iterator[Env]:
-    server, shim = binaries()
-    e = Env(server, shim, NOTICE_QUEUES)
-    try:
-        yield e
-        e.check_invariants()
-    finally:
-        e.close()
+    yield from running_env(NOTICE_QUEUES)
 
 
 def rfc3339(at: float) -> str:
