@@ -1296,14 +1296,11 @@ def training_on_notice(env: Env) -> tuple[float, set[str], str]:
     return at, victims, inference
 
 
-def test_a_victim_on_notice_is_told_and_deleted_at_evict_at(
-        notice_env: Env) -> None:
-    env = notice_env
-    shim = env.shim("--leader-election=false")
-    at, victims, inference = training_on_notice(env)
-    value = rfc3339(at)
-    # Not deleted before evict_at, and the room stays held: inference
-    # waits (PIPELINED).
+def deleted_at_evict_at(env: Env, at: float, victims: set[str],
+                        inference: str) -> None:
+    """The victims live, and inference waits, until `at`; then they are
+    deleted within a second (a pass at evict_at, not the next periodic
+    one), and inference is bound."""
     while True:
         live = {p["metadata"]["name"] for p in env.bound(TRAIN)}
         bound = env.bound(inference)
@@ -1316,12 +1313,22 @@ def test_a_victim_on_notice_is_told_and_deleted_at_evict_at(
         assert not bound, f"inference bound before evict_at\n" \
             f"{env.describe()}"
         time.sleep(0.05)
-    # Deleted at evict_at (a pass then, not the next periodic one).
     gone = env.wait(lambda: not victims & {
         p["metadata"]["name"] for p in env.bound(TRAIN)} and time.time(),
         "the victims deleted after evict_at")
     assert gone - at < 1.0, f"deleted {gone - at:.2f} s after evict_at"
     env.wait(lambda: len(env.bound(inference)) == 3, "inference bound")
+
+
+def test_a_victim_on_notice_is_told_and_deleted_at_evict_at(
+        notice_env: Env) -> None:
+    env = notice_env
+    shim = env.shim("--leader-election=false")
+    at, victims, inference = training_on_notice(env)
+    value = rfc3339(at)
+    # Not deleted before evict_at, and the room stays held: inference
+    # waits (PIPELINED); deleted at evict_at.
+    deleted_at_evict_at(env, at, victims, inference)
     assert len(env.bound(TRAIN)) == 3  # head and the 2 minimum workers
     # Told once, however many passes ran meanwhile.
     events = notice_events(env, TRAIN)
@@ -1351,19 +1358,7 @@ def test_a_notice_outlives_a_restart_of_the_shim(notice_env: Env) -> None:
     env.wait(lambda: notice_events(env, TRAIN), "the PreemptionNotice Event")
     first.kill9()
     second = env.shim("--leader-election=false")
-    while True:
-        live = {p["metadata"]["name"] for p in env.bound(TRAIN)}
-        now = time.time()
-        if now >= at:
-            break
-        assert victims <= live, \
-            f"a victim deleted {at - now:.2f} s before evict_at"
-        time.sleep(0.05)
-    gone = env.wait(lambda: not victims & {
-        p["metadata"]["name"] for p in env.bound(TRAIN)} and time.time(),
-        "the victims deleted after evict_at")
-    assert gone - at < 1.0, f"deleted {gone - at:.2f} s after evict_at"
-    env.wait(lambda: len(env.bound(inference)) == 3, "inference bound")
+    deleted_at_evict_at(env, at, victims, inference)
     assert len(notice_events(env, TRAIN)) == 1
     assert second.metric("gangsched_kuberay_preemption_notices_total") == 0
 
