@@ -278,8 +278,8 @@ Scheduler::GangDecision Scheduler::DecideGangMinimum(
   if (trace != nullptr)
     trace->placed_before = cached != memo.shape_failures.end();
   if (cached == memo.shape_failures.end()) {
-    GangPlacement placement =
-        TryPlaceGang(cluster_.nodes(), resources_, plan().request, Indexed());
+    GangPlacement placement = TryPlaceGang(cluster_.nodes(), resources_,
+                                           plan().request, CycleIndexed(memo));
     if (placement.result == PlaceResult::kPlaced) {
       plan();
       d.action = GangAction::kBind;

@@ -7,8 +7,9 @@
 // off ClusterState's touch log, and only their domains move. A change of
 // the node set (spec_version) or a log that ran past drops every order.
 //
-// Owned by one Scheduler and never shared with a fork (a fork starts
-// empty), so its lazy updates race with nothing.
+// Kept in the Scheduler's CycleMemo and used by the cycle's gang decisions
+// alone, which the Scheduler's own thread runs; never shared with a fork (a
+// fork starts empty), so its lazy updates race with nothing.
 #pragma once
 
 #include <array>

@@ -111,11 +111,15 @@ absl::StatusOr<ExplainAnswer> Scheduler::DecideExplain(
   }
   // docs/SCHEDULING.md, "Preemption with notice": a victim is told when
   // its pods go.
+  const Eviction* told = nullptr;
+  int32_t pods = 0;
   for (const Eviction& e : w.evictions) {
     if (!e.HasNotice()) continue;
-    int32_t pods = 0;
-    for (const Eviction& other : w.evictions)
-      if (other.HasNotice()) pods += static_cast<int32_t>(other.slots.size());
+    if (told == nullptr) told = &e;
+    pods += static_cast<int32_t>(e.slots.size());
+  }
+  if (told != nullptr) {
+    const Eviction& e = *told;
     lines.push_back(absl::StrCat(
         pods, pods == 1 ? " pod of it is" : " pods of it are", " on notice (",
         ToString(e.reason),
@@ -123,7 +127,6 @@ absl::StatusOr<ExplainAnswer> Scheduler::DecideExplain(
         "): deleted at ",
         absl::FormatTime(absl::RFC3339_full, e.evict_at, absl::UTCTimeZone()),
         ", sooner if they go first."));
-    break;
   }
 
   const bool gang_step = w.state == WorkloadState::kPending || !w.AtMinimum();

@@ -464,17 +464,7 @@ class Scheduler {
   const WorkloadTable& workloads() const { return workloads_; }
   const ResourceTable& resources() const { return resources_; }
   // The placer's view of nodes() with both indexes (PlaceGang's options).
-  // The placer's view with both indexes, and the domain orders brought up
-  // to date (core/domain_cache.h).
-  PlacerOptions Indexed() const {
-    PlacerOptions options = cluster_.Indexed();
-    if (options_.cache_domains) {
-      domain_cache_.Follow(cluster_);
-      options.domains = &domain_cache_;
-      options.room_version = cluster_.room_version();
-    }
-    return options;
-  }
+  PlacerOptions Indexed() const { return cluster_.Indexed(); }
   std::vector<Binding> BindingsOf(const Workload& workload) const {
     return SlotsOn(workload, &GroupState::slot_node);
   }
@@ -1040,9 +1030,6 @@ class Scheduler {
                   absl::Time now) const;
 
   SchedulerOptions options_;
-  // Gang searches' domain orders (core/domain_cache.h): this Scheduler's
-  // alone (a fork starts with none), brought up to date by Indexed.
-  mutable DomainCache domain_cache_;
   ResourceTable resources_;
   std::vector<PriorityClass> priority_classes_;
   std::vector<Topology> topologies_;
@@ -1171,7 +1158,23 @@ class Scheduler {
     // make for moves (RunCycle resets them).
     int32_t moves_left = 0;
     int32_t move_searches_left = 0;
+    // The gang searches' domain orders (core/domain_cache.h), kept across
+    // cycles. Here, not beside the indexes: only the cycle, which the
+    // Scheduler's own thread runs, changes them; const readers of a replica
+    // (ScaleHintsOf, from many threads at once) place without them. A fork
+    // starts with none.
+    DomainCache domains;
   };
+  // Indexed, with the cycle's domain orders brought up to date.
+  PlacerOptions CycleIndexed(CycleMemo& memo) const {
+    PlacerOptions options = Indexed();
+    if (options_.cache_domains) {
+      memo.domains.Follow(cluster_);
+      options.domains = &memo.domains;
+      options.room_version = cluster_.room_version();
+    }
+    return options;
+  }
   CycleMemo memo_;
   // NextCycleDue: whether the last cycle changed anything (every change to
   // a workload goes through Changed, and events through Record), when it

@@ -573,6 +573,12 @@ class PreemptionNoticeTest(hardening.PersistentCase):
             capture_output=True, text=True, timeout=30)
         self.assertEqual(why.returncode, 0, why.stderr)
         self.assertIn("on notice are deleted by", why.stdout)
+        # The victim's own Explain gives its deadline too.
+        why = subprocess.run(
+            [CTL, "--server", "127.0.0.1:%d" % self.server.port, "explain", "train"],
+            capture_output=True, text=True, timeout=30)
+        self.assertEqual(why.returncode, 0, why.stderr)
+        self.assertIn("1 pod of it is on notice (preempt, for inf): deleted at", why.stdout)
         # The gauges and these counters are refreshed after a cycle.
         self.wait_metric("gangsched_preemption_notice_pods_total", {}, 1)
         self.wait_metric("gangsched_preemption_notice_seconds_total", {"kind": "given"}, 600)
