@@ -18,12 +18,21 @@ void Scheduler::PickInFairShareOrder(std::vector<Leaf>& leaves,
   // request (LeafBefore compares two leaves exactly there, where their paths
   // part). A pick changes the picked leaf's request and the queues on its
   // path only, so only the winners on that path are played again: a pick
-  // costs the children of the queues on one path, not every leaf.
+  // costs a few comparisons per queue on one path (Match::bracket), not
+  // one per leaf.
   struct Match {
     uint32_t parent = 0;
+    uint32_t place = 0;   // this match's place among its parent's children
     int32_t leaf = -1;    // index into `leaves` for a leaf queue
     int32_t winner = -1;  // index into `leaves`; -1: no work below
     std::vector<uint32_t> children;
+    // The children's winners played off in pairs: [k + i] is child i's
+    // winner, [j] the better of [2j] and [2j + 1], [1] the match's winner.
+    // A pick changes one child's winner (the one on the picked path), so a
+    // match is played again in log2(children) comparisons, not one per
+    // child. Exact, as LeafBefore is a strict total order between distinct
+    // leaves (the queues' creation order breaks every tie).
+    std::vector<int32_t> bracket;
   };
   std::vector<Match> matches(1);  // [0]: above the top-level queues
   std::vector<uint32_t> leaf_match(leaves.size());
@@ -34,7 +43,9 @@ void Scheduler::PickInFairShareOrder(std::vector<Leaf>& leaves,
       auto [it, added] = match_of.try_emplace(
           q.value(), static_cast<uint32_t>(matches.size()));
       if (added) {
-        matches.push_back({.parent = at});
+        matches.push_back(
+            {.parent = at,
+             .place = static_cast<uint32_t>(matches[at].children.size())});
         matches[at].children.push_back(it->second);
       }
       at = it->second;
@@ -42,24 +53,48 @@ void Scheduler::PickInFairShareOrder(std::vector<Leaf>& leaves,
     matches[at].leaf = static_cast<int32_t>(i);
     leaf_match[i] = at;
   }
-  auto play = [&](uint32_t m) {
+  for (Match& match : matches)
+    match.bracket.assign(2 * match.children.size(), -1);
+  auto better = [&](int32_t a, int32_t b) {
+    if (a < 0) return b;
+    if (b < 0) return a;
+    return LeafBefore(leaves[b].order, leaves[a].order) ? b : a;
+  };
+  // Plays match `m` again after its child at `place` changed its winner.
+  auto play = [&](uint32_t m, uint32_t place) {
     Match& match = matches[m];
     if (match.leaf >= 0) {
       match.winner = leaves[match.leaf].empty() ? -1 : match.leaf;
       return;
     }
-    int32_t best = -1;
-    for (uint32_t c : match.children) {
-      int32_t w = matches[c].winner;
-      if (w < 0) continue;
-      if (best < 0 || LeafBefore(leaves[w].order, leaves[best].order)) best = w;
+    std::vector<int32_t>& b = match.bracket;
+    size_t at = match.children.size() + place;
+    b[at] = matches[match.children[place]].winner;
+    for (at /= 2; at >= 1; at /= 2) b[at] = better(b[2 * at], b[2 * at + 1]);
+    match.winner = b[1];
+  };
+  auto play_whole = [&](uint32_t m) {
+    Match& match = matches[m];
+    if (match.leaf >= 0) {
+      match.winner = leaves[match.leaf].empty() ? -1 : match.leaf;
+      return;
     }
-    match.winner = best;
+    std::vector<int32_t>& b = match.bracket;
+    const size_t k = match.children.size();
+    if (k == 0) {
+      match.winner = -1;
+      return;
+    }
+    for (size_t i = 0; i < k; ++i) b[k + i] = matches[match.children[i]].winner;
+    for (size_t at = k - 1; at >= 1; --at)
+      b[at] = better(b[2 * at], b[2 * at + 1]);
+    match.winner = b[1];
   };
   // Children come after their parent, so a backward walk plays bottom-up.
   auto play_all = [&] {
     for (Leaf& leaf : leaves) prepare(leaf);
-    for (size_t m = matches.size(); m-- > 0;) play(static_cast<uint32_t>(m));
+    for (size_t m = matches.size(); m-- > 0;)
+      play_whole(static_cast<uint32_t>(m));
   };
   auto seen = epoch();
   play_all();
@@ -75,9 +110,15 @@ void Scheduler::PickInFairShareOrder(std::vector<Leaf>& leaves,
       continue;
     }
     prepare(leaf);
+    uint32_t place = 0;
     for (uint32_t m = leaf_match[best];; m = matches[m].parent) {
-      play(m);
+      if (options_.play_whole_matches) {
+        play_whole(m);
+      } else {
+        play(m, place);
+      }
       if (m == 0) break;
+      place = matches[m].place;
     }
   }
 }

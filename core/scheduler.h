@@ -267,6 +267,10 @@ struct SchedulerOptions {
   // instead of walking the kept orders (core/domain_cache.h), to check that
   // both decide exactly the same.
   bool cache_domains = true;
+  // Tests only: the fair-share order plays every child of a queue again
+  // after a pick instead of the pairs on the picked path (core/order.h,
+  // Match::bracket), to check that both pick in the same order.
+  bool play_whole_matches = false;
   // docs/SCHEDULING.md, "Time-based fair share"; SetUsageOptions changes it.
   UsageOptions usage;
   // SetConsolidationOptions changes it.

@@ -14,6 +14,7 @@
 // on in its place.
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -1488,6 +1489,104 @@ TEST(PropertyTest, KeptDomainOrdersDecideAsListingThem) {
     DecideTheSame(seed, kept, listed);
     if (::testing::Test::HasFatalFailure()) return;
   }
+}
+
+// core/order.h: the fair-share order plays a queue's children off in
+// pairs and, after a pick, only the pairs on the picked path; playing every
+// child of every queue on that path again (as it did before) must pick in
+// the same order. Random trees of one to three levels, 1 to 11 children a
+// queue, random quotas, limits and priorities, gangs and elastic workloads
+// in random leaves on too few nodes, releases in between: the events (who
+// was bound where, in which order, who waits why) must be the same.
+TEST(PropertyTest, TheFairShareTournamentPicksAsPlayingEveryChild) {
+  const int kSequences =
+      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 300;
+  int64_t bound = 0;
+  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+    std::mt19937 rng(seed);
+    auto pick = [&](int n) {
+      return static_cast<int>(
+          std::uniform_int_distribution<int>(0, n - 1)(rng));
+    };
+    Scheduler pairs;
+    Scheduler whole(SchedulerOptions{.play_whole_matches = true});
+    std::vector<QueueSpec> queues;
+    std::vector<std::string> leaves;
+    auto add_queue = [&](const std::string& name, const std::string& parent) {
+      QueueSpec q =
+          testing::GpuQueue(name, pick(4) == 0 ? kUnlimited : pick(24),
+                            pick(5) == 0 ? 8 + pick(32) : kUnlimited, parent);
+      q.priority = 100 + 10 * pick(3);
+      queues.push_back(q);
+    };
+    std::function<void(const std::string&, int)> grow =
+        [&](const std::string& parent, int depth) {
+          const int children = 1 + pick(parent.empty() ? 4 : 11);
+          for (int c = 0; c < children; ++c) {
+            std::string name =
+                absl::StrCat(parent.empty() ? "q" : parent, "-", c);
+            add_queue(name, parent);
+            if (depth < 3 && pick(3) == 0) {
+              grow(name, depth + 1);
+            } else {
+              leaves.push_back(name);
+            }
+          }
+        };
+    grow("", 1);
+    std::vector<NodeSpec> nodes;
+    const int node_count = 3 + pick(12);
+    for (int i = 0; i < node_count; ++i)
+      nodes.push_back(testing::GpuNode(absl::StrCat("n", i), 8));
+    absl::Time now = absl::FromUnixSeconds(1000);
+    for (Scheduler* s : {&pairs, &whole}) {
+      for (const QueueSpec& q : queues) ASSERT_TRUE(s->UpsertQueue(q).ok());
+      s->UpsertNodes(nodes, now);
+    }
+    std::vector<std::string> submitted;
+    for (int step = 0; step < 8; ++step) {
+      const int arrivals = 1 + pick(12);
+      for (int a = 0; a < arrivals; ++a) {
+        const std::string id = absl::StrCat("w", step, "-", a);
+        const int min = 1 + pick(4);
+        WorkloadSpec spec = testing::Workload(
+            id,
+            {testing::Group("workers", 1 + pick(8), min,
+                            pick(3) == 0 ? min + pick(6) : min)},
+            leaves[pick(static_cast<int>(leaves.size()))]);
+        for (Scheduler* s : {&pairs, &whole})
+          ASSERT_TRUE(s->Submit(spec, now).ok());
+        submitted.push_back(id);
+      }
+      for (int r = pick(4); r > 0 && !submitted.empty(); --r) {
+        const int at = pick(static_cast<int>(submitted.size()));
+        for (Scheduler* s : {&pairs, &whole})
+          s->Release(submitted[at], {}, /*shrink=*/false, now).IgnoreError();
+        submitted.erase(submitted.begin() + at);
+      }
+      pairs.RunCycle(now);
+      whole.RunCycle(now);
+      std::vector<Event> a = pairs.TakeEvents();
+      std::vector<Event> b = whole.TakeEvents();
+      auto text = [&](const std::vector<Event>& events) {
+        std::string out;
+        for (const Event& e : events) {
+          absl::StrAppend(&out, static_cast<int>(e.type), " ", e.workload, " ",
+                          static_cast<int>(e.state), " ",
+                          static_cast<int>(e.pending.code), ":");
+          for (const Binding& bind : e.bindings) {
+            absl::StrAppend(&out, " ", bind.node);
+            if (e.type == EventType::kBound) ++bound;
+          }
+          out += "\n";
+        }
+        return out;
+      };
+      ASSERT_EQ(text(a), text(b)) << "seed " << seed << " step " << step;
+      now += absl::Seconds(1);
+    }
+  }
+  EXPECT_GT(bound, kSequences * 10) << "pods bound across the runs";
 }
 
 TEST(PropertyTest, SkippingSettledWorkloadsDecidesTheSame) {
