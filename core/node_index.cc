@@ -76,15 +76,52 @@ void NodeIndex::Remove(uint32_t id) {
 }
 
 void NodeIndex::Update(const Node& node, uint32_t id) {
-  Remove(id);
-  if (!Indexed(node)) return;
+  if (!Indexed(node)) {
+    Remove(id);
+    return;
+  }
   ResourceVector free = node.Free();
   Entry e;
   e.has_gpu = node.allocatable.Get(kGpu) > 0;
   e.by_gpu = GpuKey(node, free, id);
   e.by_cpu = {free.Get(kCpu), 0, free.Get(kMemory), id};
   e.shared = HasSharedRoom(node);
-  Insert(id, e);
+  // Our own sets hold the node's keys unless an overlay's base does.
+  const Entry* found = base_ && !changed_.contains(id) ? nullptr : EntryOf(id);
+  if (found == nullptr) {
+    Remove(id);
+    Insert(id, e);
+    return;
+  }
+  // A node whose room changed keeps its place in the same sets: each key
+  // moves to its new place in its set without freeing and allocating the
+  // set's node (a cycle that binds thousands of pods moves thousands).
+  const Entry old = *found;
+  auto move = [](Set& set, const Key& from, const Key& to) {
+    if (from == to) return;
+    Set::node_type handle = set.extract(from);
+    handle.value() = to;
+    set.insert(std::move(handle));
+  };
+  auto replace = [&](Set& set, bool had, const Key& from, bool has,
+                     const Key& to) {
+    if (had && has) {
+      move(set, from, to);
+    } else if (had) {
+      set.erase(from);
+    } else if (has) {
+      set.insert(to);
+    }
+  };
+  replace(shared_, old.shared, old.by_gpu, e.shared, e.by_gpu);
+  replace(gpu_by_gpu_, old.has_gpu, old.by_gpu, e.has_gpu, e.by_gpu);
+  replace(gpu_by_cpu_, old.has_gpu, old.by_cpu, e.has_gpu, e.by_cpu);
+  replace(cpu_by_cpu_, !old.has_gpu, old.by_cpu, !e.has_gpu, e.by_cpu);
+  if (base_) {
+    changed_[id] = e;
+  } else {
+    entries_[id] = e;
+  }
 }
 
 void NodeIndex::Flatten() {

@@ -414,7 +414,9 @@ absl::Status Scheduler::CheckConsistency() const {
         workloads_[i] && workloads_[i]->state != WorkloadState::kReleased;
     if (active != active_.contains(i) ||
         (workloads_[i] &&
-         active != queues_[workloads_[i]->queue.value()].active.contains(i))) {
+         (active != workloads_[i]->in_active ||
+          active !=
+              queues_[workloads_[i]->queue.value()].active.contains(i)))) {
       return absl::InternalError(
           absl::StrCat("workload slot ", i, ": active set is stale"));
     }

@@ -98,7 +98,7 @@ void Scheduler::AddReservedToQueuePath(QueueId leaf,
 }
 
 void Scheduler::RecomputeQueueCounters() {
-  QueueTree::Counts counts = queues_.StartCounts();
+  QueueTree::Counts& counts = queues_.StartCounts();
   // Only workloads to visit can want more than they hold or be pending: a
   // settled one has every wanted pod bound.
   ForEachToVisit([&](const Workload& w) {
@@ -110,7 +110,7 @@ void Scheduler::RecomputeQueueCounters() {
                       w.state == WorkloadState::kPending);
   });
   // Fair shares depend on requests: recompute them only when one changed.
-  if (queues_.FinishCounts(std::move(counts))) fair_share_dirty_ = true;
+  if (queues_.FinishCounts()) fair_share_dirty_ = true;
 }
 
 // ---------------------------------------------------------------------------
@@ -326,10 +326,11 @@ void QueueTree::SetActive(QueueId leaf, uint32_t workload, int32_t priority,
   }
 }
 
-QueueTree::Counts QueueTree::StartCounts() const {
-  Counts counts;
-  counts.requested.reserve(queues_.size());
-  for (const Queue& q : queues_) counts.requested.push_back(q.allocated);
+QueueTree::Counts& QueueTree::StartCounts() {
+  Counts& counts = counts_.counts;
+  counts.requested.resize(queues_.size());
+  for (size_t i = 0; i < queues_.size(); ++i)
+    counts.requested[i] = queues_[i].allocated;  // into the kept storage
   counts.pending.assign(queues_.size(), 0);
   counts.running.assign(queues_.size(), 0);
   return counts;
@@ -343,7 +344,8 @@ void QueueTree::AddDemand(Counts& counts, QueueId leaf,
   }
 }
 
-bool QueueTree::FinishCounts(Counts counts) {
+bool QueueTree::FinishCounts() {
+  Counts& counts = counts_.counts;
   // Every active workload that is not pending counts as running.
   for (const Queue& leaf : queues_) {
     if (!leaf.live || leaf.active.empty()) continue;
@@ -360,7 +362,7 @@ bool QueueTree::FinishCounts(Counts counts) {
       continue;
     changed |= requested;
     Queue& own = queues_.Mut(i);
-    own.requested = std::move(counts.requested[i]);
+    std::swap(own.requested, counts.requested[i]);  // keeps both storages
     own.pending_workloads = counts.pending[i];
     own.running_workloads = running;
   }

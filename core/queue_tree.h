@@ -72,14 +72,17 @@ class QueueTree {
     std::vector<int32_t> pending;
     std::vector<int32_t> running;
   };
-  // requested = allocated and no pending or running workloads.
-  Counts StartCounts() const;
+  // requested = allocated and no pending or running workloads, in the
+  // tree's own buffer: kept from one count to the next, so a count
+  // allocates nothing once the queues are there.
+  Counts& StartCounts();
   // A workload of `leaf` wants `demand` more and is pending or not.
   void AddDemand(Counts& counts, QueueId leaf, const ResourceVector& demand,
                  bool pending) const;
   // Counts every active workload that is not pending as running and takes
-  // the counts; true when some queue's request changed.
-  bool FinishCounts(Counts counts);
+  // the counts of StartCounts' buffer; true when some queue's request
+  // changed.
+  bool FinishCounts();
 
   // --- fair shares -----------------------------------------------------------
   // Every queue's fair share, by queue id (a queue past the end has none);
@@ -101,6 +104,17 @@ class QueueTree {
   CowPtr<std::vector<std::vector<QueueId>>> paths_ =
       std::make_unique<std::vector<std::vector<QueueId>>>();
   uint64_t seq_ = 0;
+  // StartCounts' buffer. A copy of the tree (a dry run's) starts without
+  // one: it is scratch, not state.
+  struct CountsBuffer {
+    Counts counts;
+    CountsBuffer() = default;
+    CountsBuffer(const CountsBuffer&) {}
+    CountsBuffer& operator=(const CountsBuffer&) { return *this; }
+    CountsBuffer(CountsBuffer&&) = default;
+    CountsBuffer& operator=(CountsBuffer&&) = default;
+  };
+  CountsBuffer counts_;
 };
 
 }  // namespace gangsched

@@ -1080,6 +1080,16 @@ class Scheduler {
   // Keeps active_, to_visit_ and the workload's queue's set; `active`
   // false removes.
   void SetActive(Workload& w, bool active) {
+    if (w.in_active == active) {
+      if (active) {
+        MarkToVisit(w);
+      } else if (w.in_to_visit) {
+        to_visit_.erase(w.id.value());
+        w.in_to_visit = false;
+      }
+      return;
+    }
+    w.in_active = active;
     queues_.SetActive(w.queue, w.id.value(), w.priority, active);
     if (active) {
       active_.insert(w.id.value());

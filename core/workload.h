@@ -181,6 +181,9 @@ struct Workload {
   // workloads): in it, and due for the settled check at the cycle's end.
   bool in_to_visit = false;
   bool to_recheck = false;
+  // In the active sets (Scheduler::SetActive): a state change that keeps
+  // it active (PENDING to RUNNING) then looks nothing up.
+  bool in_active = false;
   // Announced, unconfirmed evictions of this workload's own slots.
   std::vector<Eviction> evictions;
   int64_t revision = 0;
