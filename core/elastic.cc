@@ -99,17 +99,14 @@ void Scheduler::GrowElastic(absl::Time now) {
         // the leaf's plan must read as empty until refresh plans again.
         PlannedRequest plan = std::exchange(leaf.plan, {});
         Workload& w = *entry.w;
-        bool granted = false;
-        if (CheckQueues(w, TotalOf(plan.request)).code == PendingCode::kNone) {
-          GangPlacement placement = TryPlaceGang(cluster_.nodes(), resources_,
-                                                 plan.request, Indexed());
-          if (placement.result == PlaceResult::kPlaced) {
-            Commit(w, plan, placement, now);
-            granted = true;
-          } else if (std::string shape = shareable_shape(plan.request);
-                     !shape.empty()) {
+        const GangDecision decision = DecideElasticReplica(w, std::move(plan));
+        const bool granted = decision.action == GangAction::kBind;
+        if (granted) {
+          ApplyGangDecision(w, decision, now);
+        } else if (decision.reason.code == PendingCode::kNone) {
+          if (std::string shape = shareable_shape(decision.plan.request);
+              !shape.empty())
             no_room.insert(std::move(shape));
-          }
         }
         if (granted && has_next_replica(w)) {
           ++entry.grants;
@@ -117,6 +114,20 @@ void Scheduler::GrowElastic(absl::Time now) {
         }
         refresh(leaf);
       });
+}
+
+Scheduler::GangDecision Scheduler::DecideElasticReplica(
+    const Workload& w, PlannedRequest plan) const {
+  GangDecision decision;
+  decision.reason = CheckQueues(w, TotalOf(plan.request));
+  if (decision.reason.code == PendingCode::kNone) {
+    decision.placement =
+        TryPlaceGang(cluster_.nodes(), resources_, plan.request, Indexed());
+    if (decision.placement.result == PlaceResult::kPlaced)
+      decision.action = GangAction::kBind;
+  }
+  decision.plan = std::move(plan);
+  return decision;
 }
 
 Scheduler::PlannedRequest Scheduler::PlanElasticReplica(

@@ -864,6 +864,13 @@ class Scheduler {
                                  DecisionTrace* trace) const;
   void ApplyGangDecision(Workload& w, const GangDecision& decision,
                          absl::Time now);
+  // One elastic replica's decision (`plan`, PlanElasticReplica's), as
+  // GrowElastic takes its turn: kBind where it fits, else kNothing with the
+  // queue check that refused it (`reason`) or, with no reason, the
+  // placement that found no room. Growth never preempts; ApplyGangDecision
+  // commits it.
+  GangDecision DecideElasticReplica(const Workload& w,
+                                    PlannedRequest plan) const;
   // Explain's watch on one workload while its fork runs a cycle: the
   // decision TryGangMinimum made for it and what was tried on the way.
   struct ExplainWatch {
