@@ -1,6 +1,5 @@
 // Core benchmarks on synthetic clusters (no server): placing one gang, a
 // scheduling cycle over many pending gangs, and fair share over many queues.
-#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -748,12 +747,6 @@ void BM_LargestClusterCycle(benchmark::State& state) {
     auto s = RunningClusterWithPendingGangs(node_count, 0, 0, running_pods / 8,
                                             pending_gangs, now);
     s->TakeChanges();
-    // Building the cluster frees millions of small blocks; glibc merges
-    // them at the next large allocation, which would be the timed cycle's
-    // first (7 % of it, in perf). One here merges them, and the cycle pays
-    // for its own. (malloc_trim would also give the pages back, and the
-    // cycle would fault them in again.)
-    free(malloc(64 << 10));
     state.ResumeTiming();
     s->RunCycle(now + absl::Seconds(1));
     state.PauseTiming();
