@@ -253,7 +253,7 @@ void Scheduler::ShedGpuMemoryPods(NodeId id, absl::Time now) {
       if (!AsksGpuMemory(g.pod)) continue;
       for (NodeId n : g.slot_nominated) uses |= n == id;
     }
-    if (uses) PlanAgain(MutWorkload(i), now);
+    if (uses) PlanAgain(workloads_.Own(i), now);
   }
 }
 
@@ -349,8 +349,7 @@ void Scheduler::ReconcileDevices(NodeId id, absl::Time now) {
     if (want[i] == slots[i].mask ||
         std::find(shed.begin(), shed.end(), slots[i].key) != shed.end())
       continue;
-    Workload& w = MutWorkload(slots[i].key.workload);
-    Changed(w);
+    Workload& w = workloads_.Edit(slots[i].key.workload);
     w.groups[slots[i].key.group].SetDevices(slots[i].key.index, want[i]);
     cluster_.MoveDevices(id, slots[i].gpu, slots[i].mask, want[i]);
   }
@@ -374,7 +373,7 @@ void Scheduler::UnbindNewest(NodeId id, absl::Time now, EventType type,
 }
 
 void Scheduler::UnbindInto(SlotKey key, LostSlots& lost) {
-  Workload& w = MutWorkload(key.workload);
+  Workload& w = workloads_.Own(key.workload);
   Unbind(w, key.group, key.index);
   auto& [wid, slots] = lost[w.submit_seq];
   wid = w.id;
@@ -384,7 +383,7 @@ void Scheduler::UnbindInto(SlotKey key, LostSlots& lost) {
 void Scheduler::RecordLost(LostSlots& lost, EventType type, absl::Time now) {
   for (auto& [seq, lost_slots] : lost) {
     auto& [wid, slots] = lost_slots;
-    Workload& w = MutWorkload(wid);
+    Workload& w = workloads_.Own(wid);
     Event& e = Record(type, w, now);
     if (type == EventType::kEvicted) {
       e.evictions.push_back(
@@ -444,11 +443,10 @@ void Scheduler::DropNominationsOn(NodeId id, absl::Time now, bool removed) {
       for (uint32_t g = 0; g < w->groups.size(); ++g) {
         for (size_t i = 0; i < w->groups[g].slot_nominated.size(); ++i) {
           if (w->groups[g].slot_nominated[i] != id) continue;
-          Workload& moved = MutWorkload(wid);
+          Workload& moved = workloads_.Edit(wid);
           w = &moved;
           Unreserve(id, moved.groups[g].pod);
           moved.groups[g].slot_nominated[i] = NodeId();
-          Changed(moved);
         }
       }
     }
@@ -459,7 +457,7 @@ void Scheduler::DropNominationsOn(NodeId id, absl::Time now, bool removed) {
     }
     // A removed node, or one whose room no longer holds the reservation:
     // the gang is planned again (the evictions made for it still count).
-    if (uses) PlanAgain(MutWorkload(wid), now);
+    if (uses) PlanAgain(workloads_.Own(wid), now);
   }
 }
 
@@ -514,7 +512,7 @@ void Scheduler::Unreserve(NodeId node, const ResourceVector& pod) {
 
 void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node,
                      DeviceMask devices) {
-  Changed(w);
+  workloads_.Edit(w);
   GroupState& state = w.groups[group];
   state.slot_node[slot] = node;
   state.SetDevices(slot, devices);
@@ -524,7 +522,7 @@ void Scheduler::Bind(Workload& w, uint32_t group, int32_t slot, NodeId node,
 }
 
 void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
-  Changed(w);
+  workloads_.Edit(w);
   GroupState& state = w.groups[group];
   NodeId node = state.slot_node[slot];
   state.slot_node[slot] = NodeId();
@@ -553,8 +551,9 @@ void Scheduler::Unbind(Workload& w, uint32_t group, int32_t slot) {
   state.SetDevices(slot, 0);
   if (std::optional<SlotKey> moved =
           cluster_.Unbind(node, state.pod, pos, devices)) {
-    MutWorkload(moved->workload).groups[moved->group].slot_pos[moved->index] =
-        pos;
+    workloads_.Own(moved->workload)
+        .groups[moved->group]
+        .slot_pos[moved->index] = pos;
   }
   AddToQueuePath(w.queue, state.pod * -1, !w.preemptible);
 }

@@ -281,13 +281,12 @@ void Scheduler::Consolidate(Workload& gang, const PlannedRequest& plan,
                         moves.pods == 1 ? "holds" : "hold",
                         "; bound once their evictions are confirmed"));
   for (size_t k = 0; k < moves.units.size(); ++k) {
-    Workload& v = MutWorkload(moves.units[k].workload->id);
+    Workload& v = workloads_.Edit(moves.units[k].workload->id);
     for (size_t j = 0; j < moves.units[k].slots.size(); ++j) {
       auto [g, i] = moves.units[k].slots[j];
       v.groups[g].slot_nominated[i] = moves.targets[k][j];
       Reserve(moves.targets[k][j], v.groups[g].pod);
     }
-    Changed(v);
   }
   memo_.moves_left -= moves.pods;
 }
@@ -298,16 +297,16 @@ void Scheduler::LandMoves(absl::Time now) {
   for (const SlotKey& k : keys) {
     Workload* w =
         k.workload.value() < workloads_.size() && workloads_[k.workload.value()]
-            ? &MutWorkload(k.workload)
+            ? &workloads_.Own(k.workload)
             : nullptr;
     if (w == nullptr || k.group >= w->groups.size()) continue;
     GroupState& state = w->groups[k.group];
     if (k.index >= static_cast<int32_t>(state.slot_nominated.size())) continue;
     const NodeId to = state.slot_nominated[k.index];
     if (!to.valid() || state.slot_node[k.index].valid()) continue;
+    workloads_.Edit(*w);
     Unreserve(to, state.pod);
     state.slot_nominated[k.index] = NodeId();
-    Changed(*w);
     // Dropped when the workload stopped running or shrank, or the node
     // changed since: the slot is then placed again like any lost pod. Room
     // other nominations hold may still be held by their victims (they
@@ -395,9 +394,9 @@ void Scheduler::CancelMoves(Workload& w) {
     for (size_t i = 0; i < group.slot_nominated.size(); ++i) {
       if (!group.slot_nominated[i].valid() || !group.slot_node[i].valid())
         continue;
+      workloads_.Edit(w);
       Unreserve(group.slot_nominated[i], group.pod);
       group.slot_nominated[i] = NodeId();
-      Changed(w);
     }
   }
 }

@@ -20,8 +20,8 @@
 namespace gangsched {
 void Scheduler::RunCycle(absl::Time now) {
   const int64_t revision = revision_;
-  const uint64_t changes = workload_changes_;
-  retired_.clear();  // no pointer from before the cycle is read again
+  const uint64_t edits = workloads_.edit_count();
+  workloads_.ClearRetired();  // no pointer from before the cycle is read again
   AdvanceUsage(now);
   // Resources only shrink during a cycle: a shape that failed stays failed.
   memo_.shape_failures.clear();
@@ -44,8 +44,9 @@ void Scheduler::RunCycle(absl::Time now) {
   // (Nor does growth change it: Explain's fork skips it once it has it.)
   if (explain_watch_ == nullptr || !explain_watch_->decision) GrowElastic(now);
   RecomputeQueueCounters();
-  PruneSettled();
-  last_cycle_changed_ = revision_ != revision || workload_changes_ != changes;
+  workloads_.PruneSettled();
+  last_cycle_changed_ =
+      revision_ != revision || workloads_.edit_count() != edits;
   last_cycle_at_ = now;
   next_cycle_due_.reset();
 }
@@ -58,7 +59,7 @@ absl::Time Scheduler::NextCycleDue() {
   // change the fair shares), the stale-gang grace, and min runtimes.
   absl::Time due = usage_.NextRefresh();
   bool waiting = false;
-  for (uint32_t id : to_visit_) {
+  for (uint32_t id : workloads_.to_visit()) {
     const Workload* w = workloads_[id].get();
     if (w == nullptr) continue;
     if (w->state == WorkloadState::kPending) {
@@ -76,7 +77,7 @@ absl::Time Scheduler::NextCycleDue() {
   if (waiting) {
     absl::flat_hash_map<uint32_t, std::pair<absl::Duration, absl::Duration>>
         min_runtimes;  // per leaf: preempt, reclaim
-    for (uint32_t id : active_) {
+    for (uint32_t id : workloads_.active()) {
       const Workload* w = workloads_[id].get();
       if (w == nullptr || w->state != WorkloadState::kRunning) continue;
       auto [it, added] = min_runtimes.try_emplace(w->queue.value());
@@ -92,22 +93,6 @@ absl::Time Scheduler::NextCycleDue() {
   }
   next_cycle_due_ = due;
   return due;
-}
-
-void Scheduler::PruneSettled() {
-  // What is settled now needs nothing from the next cycles until its
-  // record changes (Changed). Only what changed since the last check can
-  // have become settled.
-  for (uint32_t id : recheck_) {
-    if (!workloads_[id] || !workloads_[id]->to_recheck) continue;
-    Workload* w = &MutWorkload(id);
-    w->to_recheck = false;
-    if (w->in_to_visit && w->Settled()) {
-      to_visit_.erase(id);
-      w->in_to_visit = false;
-    }
-  }
-  recheck_.clear();
 }
 
 void Scheduler::PlaceGangMinimums(absl::Time now) {

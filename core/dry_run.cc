@@ -76,8 +76,8 @@ absl::StatusOr<AllocateAnswer> Scheduler::DryRun(const WorkloadSpec& spec,
 
 std::unique_ptr<Scheduler> Scheduler::Fork() const {
   std::unique_ptr<Scheduler> fork(new Scheduler(*this));
-  fork->explain_watch_ = nullptr;  // the watch is this one's, not the fork's
-  fork->retired_.clear();          // this one's, kept for its own pointers
+  fork->explain_watch_ = nullptr;   // the watch is this one's, not the fork's
+  fork->workloads_.ClearRetired();  // this one's, kept for its own pointers
   fork->fork_ = true;
   return fork;
 }

@@ -20,12 +20,12 @@ absl::StatusOr<std::vector<Eviction>> Scheduler::Preempt(
     absl::string_view workload_id, PreemptScope scope, bool requeue,
     bool dry_run, absl::Time now) {
   if (!dry_run) AdvanceUsage(now);
-  const WorkloadId* found = workload_ids_.Find(workload_id);
+  const WorkloadId* found = workloads_.IdOf(workload_id);
   if (found == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("workload_id: workload \"", workload_id, "\" not found"));
   }
-  Workload& w = MutWorkload(*found);
+  Workload& w = workloads_.Own(*found);
   if (w.state == WorkloadState::kReleased) {
     return absl::FailedPreconditionError(absl::StrCat(
         "workload_id: workload \"", workload_id, "\" is released"));
@@ -50,8 +50,7 @@ absl::StatusOr<std::vector<Eviction>> Scheduler::Preempt(
     // afterwards can change.
     if (w.state == WorkloadState::kReleasing &&
         w.requeue_after_eviction != requeue) {
-      w.requeue_after_eviction = requeue;
-      Changed(w);
+      workloads_.Edit(w).requeue_after_eviction = requeue;
     }
     return out;
   }

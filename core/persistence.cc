@@ -12,6 +12,7 @@ namespace gangsched {
 ChangeSet Scheduler::TakeChanges() {
   ChangeSet out;
   std::swap(out, changes_);
+  out.workloads = workloads_.TakeChanged();
   return out;
 }
 
@@ -109,7 +110,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
     return absl::DataLossError(
         absl::StrCat("stored workload \"", r.spec.id, "\": ", why));
   };
-  if (workload_ids_.Contains(r.spec.id)) return fail("restored twice");
+  if ((workloads_.IdOf(r.spec.id) != nullptr)) return fail("restored twice");
   const Queue* queue = FindQueue(r.spec.queue);
   bool released = r.state == WorkloadState::kReleased;
   if (queue == nullptr && released) {
@@ -142,10 +143,7 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
   }
   if (cls == nullptr) cls = FindClass("");
 
-  WorkloadId id = NewWorkloadId();
-  workloads_.Mut(id.value()) = CowPtr<Workload>::Make();
-  Workload& w = MutWorkload(id);
-  w.id = id;
+  Workload& w = workloads_.Create(r.spec.id);
   w.spec = r.spec;
   w.queue = queue->id;
   w.priority = r.has_class ? r.priority : cls->value;
@@ -174,16 +172,15 @@ absl::Status Scheduler::RestoreWorkload(const WorkloadRecord& r) {
         gs, ReplicaFlags(r.replica_live[g].begin(), r.replica_live[g].end())));
   }
   w.ResetGroupOrder();
-  workload_ids_.Set(r.spec.id, id);
   if (w.state == WorkloadState::kReleased) {
-    released_order_.push_back({id, w.submit_seq});
+    workloads_.RestoredReleased(w);
   } else {
     SetActive(w, true);
     queues_.CountWorkload(w.queue, 1);
     // Stuck by an older version (its evicted slots vanished with their
     // node): the first cycle settles it.
     if (w.state == WorkloadState::kReleasing && w.evictions.empty())
-      unsettled_.push_back(id);
+      unsettled_.push_back(w.id);
   }
   for (const WorkloadRecord::Slot& slot : r.slots) {
     if (slot.group >= w.groups.size() || slot.index < 0 ||
@@ -271,20 +268,20 @@ void Scheduler::RestoreCounters(int64_t revision, uint64_t submit_seq,
     cluster_.TouchAll();
   }
   revision_ = std::max(revision_, revision);
-  submit_seq_ = std::max(submit_seq_, submit_seq);
+  workloads_.RaiseSubmitSeq(submit_seq);
   RecomputeQueueCounters();
   changes_ = {};
+  workloads_.ForgetChanged();
   events_.clear();
   // The dropped records are deleted by the first commit.
-  for (std::string& id : dropped_at_restore_)
-    changes_.workloads.insert(std::move(id));
+  for (const std::string& id : dropped_at_restore_) workloads_.RecordGone(id);
   dropped_at_restore_.clear();
   // Who evictions under way were made for (not stored: derived).
-  for (uint32_t id : active_) {
+  for (uint32_t id : workloads_.active()) {
     for (const Eviction& e : workloads_[id]->evictions) {
-      const WorkloadId* it = workload_ids_.Find(e.preemptor);
+      const WorkloadId* it = workloads_.IdOf(e.preemptor);
       if (it != nullptr && workloads_[it->value()])
-        MutWorkload(*it).had_victims = true;
+        workloads_.Own(*it).had_victims = true;
     }
   }
   // What an older version left stuck moves on now, as real changes (events
@@ -306,15 +303,15 @@ absl::Status Scheduler::CheckConsistency() const {
   std::vector<ResourceVector> allocated(queues_.size());
   for (const auto& w : workloads_) {
     if (!w) continue;
-    // A cycle skips an active workload outside to_visit_: it must be one
-    // that no phase would change.
-    if (active_.contains(w->id.value()) && !to_visit_.contains(w->id.value()) &&
-        !w->Settled()) {
+    // A cycle skips an active workload outside workloads_.to_visit(): it must
+    // be one that no phase would change.
+    if (workloads_.active().contains(w->id.value()) &&
+        !workloads_.to_visit().contains(w->id.value()) && !w->Settled()) {
       return absl::InternalError(
           absl::StrCat("workload ", w->spec.id,
                        " is not settled, yet cycles no longer look at it"));
     }
-    if (w->in_to_visit != to_visit_.contains(w->id.value())) {
+    if (w->in_to_visit != workloads_.to_visit().contains(w->id.value())) {
       return absl::InternalError(
           absl::StrCat("workload ", w->spec.id,
                        "'s in_to_visit flag disagrees with the set"));
@@ -412,7 +409,7 @@ absl::Status Scheduler::CheckConsistency() const {
   for (uint32_t i = 0; i < workloads_.size(); ++i) {
     bool active =
         workloads_[i] && workloads_[i]->state != WorkloadState::kReleased;
-    if (active != active_.contains(i) ||
+    if (active != workloads_.active().contains(i) ||
         (workloads_[i] &&
          (active != workloads_[i]->in_active ||
           active !=
@@ -431,7 +428,7 @@ absl::Status Scheduler::CheckConsistency() const {
           absl::StrCat("queue ", q.spec.name, ": active priorities are stale"));
     }
   }
-  if (in_queues != active_.size()) {
+  if (in_queues != workloads_.active().size()) {
     return absl::InternalError("per-queue active sets are stale");
   }
   if (absl::Status s = cluster_.CheckIndexes(); !s.ok()) return s;

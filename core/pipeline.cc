@@ -155,7 +155,7 @@ void Scheduler::Pipeline(Workload& preemptor, const PlannedRequest& plan,
     waited_on.insert(u.workload);
     if (u.inherited) continue;  // evicted for it already
     Merged& m = merged[u.workload->submit_seq];
-    m.victim = &MutWorkload(u.workload->id);
+    m.victim = &workloads_.Own(u.workload->id);
     for (auto slot : u.slots) {
       if (std::find(m.slots.begin(), m.slots.end(), slot) == m.slots.end())
         m.slots.push_back(slot);
@@ -227,12 +227,12 @@ void Scheduler::SettleUnsettled(absl::Time now) {
   std::vector<WorkloadId> ids;
   ids.swap(unsettled_);
   for (WorkloadId id : ids) {
-    if (workloads_[id.value()]) SettleEvictions(MutWorkload(id), now);
+    if (workloads_[id.value()]) SettleEvictions(workloads_.Own(id), now);
   }
 }
 
 void Scheduler::ClearNominations(Workload& w) {
-  Changed(w);
+  workloads_.Edit(w);
   for (auto& group : w.groups) {
     for (size_t i = 0; i < group.slot_nominated.size(); ++i) {
       NodeId& n = group.slot_nominated[i];

@@ -74,7 +74,7 @@ absl::Status Scheduler::RemoveQueue(absl::string_view name) {
   // Its RELEASED history goes with it: a record naming a queue that no
   // longer exists could not be restored.
   for (uint32_t w = 0; w < workloads_.size(); ++w) {
-    if (workloads_[w] && workloads_[w]->queue == id) Forget(MutWorkload(w));
+    if (workloads_[w] && workloads_[w]->queue == id) Forget(workloads_.Own(w));
   }
   usage_.Remove(id);
   queues_.Remove(id);

@@ -46,8 +46,8 @@ absl::Status Scheduler::ApplyReplica(const ReplicaBatch& batch) {
   // 1. The workloads the batch names go first, freeing what they held, so
   //    nodes and queues below can change or go without side effects.
   auto drop = [&](const std::string& id) {
-    if (const WorkloadId* it = workload_ids_.Find(id))
-      DropReplicated(MutWorkload(*it));
+    if (const WorkloadId* it = workloads_.IdOf(id))
+      DropReplicated(workloads_.Own(*it));
   };
   for (const WorkloadRecord& r : batch.workloads) drop(r.spec.id);
   for (const std::string& id : batch.removed_workloads) drop(id);
@@ -110,7 +110,7 @@ absl::Status Scheduler::ApplyReplica(const ReplicaBatch& batch) {
   // 6. Counters as after a restore, the leader's fair shares, and nothing
   //    to announce or store.
   revision_ = std::max(revision_, batch.revision);
-  submit_seq_ = std::max(submit_seq_, batch.submit_seq);
+  workloads_.RaiseSubmitSeq(batch.submit_seq);
   RecomputeQueueCounters();
   if (!batch.fair_shares.empty()) {
     for (const auto& [name, share] : batch.fair_shares) {
@@ -125,21 +125,17 @@ absl::Status Scheduler::ApplyReplica(const ReplicaBatch& batch) {
     if (absl::Status s = RestoreUsage(name, usage); !s.ok())
       return fail(absl::StrCat("usage of queue ", name), s.message());
   }
-  PruneSettled();
+  workloads_.PruneSettled();
   unsettled_.clear();
   notices_ended_.clear();
   changes_ = {};
+  workloads_.ForgetChanged();
   events_.clear();
   warnings_.clear();
   // The released history is the leader's to forget: entries of workloads
   // dropped since are compacted away, so the list stays as long as what
   // is held.
-  if (released_order_.size() > 2 * options_.released_retention + 64) {
-    std::erase_if(released_order_, [&](const auto& entry) {
-      const auto& held = workloads_[entry.first.value()];
-      return !held || held->submit_seq != entry.second;
-    });
-  }
+  workloads_.CompactReleased(2 * options_.released_retention + 64);
   return absl::OkStatus();
 }
 

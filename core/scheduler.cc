@@ -73,7 +73,7 @@ absl::Status Scheduler::CheckClassRemoval(
     const std::vector<PriorityClass>& classes) const {
   // Only classes that exist now: a workload whose class was already gone
   // when the server started (it kept its admitted values) blocks nothing.
-  for (uint32_t id : active_) {
+  for (uint32_t id : workloads_.active()) {
     const Workload& w = *workloads_[id];
     // The class it was admitted with: a spec naming none uses the default
     // of its admission, which a reload may no more remove than a named one.
@@ -170,7 +170,7 @@ const PriorityClass* Scheduler::FindClass(absl::string_view name) const {
 // Workloads
 
 const Workload* Scheduler::FindWorkload(absl::string_view id) const {
-  const WorkloadId* it = workload_ids_.Find(id);
+  const WorkloadId* it = workloads_.IdOf(id);
   return it == nullptr ? nullptr : workloads_[it->value()].get();
 }
 
@@ -252,11 +252,10 @@ absl::Status Scheduler::ValidateAgainstState(const WorkloadSpec& spec,
 
 absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
   AdvanceUsage(now);
-  const WorkloadId* found = workload_ids_.Find(spec.id);
-  Workload* existing = found == nullptr ? nullptr : &MutWorkload(*found);
+  const WorkloadId* found = workloads_.IdOf(spec.id);
+  Workload* existing = found == nullptr ? nullptr : &workloads_.Own(*found);
   if (absl::Status s = CheckResourceNames(spec); !s.ok()) return s;
   if (absl::Status s = ValidateAgainstState(spec, existing); !s.ok()) return s;
-  changes_.workloads.insert(spec.id);
   if (existing && existing->state == WorkloadState::kReleased) {
     Forget(*existing);
     existing = nullptr;
@@ -264,29 +263,23 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
   const PriorityClass* cls = FindClass(spec.priority_class);
 
   if (existing == nullptr) {
-    WorkloadId id = NewWorkloadId();
-    workloads_.Mut(id.value()) = CowPtr<Workload>::Make();
-    Workload* w = &MutWorkload(id);
-    w->id = id;
+    Workload* w = &workloads_.Create(spec.id);
     w->created = now;
     w->waiting_since = now;
-    w->submit_seq = ++submit_seq_;
+    w->submit_seq = workloads_.NextSubmitSeq();
     w->queue = queues_.FindId(spec.queue);
-    w->spec.id = spec.id;
     existing = w;
-    workload_ids_.Set(spec.id, id);
     SetActive(*existing, true);
     queues_.CountWorkload(existing->queue, 1);
   }
-  Workload& w = *existing;
-  Changed(w);
+  Workload& w = workloads_.Edit(*existing);
   if (w.state == WorkloadState::kPipelined && !(w.spec == spec)) {
     ClearNominations(w);
     SetState(w, WorkloadState::kPending, now);
   }
   // Moving queues (allowed with nothing bound, so no roll-up holds it).
   if (QueueId to = queues_.FindId(spec.queue); to != w.queue) {
-    bool active = active_.contains(w.id.value());
+    bool active = workloads_.active().contains(w.id.value());
     SetActive(w, false);
     queues_.CountWorkload(w.queue, -1);
     w.queue = to;
@@ -299,7 +292,7 @@ absl::Status Scheduler::Submit(const WorkloadSpec& spec, absl::Time now) {
   ResourceVector bound = w.BoundResources();
   if (!bound.IsZero()) AddToQueuePath(w.queue, bound * -1, !w.preemptible);
   // Its queue counts active workloads by priority (Queue::active_priorities).
-  const bool counted = active_.contains(w.id.value());
+  const bool counted = workloads_.active().contains(w.id.value());
   if (counted) queues_.SetActive(w.queue, w.id.value(), w.priority, false);
   w.class_name = cls->name;
   w.priority = cls->value;
@@ -407,12 +400,12 @@ absl::StatusOr<ReleaseAnswer> Scheduler::Release(
     absl::string_view workload_id, const std::vector<SlotRef>& slots,
     bool shrink, absl::Time now) {
   AdvanceUsage(now);
-  const WorkloadId* found = workload_ids_.Find(workload_id);
+  const WorkloadId* found = workloads_.IdOf(workload_id);
   if (found == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("workload_id: workload \"", workload_id, "\" not found"));
   }
-  Workload& w = MutWorkload(*found);
+  Workload& w = workloads_.Own(*found);
   ReleaseAnswer answer;
   answer.workload_id = w.spec.id;
   if (w.state == WorkloadState::kReleased) {
@@ -519,18 +512,8 @@ void Scheduler::MarkReleased(Workload& w, absl::Time now) {
   w.pending = {};
   w.below_min_since = absl::InfiniteFuture();
   queues_.CountWorkload(w.queue, -1);
-  released_order_.push_back({w.id, w.submit_seq});
-  while (released_order_.size() > options_.released_retention) {
-    auto [old, seq] = released_order_.front();
-    released_order_.pop_front();
-    // The id may be another workload's by now (forgotten with its queue,
-    // or submitted again): only the one released here is forgotten.
-    const Workload* held = workloads_[old.value()].get();
-    if (held && held->submit_seq == seq &&
-        held->state == WorkloadState::kReleased) {
-      Forget(MutWorkload(old));
-    }
-  }
+  for (WorkloadId old : workloads_.Released(w, options_.released_retention))
+    Forget(workloads_.Own(old));
 }
 
 std::vector<Eviction> Scheduler::EvictionsOf(const Workload& w) const {
@@ -568,30 +551,16 @@ GroupState Scheduler::NewGroupState(const GroupSpec& gs,
   return state;
 }
 
-WorkloadId Scheduler::NewWorkloadId() {
-  if (!free_workload_ids_.empty()) {
-    WorkloadId id(free_workload_ids_.back());
-    free_workload_ids_.pop_back();
-    return id;
-  }
-  workloads_.EmplaceBack();
-  return WorkloadId(static_cast<uint32_t>(workloads_.size() - 1));
-}
-
 void Scheduler::Forget(Workload& w) {
-  Changed(w);  // gone: the store deletes it
-  workload_ids_.Erase(w.spec.id);
-  uint32_t id = w.id.value();
   SetActive(w, false);
-  workloads_.Mut(id).reset();
-  free_workload_ids_.push_back(id);
+  workloads_.Remove(w);
 }
 
 // ---------------------------------------------------------------------------
 // Bookkeeping
 
 Event& Scheduler::Record(EventType type, Workload& w, absl::Time now) {
-  Changed(w);
+  workloads_.Edit(w);
   Event& e = events_.emplace_back();
   e.revision = ++revision_;
   e.type = type;
@@ -605,7 +574,7 @@ Event& Scheduler::Record(EventType type, Workload& w, absl::Time now) {
 }
 
 void Scheduler::SetState(Workload& w, WorkloadState state, absl::Time now) {
-  Changed(w);
+  workloads_.Edit(w);
   if (state == WorkloadState::kRunning && w.state != WorkloadState::kRunning) {
     w.running_since = now;
   }
@@ -624,7 +593,7 @@ void Scheduler::SetPending(Workload& w, const PendingReason& reason,
   // Every cycle re-derives the reason of every gang still waiting; only a
   // different one is a change to store.
   if (reason == w.pending) return;
-  Changed(w);
+  workloads_.Edit(w);
   bool changed = reason.code != w.pending.code;
   w.pending = reason;
   if (changed) Record(EventType::kStateChanged, w, now);

@@ -41,11 +41,9 @@
 #include "core/spec.h"
 #include "core/usage.h"
 #include "core/workload.h"
+#include "core/workloads.h"
 
 namespace gangsched {
-
-// The workloads by id (WorkloadId); empty where an id is free.
-using WorkloadTable = CowTable<CowPtr<Workload>, 4>;
 
 struct Binding {
   std::string group;
@@ -187,15 +185,6 @@ struct ChangeSet {
   bool empty() const {
     return workloads.empty() && nodes.empty() && queues.empty();
   }
-  // Adds a workload's name. A gang's pods bind one after another, each
-  // recording the same name: the last name added is not looked up again
-  // (names are never taken out of the set, so it is still there).
-  void AddWorkload(const std::string& name) {
-    if (!workloads.empty() && name == last_workload) return;
-    workloads.insert(name);
-    last_workload = name;
-  }
-  std::string last_workload;  // AddWorkload's last
 };
 
 // Everything that makes up one workload's state: what a store keeps and a
@@ -259,7 +248,8 @@ struct SchedulerOptions {
   // The deepest a queue may sit in the tree (a top-level queue is at depth
   // 1). Checked when queues change; a stored tree is restored as it is.
   int32_t max_queue_depth = 16;
-  // Tests only: cycles walk every active workload instead of to_visit_,
+  // Tests only: cycles walk every active workload instead of the to-visit
+  // set (Workloads::to_visit),
   // the way they did before it, to check that skipping the settled ones
   // decides exactly the same.
   bool walk_every_active = false;
@@ -465,7 +455,7 @@ class Scheduler {
   const Node* FindNode(absl::string_view name) const;
   const NodeTable& nodes() const { return cluster_.nodes(); }
   const QueueTree& queues() const { return queues_; }
-  const WorkloadTable& workloads() const { return workloads_; }
+  const WorkloadTable& workloads() const { return workloads_.table(); }
   const ResourceTable& resources() const { return resources_; }
   // The placer's view of nodes() with both indexes (PlaceGang's options).
   PlacerOptions Indexed() const { return cluster_.Indexed(); }
@@ -526,7 +516,7 @@ class Scheduler {
   // Also settles what the records left stuck (a RELEASING workload with
   // nothing left to evict), as changes of `now`.
   void RestoreCounters(int64_t revision, uint64_t submit_seq, absl::Time now);
-  uint64_t submit_seq() const { return submit_seq_; }
+  uint64_t submit_seq() const { return workloads_.submit_seq(); }
 
   // --- replicas (docs/ARCHITECTURE.md, "Frontend read cache") ------------
   // A read replica is a Scheduler that never runs a cycle: it takes the
@@ -673,6 +663,7 @@ class Scheduler {
   // Sets restoring_, and with it whether binds update the node indexes.
   void SetRestoring(bool restoring) {
     restoring_ = restoring;
+    workloads_.set_recording(!restoring);
     cluster_.DeferIndexes(restoring);
   }
   // Between the first RestoreWorkload and RestoreCounters: binds do not
@@ -699,8 +690,6 @@ class Scheduler {
   void RecomputeQueueCounters();
   Event& Record(EventType type, Workload& w, absl::Time now);
   void Forget(Workload& w);
-  // A free slot in workloads_ (reused ids first).
-  WorkloadId NewWorkloadId();
   // A group with no pod bound yet and the given replicas wanted.
   // Its resource names must be known (InternResources).
   GroupState NewGroupState(const GroupSpec& spec,
@@ -1050,99 +1039,21 @@ class Scheduler {
 
   QueueTree queues_;  // the queues, their paths and roll-ups
 
-  // Index = WorkloadId. Shared with a dry run's copy in chunks of 16
-  // pointers, each workload until one of them writes (core/cow_ptr.h).
-  WorkloadTable workloads_;
-  // The workload to change: this scheduler's own copy (a dry run's copy
-  // shares every workload it has not changed, core/cow_ptr.h).
-  Workload& MutWorkload(uint32_t id) {
-    CowPtr<Workload>& slot = workloads_.Mut(id);
-    // The version a write replaces while a copy shares it stays alive and
-    // unchanged until the next cycle starts (or this copy goes): pointers
-    // taken to it before (a victim unit of the cycle, read again after its
-    // workload's first eviction) must not follow the other side, which may
-    // change it in place or drop it on another thread once it is the only
-    // holder (docs/ARCHITECTURE.md, "Dry runs on a copy").
-    if (slot.Shared()) retired_.push_back(slot);
-    return *slot.Mut();
-  }
-  Workload& MutWorkload(WorkloadId id) { return MutWorkload(id.value()); }
-  std::vector<CowPtr<Workload>> retired_;  // MutWorkload; RunCycle clears
-  std::vector<uint32_t> free_workload_ids_;
-  CowNameMap<WorkloadId> workload_ids_;
-  // Released workloads, oldest first, with their submit sequence (an id is
-  // reused once its workload is forgotten).
-  std::deque<std::pair<WorkloadId, uint64_t>> released_order_;
-  // Ids of the workloads that are not RELEASED, so cycles walk the live
-  // work and not the retained history (SetState, Submit, Forget and
-  // RestoreWorkload keep it).
-  CowIdSet active_;
-  // The active workloads a cycle may have something to do for: all but
-  // the settled ones (Workload::Settled: running, whole, nothing to grow,
-  // no reason). A workload joins when it becomes active and whenever its
-  // stored record changes (Changed), and leaves when a cycle ends with it
-  // settled; every phase of a cycle would leave a settled workload as it
-  // is, so cycles walk the work that is moving, not every running gang.
-  CowIdSet to_visit_;
-  // Keeps active_, to_visit_ and the workload's queue's set; `active`
-  // false removes.
+  // The workloads, by id and name, with the active and to-visit sets and
+  // what changed for the store (core/workloads.h).
+  Workloads workloads_;
+  // Keeps the workload table's active sets and the workload's queue's;
+  // `active` false removes.
   void SetActive(Workload& w, bool active) {
-    if (w.in_active == active) {
-      if (active) {
-        MarkToVisit(w);
-      } else if (w.in_to_visit) {
-        to_visit_.erase(w.id.value());
-        w.in_to_visit = false;
-      }
-      return;
-    }
-    w.in_active = active;
-    queues_.SetActive(w.queue, w.id.value(), w.priority, active);
-    if (active) {
-      active_.insert(w.id.value());
-      MarkToVisit(w);
-    } else {
-      active_.erase(w.id.value());
-      to_visit_.erase(w.id.value());
-      w.in_to_visit = false;
-    }
+    if (workloads_.SetActive(w, active))
+      queues_.SetActive(w.queue, w.id.value(), w.priority, active);
   }
-  // `w`'s stored record changed: the store writes it, and the next cycle
-  // looks at it.
-  void Changed(Workload& w) {
-    ++workload_changes_;
-    if (!restoring_) changes_.AddWorkload(w.spec.id);
-    if (w.state != WorkloadState::kReleased) MarkToVisit(w);
-  }
-  // Into to_visit_, and onto recheck_ (the cycle's end checks whether it
-  // is settled: only what changed since can have become so).
-  void MarkToVisit(Workload& w) {
-    if (!w.in_to_visit) {
-      to_visit_.insert(w.id.value());
-      w.in_to_visit = true;
-    }
-    if (!w.to_recheck) {
-      recheck_.push_back(w.id.value());
-      w.to_recheck = true;
-    }
-  }
-  std::vector<uint32_t> recheck_;
-  // Drops what became settled since the last call from to_visit_ (the end
-  // of a cycle, and of a replica's batch).
-  void PruneSettled();
-  // The workloads in to_visit_, by id; a copy of the ids, so `visit` may
-  // change states (and so the sets). Each is this scheduler's own (a dry
-  // run's copy makes it so), so the cycle may keep pointers to them while
-  // it changes them and others.
+  // The workloads a cycle visits (Workloads::ForEachToVisit).
   template <typename Visit>
   void ForEachToVisit(Visit&& visit) {
-    const CowIdSet& walk = options_.walk_every_active ? active_ : to_visit_;
-    std::vector<uint32_t> ids(walk.begin(), walk.end());
-    for (uint32_t id : ids) {
-      if (workloads_[id]) visit(MutWorkload(id));
-    }
+    workloads_.ForEachToVisit(options_.walk_every_active,
+                              std::forward<Visit>(visit));
   }
-  uint64_t submit_seq_ = 0;
 
   int64_t revision_ = 0;
   // Gang shapes that did not fit in this cycle, with why (and whether they
@@ -1197,10 +1108,9 @@ class Scheduler {
     return options;
   }
   CycleMemo memo_;
-  // NextCycleDue: whether the last cycle changed anything (every change to
-  // a workload goes through Changed, and events through Record), when it
-  // ran, and the due time worked out since (nullopt: not yet).
-  uint64_t workload_changes_ = 0;
+  // NextCycleDue: whether the last cycle changed anything (an edit of a
+  // workload, Workloads::edit_count, or an event, Record), when it ran, and
+  // the due time worked out since (nullopt: not yet).
   bool last_cycle_changed_ = true;
   absl::Time last_cycle_at_ = absl::InfinitePast();
   std::optional<absl::Time> next_cycle_due_;

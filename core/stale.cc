@@ -26,8 +26,7 @@ void Scheduler::ExpireStaleGangs(absl::Time now) {
       return;
     }
     if (w.below_min_since == absl::InfiniteFuture()) {
-      w.below_min_since = now;
-      Changed(w);
+      workloads_.Edit(w).below_min_since = now;
     }
     if (now - w.below_min_since < options_.stale_gang_grace) return;
     // Stranded below its minimum too long: give back what it holds and wait

@@ -142,7 +142,7 @@ std::vector<Scheduler::VictimUnit> Scheduler::InheritedVictims(
     const Workload& preemptor) const {
   std::vector<VictimUnit> out;
   if (!preemptor.had_victims) return out;
-  for (uint32_t id : active_) {
+  for (uint32_t id : workloads_.active()) {
     const Workload& v = *workloads_[id];
     for (const Eviction& e : v.evictions) {
       if (e.preemptor != preemptor.spec.id) continue;

@@ -177,11 +177,12 @@ struct Workload {
   // way: a victim search for it then counts them first. Derived (set by
   // Pipeline and by a restore), so searches of other gangs skip the walk.
   bool had_victims = false;
-  // The Scheduler's bookkeeping of its to_visit_ set (cycles skip settled
-  // workloads): in it, and due for the settled check at the cycle's end.
+  // The workload table's bookkeeping of its to-visit set (core/workloads.h;
+  // cycles skip settled workloads): in it, and due for the settled check at
+  // the cycle's end.
   bool in_to_visit = false;
   bool to_recheck = false;
-  // In the active sets (Scheduler::SetActive): a state change that keeps
+  // In the active sets (Workloads::SetActive): a state change that keeps
   // it active (PENDING to RUNNING) then looks nothing up.
   bool in_active = false;
   // Announced, unconfirmed evictions of this workload's own slots.
