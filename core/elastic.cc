@@ -77,6 +77,13 @@ void Scheduler::GrowElastic(absl::Time now) {
     leaves.push_back(std::move(leaf));
   }
   absl::flat_hash_set<std::string> no_room;  // shapes that did not fit
+  // Explain's watch (explain_watch_): each such shape's failed placement,
+  // for a watched workload skipped for it.
+  absl::flat_hash_map<std::string, GangPlacement> no_room_placements;
+  ExplainWatch* const watch = explain_watch_;
+  auto watching = [&](const Workload& w) {
+    return watch != nullptr && watch->id == w.id.value() && !watch->growth;
+  };
   // A replica's shape, when its fit does not depend on its own pods.
   auto shareable_shape = [](const GangRequest& request) {
     return PinnedByBoundPods(request) ? std::string() : ShapeKey(request);
@@ -86,6 +93,14 @@ void Scheduler::GrowElastic(absl::Time now) {
     while (!no_room.empty() && !leaf.entries.empty()) {
       if (!leaf.shape) leaf.shape = shareable_shape(leaf.plan.request);
       if (leaf.shape->empty() || !no_room.contains(*leaf.shape)) return;
+      if (const Workload& w = *leaf.entries.begin()->w; watching(w)) {
+        GangDecision skipped;
+        skipped.plan = leaf.plan;
+        skipped.placement = no_room_placements[*leaf.shape];
+        watch->growth_checks = QueueChecks(w, TotalOf(skipped.plan.request));
+        watch->growth = std::move(skipped);
+        watch->growth_skipped = true;
+      }
       leaf.entries.erase(leaf.entries.begin());
       refresh(leaf);
     }
@@ -100,13 +115,20 @@ void Scheduler::GrowElastic(absl::Time now) {
         PlannedRequest plan = std::exchange(leaf.plan, {});
         Workload& w = *entry.w;
         const GangDecision decision = DecideElasticReplica(w, std::move(plan));
+        if (watching(w)) {
+          watch->growth_checks = QueueChecks(w, TotalOf(decision.plan.request));
+          watch->growth = decision;
+        }
         const bool granted = decision.action == GangAction::kBind;
         if (granted) {
           ApplyGangDecision(w, decision, now);
         } else if (decision.reason.code == PendingCode::kNone) {
           if (std::string shape = shareable_shape(decision.plan.request);
-              !shape.empty())
+              !shape.empty()) {
+            if (watch != nullptr)
+              no_room_placements.try_emplace(shape, decision.placement);
             no_room.insert(std::move(shape));
+          }
         }
         if (granted && has_next_replica(w)) {
           ++entry.grants;

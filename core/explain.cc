@@ -166,31 +166,93 @@ absl::StatusOr<ExplainAnswer> Scheduler::DecideExplain(
     return answer;
   }
 
-  PlannedRequest plan = PlanElasticReplica(w);
-  ResourceVector need = TotalOf(plan.request);
-  if (plan.request.replicas.empty()) {
+  if (PlanElasticReplica(w).request.replicas.empty()) {
     lines.push_back(w.state == WorkloadState::kRunning
                         ? "Every desired pod is bound; nothing is waiting."
                         : "Nothing of it is waiting to be placed.");
-    answer.text = absl::StrJoin(lines, "\n");
-    return answer;
-  }
-  lines.push_back(absl::StrCat("Its next elastic replica needs ",
-                               PodsOf(plan.request),
-                               " pods: ", resources_.Describe(need), "."));
-  AddQueueLines(w, need, QueueChecks(w, need), lines, answer);
-  GangPlacement now_placement =
-      TryPlaceGang(cluster_.nodes(), resources_, plan.request, Indexed());
-  if (now_placement.result == PlaceResult::kPlaced) {
+  } else if (w.state != WorkloadState::kRunning) {
     lines.push_back(
-        "The nodes have room for it now; it is placed in the next cycle "
-        "unless its queue checks fail or others are ahead.");
+        absl::StrCat("It has elastic replicas to place, but grows "
+                     "only while RUNNING; it is ",
+                     ToString(w.state), "."));
   } else {
-    answer.node_rejections = now_placement.rejections;
-    lines.push_back(absl::StrCat("Nodes: ", now_placement.message, "."));
+    // Elastic growth (docs/SCHEDULING.md, "Elastic growth and shrink"): the
+    // next cycle, on this fork, with a watch on its next replica.
+    ExplainWatch watch;
+    watch.id = w.id.value();
+    explain_watch_ = &watch;
+    RunCycle(now);
+    explain_watch_ = nullptr;
+    RenderGrowth(w, watch, lines, answer);
   }
   answer.text = absl::StrJoin(lines, "\n");
   return answer;
+}
+
+void Scheduler::RenderGrowth(const Workload& before, const ExplainWatch& watch,
+                             std::vector<std::string>& lines,
+                             ExplainAnswer& answer) const {
+  if (!watch.growth) {
+    // Only a step before growth that changed it (none does today) leaves
+    // no decision: say what the cycle left.
+    const Workload* after = FindWorkload(before.spec.id);
+    lines.push_back(
+        after == nullptr
+            ? "The next cycle does not grow it: it is gone after it."
+            : absl::StrCat("The next cycle does not grow it; after it, it is ",
+                           ToString(after->state), "."));
+    return;
+  }
+  const GangDecision& d = *watch.growth;
+  const ResourceVector need = TotalOf(d.plan.request);
+  answer.next_replica = true;
+  answer.next =
+      d.action == GangAction::kBind ? GangAction::kBind : GangAction::kNothing;
+  size_t pod = 0;
+  for (const PlacementReplica& replica : d.plan.request.replicas) {
+    for (int32_t p = 0; p < replica.pods; ++p, ++pod) {
+      answer.growth_slots.push_back(
+          {before.spec.groups[replica.group].name, d.plan.slots[pod]});
+    }
+  }
+  lines.push_back(absl::StrCat("Its next elastic replica needs ",
+                               PodsOf(d.plan.request),
+                               " pods: ", resources_.Describe(need), "."));
+  AddQueueLines(before, need, watch.growth_checks, lines, answer);
+  if (d.action == GangAction::kBind) {
+    std::map<std::string, int32_t> pods_on;  // node name -> pods
+    ForEachPlacedPod(d.plan, d.placement,
+                     [&](uint32_t g, int32_t slot, NodeId node, DeviceMask) {
+                       const std::string& name = cluster_.node(node).name;
+                       answer.next_bindings.push_back(
+                           {before.spec.groups[g].name, slot, name, {}});
+                       ++pods_on[name];
+                     });
+    std::vector<std::string> nodes;
+    for (const auto& [name, pods] : pods_on)
+      nodes.push_back(
+          absl::StrCat(name, " (", pods, pods == 1 ? " pod)" : " pods)"));
+    lines.push_back(absl::StrCat("The next cycle grows it by this replica, on ",
+                                 absl::StrJoin(nodes, ", "), "."));
+    return;
+  }
+  if (d.reason.code != PendingCode::kNone) {
+    answer.next_pending = d.reason;
+    lines.push_back(absl::StrCat(
+        "So the next cycle does not grow it: ", ToString(d.reason.code), ": ",
+        d.reason.message, " (growth never preempts)."));
+    return;
+  }
+  answer.node_rejections = d.placement.rejections;
+  lines.push_back(absl::StrCat(
+      watch.growth_skipped
+          ? "Nodes: an earlier replica of the same shape found no room in the "
+            "same cycle: "
+          : "Nodes: ",
+      d.placement.message, "."));
+  lines.push_back(
+      "So the next cycle does not grow it; it grows once room frees (growth "
+      "never preempts).");
 }
 
 void Scheduler::AddQueueLines(const Workload& w, const ResourceVector& need,

@@ -174,6 +174,13 @@ struct ExplainAnswer {
   // of it is already being evicted, or nothing is bound), and it waits
   // whole again, with no pending reason until a cycle gives it one.
   bool stale = false;
+  // A RUNNING workload at its minimum with an elastic replica to grow: the
+  // decisions above are the next cycle's for that replica (`growth_slots`,
+  // its pods). kBind: `next_bindings`; kNothing: it stays as it is, with
+  // the queue check that refused it in `next_pending`, or no reason when
+  // the nodes had no room (`node_rejections`).
+  bool next_replica = false;
+  std::vector<SlotRef> growth_slots;
 };
 
 // Names touched since the last TakeChanges: what a store must write (or
@@ -871,10 +878,21 @@ class Scheduler {
     // `stale`: what that step evicted of it (maybe nothing).
     bool expired = false;
     std::vector<Eviction> stale;
+    // GrowElastic's first decision for the workload's next replica, with
+    // its queue checks as they stood then; `skipped`: not tried, as a
+    // replica of the same shape found no room earlier in the pass (the
+    // decision then carries that replica's placement).
+    std::optional<GangDecision> growth;
+    std::vector<QueueCheck> growth_checks;
+    bool growth_skipped = false;
   };
   ExplainWatch* explain_watch_ = nullptr;  // a fork's, during Explain only
   // The lines and fields Explain gives for a gang minimum, from `watch`
   // (after this fork's cycle) and `before` (the workload before it).
+  // The same for the next elastic replica (ExplainWatch::growth).
+  void RenderGrowth(const Workload& before, const ExplainWatch& watch,
+                    std::vector<std::string>& lines,
+                    ExplainAnswer& answer) const;
   void RenderGangDecision(const Workload& before, const ExplainWatch& watch,
                           std::vector<std::string>& lines,
                           ExplainAnswer& answer) const;

@@ -985,6 +985,29 @@ class RandomRun {
     const std::string said = absl::StrCat(
         id, ": Explain said ", ToString(why->next), ", the cycle left it ",
         Describe(*after), "\n", why->text, "\n");
+    if (why->next_replica) {
+      // Its next elastic replica: the cycle grows it by exactly the pods
+      // Explain named on the nodes it named, or leaves them unbound.
+      if (why->growth_slots.empty()) return absl::StrCat(said, "no replica");
+      if (why->next == GangAction::kBind) {
+        ++growth_bound_;
+      } else {
+        std::set<std::string> unbound;
+        for (const SlotRef& r : why->growth_slots) {
+          for (const std::string& b : bound) {
+            if (b.starts_with(absl::StrCat(r.group, "/", r.index, "@")))
+              unbound.insert(b);
+          }
+        }
+        if (!unbound.empty()) {
+          return absl::StrCat(said,
+                              "grown after all: ", absl::StrJoin(unbound, " "));
+        }
+        ++(why->next_pending.code == PendingCode::kNone ? growth_no_room_
+                                                        : growth_refused_);
+        return "";
+      }
+    }
     switch (why->next) {
       case GangAction::kNothing:
         return "";
@@ -1337,6 +1360,9 @@ class RandomRun {
   std::vector<std::string> leaves_;
   std::vector<std::string> ids_;
   int stale_explained_ = 0;  // ExplainThenCycle: stale expiries foretold
+  // ExplainThenCycle: next elastic replicas foretold bound, refused by a
+  // queue check, and left for want of room.
+  int growth_bound_ = 0, growth_refused_ = 0, growth_no_room_ = 0;
 };
 
 // For any request in any state the random operations reach, a dry run
@@ -1376,6 +1402,7 @@ TEST(PropertyTest, ExplainSaysWhatTheNextCycleDecides) {
   constexpr int kSteps = 40;
   std::map<GangAction, int> seen;
   int stale = 0;
+  int growth_bound = 0, growth_refused = 0, growth_no_room = 0;
   for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
     RandomRun run(seed);
     run.AddFirstNodes();
@@ -1390,8 +1417,17 @@ TEST(PropertyTest, ExplainSaysWhatTheNextCycleDecides) {
       ASSERT_EQ(run.Check(), "") << "seed " << seed << " step " << step;
     }
     stale += run.stale_explained_;
+    growth_bound += run.growth_bound_;
+    growth_refused += run.growth_refused_;
+    growth_no_room += run.growth_no_room_;
   }
   EXPECT_GT(stale, 0);  // a lost gang past its grace, foretold
+  // Elastic growth foretold, each way.
+  EXPECT_GT(growth_bound, 0);
+  EXPECT_GT(growth_refused, 0);
+  EXPECT_GT(growth_no_room, 0);
+  std::printf("growth: %d bound, %d refused, %d without room\n", growth_bound,
+              growth_refused, growth_no_room);
   // Every kind of decision was compared, many times over (about 2,500
   // binds, 4,400 pending, 290 pipelined and 17 consolidations in 600
   // sequences).
