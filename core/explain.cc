@@ -53,6 +53,11 @@ std::string WhyNoVictims(const VictimSearchNotes& notes) {
   return absl::StrJoin(parts, "; ");
 }
 
+// "1 pod", "3 pods".
+std::string Pods(int64_t n) {
+  return absl::StrCat(n, n == 1 ? " pod" : " pods");
+}
+
 // The latest notice among `evictions` ("" when none gives one).
 std::string NoticeInWords(const std::vector<Eviction>& evictions) {
   absl::Time last = absl::InfinitePast();
@@ -106,8 +111,11 @@ absl::StatusOr<ExplainAnswer> Scheduler::DecideExplain(
                    w.spec.queue, " (priority class ", w.class_name, ", ",
                    w.preemptible ? "preemptible" : "non-preemptible", ")."));
   if (w.pending.code != PendingCode::kNone) {
-    lines.push_back(absl::StrCat("Pending: ", ToString(w.pending.code), ": ",
-                                 w.pending.message));
+    // Stored by the last cycle: a change since (a spec edit, freed room)
+    // shows in the decision below, not here.
+    lines.push_back(absl::StrCat(
+        "Pending, as the last cycle left it: ", ToString(w.pending.code), ": ",
+        w.pending.message));
   }
   // docs/SCHEDULING.md, "Preemption with notice": a victim is told when
   // its pods go.
@@ -129,6 +137,13 @@ absl::StatusOr<ExplainAnswer> Scheduler::DecideExplain(
         ", sooner if they go first."));
   }
 
+  if (w.state == WorkloadState::kReleased) {
+    lines.push_back(
+        "It is released: nothing of it is placed again unless it is "
+        "submitted again.");
+    answer.text = absl::StrJoin(lines, "\n");
+    return answer;
+  }
   const bool gang_step = w.state == WorkloadState::kPending || !w.AtMinimum();
   if (gang_step) {
     // The next cycle, on this fork, with a watch on the workload: what it
@@ -193,14 +208,27 @@ void Scheduler::RenderGrowth(const Workload& before, const ExplainWatch& watch,
                              std::vector<std::string>& lines,
                              ExplainAnswer& answer) const {
   if (!watch.growth) {
-    // Only a step before growth that changed it (none does today) leaves
-    // no decision: say what the cycle left.
+    // An earlier step of the cycle changed it so that growth passed it
+    // by: another gang's preemption or reclaim took it (it is RELEASING
+    // after the cycle), or it lost pods. Say what the cycle left.
     const Workload* after = FindWorkload(before.spec.id);
-    lines.push_back(
-        after == nullptr
-            ? "The next cycle does not grow it: it is gone after it."
-            : absl::StrCat("The next cycle does not grow it; after it, it is ",
-                           ToString(after->state), "."));
+    if (after == nullptr) {
+      lines.push_back("The next cycle does not grow it: it is gone after it.");
+      return;
+    }
+    std::vector<std::string> taken;
+    for (const Eviction& e : after->evictions) {
+      taken.push_back(absl::StrCat(
+          Pods(static_cast<int64_t>(e.slots.size())), " by ",
+          ToString(e.reason),
+          e.preemptor.empty() ? "" : absl::StrCat(" for ", e.preemptor)));
+    }
+    lines.push_back(absl::StrCat(
+        "The next cycle does not grow it",
+        taken.empty() ? ""
+                      : absl::StrCat(": it evicts ", absl::StrJoin(taken, ", "),
+                                     " first"),
+        "; after it, it is ", ToString(after->state), "."));
     return;
   }
   const GangDecision& d = *watch.growth;
@@ -216,31 +244,35 @@ void Scheduler::RenderGrowth(const Workload& before, const ExplainWatch& watch,
     }
   }
   lines.push_back(absl::StrCat("Its next elastic replica needs ",
-                               PodsOf(d.plan.request),
-                               " pods: ", resources_.Describe(need), "."));
+                               Pods(PodsOf(d.plan.request)), ": ",
+                               resources_.Describe(need), "."));
   AddQueueLines(before, need, watch.growth_checks, lines, answer);
   if (d.action == GangAction::kBind) {
-    std::map<std::string, int32_t> pods_on;  // node name -> pods
-    ForEachPlacedPod(d.plan, d.placement,
-                     [&](uint32_t g, int32_t slot, NodeId node, DeviceMask) {
-                       const std::string& name = cluster_.node(node).name;
-                       answer.next_bindings.push_back(
-                           {before.spec.groups[g].name, slot, name, {}});
-                       ++pods_on[name];
-                     });
-    std::vector<std::string> nodes;
-    for (const auto& [name, pods] : pods_on)
-      nodes.push_back(
-          absl::StrCat(name, " (", pods, pods == 1 ? " pod)" : " pods)"));
-    lines.push_back(absl::StrCat("The next cycle grows it by this replica, on ",
-                                 absl::StrJoin(nodes, ", "), "."));
+    std::vector<std::string> pods;
+    ForEachPlacedPod(
+        d.plan, d.placement,
+        [&](uint32_t g, int32_t slot, NodeId node, DeviceMask) {
+          const std::string& name = cluster_.node(node).name;
+          const std::string& group = before.spec.groups[g].name;
+          answer.next_bindings.push_back({group, slot, name, {}});
+          pods.push_back(absl::StrCat(group, "/", slot, " on ", name));
+        });
+    lines.push_back(absl::StrCat(
+        "The next cycle grows it, first by this replica: ",
+        absl::StrJoin(pods, ", "),
+        "; it goes on with its next replicas in the same cycle while room "
+        "and its queues allow, in turn with other growing workloads."));
     return;
   }
   if (d.reason.code != PendingCode::kNone) {
     answer.next_pending = d.reason;
     lines.push_back(absl::StrCat(
         "So the next cycle does not grow it: ", ToString(d.reason.code), ": ",
-        d.reason.message, " (growth never preempts)."));
+        d.reason.message,
+        d.reason.code == PendingCode::kQueueLimit
+            ? " (growth never preempts, not even lower-priority work under "
+              "the limit)."
+            : "."));
     return;
   }
   answer.node_rejections = d.placement.rejections;
@@ -319,12 +351,12 @@ void Scheduler::RenderGangDecision(const Workload& before,
   const GangDecision& d = *watch.decision;
   const DecisionTrace& t = watch.trace;
   answer.next = d.action;
-  lines.push_back(
-      t.lost ? absl::StrCat("The ", PodsOf(d.plan.request),
-                            " pods missing from its gang minimum need ",
-                            resources_.Describe(t.need), ".")
-             : absl::StrCat("Its gang minimum needs ", PodsOf(d.plan.request),
-                            " pods: ", resources_.Describe(t.need), "."));
+  lines.push_back(t.lost ? absl::StrCat("The ", Pods(PodsOf(d.plan.request)),
+                                        " missing from its gang minimum need ",
+                                        resources_.Describe(t.need), ".")
+                         : absl::StrCat("Its gang minimum needs ",
+                                        Pods(PodsOf(d.plan.request)), ": ",
+                                        resources_.Describe(t.need), "."));
   AddQueueLines(before, t.need, t.queue_checks, lines, answer);
 
   // The nominated or bound nodes of the decision, group/index@node.

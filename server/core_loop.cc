@@ -62,7 +62,9 @@ CoreLoop::CoreLoop(Options options, std::unique_ptr<Scheduler> scheduler,
       events_(events),
       store_(store),
       idempotency_(options.idempotency_capacity),
-      test_now_(options.test_clock.value_or(absl::InfinitePast())) {}
+      test_now_(options.test_clock.value_or(absl::InfinitePast())),
+      test_now_nanos_(
+          options.test_clock ? absl::ToUnixNanos(*options.test_clock) : 0) {}
 
 CoreLoop::~CoreLoop() { Stop(); }
 
@@ -221,7 +223,11 @@ void CoreLoop::Run() {
       state_lock_.Lock();
     }
     for (auto& item : batch) {
-      if (item.clock) test_now_ = ctx.now = *item.clock;
+      if (item.clock) {
+        test_now_ = ctx.now = *item.clock;
+        test_now_nanos_.store(absl::ToUnixNanos(test_now_),
+                              std::memory_order_release);
+      }
       cycle |= item.cycle;
       if (item.apply) {
         item.apply(ctx);

@@ -141,6 +141,14 @@ class CoreLoop {
   // the inbox is full.
   bool PostClock(std::optional<absl::Time> at, bool cycle,
                  std::function<void()> done);
+  // The time the core decides at: the wall clock, or under
+  // Options::test_clock the clock PostClock last set. Any thread: dry runs
+  // and Explain decide on forks at this time, so that their cycle is the
+  // one the core would run.
+  absl::Time Now() const {
+    if (!options_.test_clock) return absl::Now();
+    return absl::FromUnixNanos(test_now_nanos_.load(std::memory_order_acquire));
+  }
   // Runs `read` on this thread against the scheduler when that can be done
   // without waiting: the core is not inside a batch and every batch it
   // computed has been committed and answered, so what `read` sees is
@@ -216,7 +224,8 @@ class CoreLoop {
   std::thread thread_;
   uint64_t cycle_ = 0;
   absl::Time last_cycle_ = absl::InfinitePast();
-  absl::Time test_now_;  // Options::test_clock: the core's time
+  absl::Time test_now_;                  // Options::test_clock: the core's time
+  std::atomic<int64_t> test_now_nanos_;  // test_now_, for Now()
 
   // Held exclusively by the core thread while it changes the scheduler,
   // shared by TryRead.

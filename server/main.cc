@@ -342,7 +342,7 @@ absl::StatusOr<std::string> ExplainText(CoreLoop& core, const std::string& id) {
     return absl::DeadlineExceededError("the scheduler did not answer in time");
   }
   std::shared_ptr<Scheduler> fork = result.get();
-  auto answer = fork->DecideExplain(id, absl::Now());
+  auto answer = fork->DecideExplain(id, core.Now());
   if (!answer.ok()) return answer.status();
   return answer->text;
 }

@@ -474,8 +474,8 @@ grpc::ServerUnaryReactor* SchedulerService::Allocate(
       return Reject(metrics_, ctx, "Allocate", ToGrpc(s));
     // The dry run decides on its own copy of the state (Scheduler::Fork).
     auto dry = std::make_shared<AllocateParsed>(*std::move(parsed));
-    auto decide = [dry, response](Scheduler& fork) {
-      auto answer = fork.DecideDryRun(dry->spec, dry->what_if, absl::Now());
+    auto decide = [this, dry, response](Scheduler& fork) {
+      auto answer = fork.DecideDryRun(dry->spec, dry->what_if, core_->Now());
       if (!answer.ok()) return ToGrpc(answer.status());
       ToProto(*answer, response);
       return grpc::Status::OK;
@@ -817,8 +817,8 @@ grpc::ServerUnaryReactor* SchedulerService::Explain(
   std::string id = request->workload_id();
   // Explain runs the next cycle on a fork and words what it decides for the
   // workload (Scheduler::Explain): decided off the core, as a dry run is.
-  return DecideOnFork(ctx, "Explain", [id, response](Scheduler& fork) {
-    const absl::Time now = absl::Now();
+  return DecideOnFork(ctx, "Explain", [this, id, response](Scheduler& fork) {
+    const absl::Time now = core_->Now();
     auto answer = fork.DecideExplain(id, now);
     if (!answer.ok()) return ToGrpc(answer.status());
     response->set_workload_id(answer->workload_id);

@@ -4,11 +4,15 @@
 // fork and reports the decision it applied: ExplainAnswer::next and its
 // fields) before any cycle has seen the gang, then runs the cycle and checks
 // that it did just that. Preemption, reclaim, min runtimes, a queue limit,
-// the in-queue order and room held for pipelined gangs.
+// the in-queue order, room held for pipelined gangs, and elastic growth
+// (the next replica of a RUNNING gang at its minimum, ExplainAnswer::
+// next_replica).
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/scheduler.h"
 #include "gtest/gtest.h"
 #include "tests/core/test_util.h"
@@ -51,6 +55,25 @@ class DecideTest : public ::testing::Test {
     for (const Eviction& e : evictions) out.push_back({e.workload, e.reason});
     std::sort(out.begin(), out.end());
     return out;
+  }
+
+  void Release(const std::string& id) {
+    absl::StatusOr<ReleaseAnswer> r = s_->Release(id, {}, false, Now());
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  // Bound pods of `id`, as group/index@node.
+  std::vector<std::string> Bound(const std::string& id) {
+    std::vector<std::string> out;
+    absl::StatusOr<AllocateAnswer> a = s_->Answer(id);
+    EXPECT_TRUE(a.ok()) << a.status();
+    if (!a.ok()) return out;
+    for (const Binding& b : a->bindings)
+      out.push_back(absl::StrCat(b.group, "/", b.index, "@", b.node));
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  static std::string Named(const Binding& b) {
+    return absl::StrCat(b.group, "/", b.index, "@", b.node);
   }
 
   std::unique_ptr<Scheduler> s_;
@@ -244,6 +267,160 @@ TEST_F(DecideTest, AGangNoNodeCouldHoldIsUnsatisfiable) {
       << d.text;
   Cycle();
   EXPECT_EQ(W("big").pending, d.next_pending);
+}
+
+// Elastic growth: with room freed, the next replica of a gang at its
+// minimum binds where the decision said, and only one replica is its
+// decision (the cycle goes on growing it while room lasts).
+TEST_F(DecideTest, TheNextElasticReplicaBindsWhereRoomFreed) {
+  ASSERT_TRUE(s_->UpsertQueue(GpuQueue("q", 8)).ok());
+  s_->UpsertNodes({GpuNode("n0", 8)}, Now());
+  Submit(Workload("filler", {Group("w", 1, 4, 4)}, "q"));
+  Submit(Workload("el", {Group("w", 1, 2, 6)}, "q"));
+  Cycle();
+  ASSERT_EQ(Bound("el").size(), 4u);  // its minimum, then two replicas
+  Release("filler");
+  ExplainAnswer d = Decision("el");
+  EXPECT_TRUE(d.next_replica) << d.text;
+  EXPECT_EQ(d.next, GangAction::kBind) << d.text;
+  ASSERT_EQ(d.next_bindings.size(), 1u) << d.text;
+  ASSERT_EQ(d.growth_slots.size(), 1u);
+  EXPECT_EQ(d.next_bindings[0].index, d.growth_slots[0].index);
+  EXPECT_NE(d.text.find(absl::StrCat("first by this replica: w/",
+                                     d.growth_slots[0].index, " on n0;")),
+            std::string::npos)
+      << d.text;
+  Cycle();
+  const std::vector<std::string> bound = Bound("el");
+  EXPECT_EQ(bound.size(), 6u);
+  EXPECT_NE(std::find(bound.begin(), bound.end(), Named(d.next_bindings[0])),
+            bound.end());
+}
+
+// Growth never preempts: at its queue's limit the next replica is refused
+// with the limit's reason, and lower-priority work under the same limit
+// keeps its room (a gang minimum would take it, AtALimitLowerPriority…).
+TEST_F(DecideTest, GrowthStopsAtAQueueLimitAndTakesNothing) {
+  ASSERT_TRUE(s_->UpsertQueue(GpuQueue("q", 4, /*limit=*/4)).ok());
+  s_->UpsertNodes({GpuNode("n0", 8)}, Now());
+  Submit(Workload("low", {Group("w", 1, 2, 2)}, "q", "train"));
+  Cycle();
+  Submit(Workload("el", {Group("w", 1, 2, 4)}, "q", "inference"));
+  Cycle();
+  ASSERT_EQ(Bound("el").size(), 2u);
+  ExplainAnswer d = Decision("el");
+  EXPECT_TRUE(d.next_replica) << d.text;
+  EXPECT_EQ(d.next, GangAction::kNothing) << d.text;
+  EXPECT_EQ(d.next_pending.code, PendingCode::kQueueLimit) << d.text;
+  EXPECT_TRUE(d.would_evict.empty()) << d.text;
+  EXPECT_NE(d.text.find("growth never preempts"), std::string::npos) << d.text;
+  Cycle();
+  EXPECT_EQ(Bound("el").size(), 2u);
+  EXPECT_TRUE(W("low").evictions.empty());
+  EXPECT_EQ(W("low").state, WorkloadState::kRunning);
+  // Nothing waits as far as the workload's state goes: it is RUNNING.
+  EXPECT_EQ(W("el").pending, PendingReason{});
+}
+
+// Growth comes after every gang minimum of the cycle: a gang that waits
+// takes the freed room first, and the elastic replica finds none.
+TEST_F(DecideTest, GangMinimumsGoBeforeGrowth) {
+  ASSERT_TRUE(s_->UpsertQueue(GpuQueue("q", 8)).ok());
+  s_->UpsertNodes({GpuNode("n0", 8)}, Now());
+  Submit(Workload("filler", {Group("w", 1, 4, 4)}, "q"));
+  Submit(Workload("el", {Group("w", 1, 2, 6)}, "q"));
+  Cycle();
+  Release("filler");
+  Submit(Workload("gang", {Group("w", 1, 4, 4)}, "q"));
+  ExplainAnswer d = Decision("el");
+  EXPECT_TRUE(d.next_replica) << d.text;
+  EXPECT_EQ(d.next, GangAction::kNothing) << d.text;
+  EXPECT_EQ(d.next_pending.code, PendingCode::kNone) << d.text;
+  EXPECT_FALSE(d.node_rejections.empty()) << d.text;
+  EXPECT_NE(d.text.find("grows once room frees"), std::string::npos) << d.text;
+  Cycle();
+  EXPECT_EQ(W("gang").state, WorkloadState::kRunning);
+  EXPECT_EQ(Bound("el").size(), 4u);
+}
+
+// Growth follows the fair-share order between queues: with room for two
+// replicas, the queue below its share grows, and the other's replica of
+// the same shape is skipped for want of room, which Explain says.
+TEST_F(DecideTest, GrowthGoesToTheQueueBelowItsShare) {
+  ASSERT_TRUE(s_->UpsertQueue(GpuQueue("a", 4)).ok());
+  ASSERT_TRUE(s_->UpsertQueue(GpuQueue("b", 4)).ok());
+  s_->UpsertNodes({GpuNode("n0", 8)}, Now());
+  Submit(Workload("fa", {Group("w", 1, 2, 2)}, "a"));
+  Submit(Workload("ea", {Group("w", 1, 2, 2, 4)}, "a"));
+  Submit(Workload("eb", {Group("w", 1, 2, 2, 6)}, "b"));
+  Submit(Workload("eb2", {Group("w", 1, 2, 2, 6)}, "b"));
+  Cycle();
+  ASSERT_EQ(Bound("ea").size(), 2u);
+  ASSERT_EQ(Bound("eb").size(), 2u);
+  ASSERT_EQ(Bound("eb2").size(), 2u);
+  // All three ask for more: a is at 2 of its 4 once fa goes, b at 4 of 4.
+  Submit(Workload("ea", {Group("w", 1, 2, 4)}, "a"));
+  Submit(Workload("eb", {Group("w", 1, 2, 4, 6)}, "b"));
+  Submit(Workload("eb2", {Group("w", 1, 2, 4, 6)}, "b"));
+  Release("fa");
+  ExplainAnswer da = Decision("ea");
+  EXPECT_EQ(da.next, GangAction::kBind) << da.text;
+  // b's older workload tries and finds no room; its younger one, of the
+  // same shape, is passed by.
+  ExplainAnswer db = Decision("eb");
+  EXPECT_TRUE(db.next_replica) << db.text;
+  EXPECT_EQ(db.next, GangAction::kNothing) << db.text;
+  EXPECT_EQ(db.next_pending.code, PendingCode::kNone) << db.text;
+  EXPECT_FALSE(db.node_rejections.empty()) << db.text;
+  EXPECT_EQ(db.text.find("same shape"), std::string::npos) << db.text;
+  ExplainAnswer db2 = Decision("eb2");
+  EXPECT_EQ(db2.next, GangAction::kNothing) << db2.text;
+  EXPECT_NE(db2.text.find("an earlier replica of the same shape found no room"),
+            std::string::npos)
+      << db2.text;
+  EXPECT_FALSE(db2.node_rejections.empty()) << db2.text;
+  Cycle();
+  EXPECT_EQ(Bound("ea").size(), 4u);
+  EXPECT_EQ(Bound("eb").size(), 2u);
+  EXPECT_EQ(Bound("eb2").size(), 2u);
+}
+
+// A gang minimum's preemption earlier in the same cycle takes the elastic
+// gang whole: growth passes it by, and Explain says who took it.
+TEST_F(DecideTest, AnElasticGangPreemptedInTheSameCycleDoesNotGrow) {
+  ASSERT_TRUE(s_->UpsertQueue(GpuQueue("q", 8)).ok());
+  s_->UpsertNodes({GpuNode("n0", 8)}, Now());
+  Submit(Workload("el", {Group("w", 1, 8, 10)}, "q", "train"));
+  Cycle();
+  ASSERT_EQ(Bound("el").size(), 8u);
+  Submit(Workload("infer", {Group("w", 1, 4, 4)}, "q", "inference"));
+  ExplainAnswer d = Decision("el");
+  EXPECT_FALSE(d.next_replica) << d.text;
+  EXPECT_EQ(d.next, GangAction::kNothing) << d.text;
+  EXPECT_NE(d.text.find("it evicts 8 pods by preempt for infer first; after "
+                        "it, it is RELEASING"),
+            std::string::npos)
+      << d.text;
+  Cycle();
+  EXPECT_EQ(W("el").state, WorkloadState::kReleasing);
+  EXPECT_EQ(W("infer").state, WorkloadState::kPipelined);
+}
+
+// A released workload is explained as released, not as "released by the
+// next cycle".
+TEST_F(DecideTest, AReleasedWorkloadIsExplainedAsReleased) {
+  ASSERT_TRUE(s_->UpsertQueue(GpuQueue("q", 8)).ok());
+  s_->UpsertNodes({GpuNode("n0", 8)}, Now());
+  Submit(Workload("done", {Group("w", 1, 2, 2)}, "q"));
+  Cycle();
+  Release("done");
+  ASSERT_EQ(W("done").state, WorkloadState::kReleased);
+  ExplainAnswer r = Decision("done");
+  EXPECT_EQ(r.next, GangAction::kNothing);
+  EXPECT_NE(r.text.find("It is released: nothing of it is placed again"),
+            std::string::npos)
+      << r.text;
+  EXPECT_EQ(r.text.find("next cycle"), std::string::npos) << r.text;
 }
 
 }  // namespace

@@ -366,3 +366,67 @@ def test_the_test_clock_needs_its_input_and_output(fd: int) -> None:
         preexec_fn=lambda: os.close(fd))
     assert run.returncode == 2
     assert "--test-clock needs standard input and output open" in run.stderr
+
+
+def _say(proc: subprocess.Popen, line: str) -> None:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(f"{line}\n".encode())
+    proc.stdin.flush()
+    answer = proc.stdout.readline().decode().strip()
+    assert answer.startswith("ok "), f"{line!r}: {answer!r}"
+
+
+def test_explain_and_dry_runs_decide_at_the_test_clock(tmp_path: Path) -> None:
+    """Explain and a dry run run their cycle at the core's clock: under
+    --test-clock a min runtime that has not passed in test time still holds
+    (they once decided at the wall clock, years after the test clock, and so
+    foretold a preemption the cycle would not make)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "priority_classes:\n"
+        "  - {name: train, value: 50, preemptible: true}\n"
+        "  - {name: inference, value: 125, preemptible: false}\n"
+        "default_priority_class: train\n")
+    port = free_port()
+    proc = subprocess.Popen(
+        [SERVER, "--ephemeral", f"--test-clock={EPOCH}",
+         f"--listen=127.0.0.1:{port}", "--metrics-listen=",
+         f"--config={config}"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=open(tmp_path / "server.stderr", "w"))
+    client = gangsched.Client(f"127.0.0.1:{port}", timeout=10)
+    try:
+        wait_until(lambda: proc.poll() is not None or _serving(client), 10,
+                   "the server to serve")
+        client.upsert_queue({"name": "q", "preempt_min_runtime": 600,
+                             "resources": {GPU: {"quota": "8"}}})
+        client.upsert_nodes([{"name": "n0", "allocatable": {
+            "cpu": "64", "memory": "512Gi", GPU: "8"}}])
+
+        def spec(wid: str, cls: str, pods: int) -> dict[str, Any]:
+            return {"id": wid, "queue": "q", "priority_class": cls,
+                    "groups": [{"name": "w", "resources": {GPU: "1"},
+                                "min_count": pods, "desired_count": pods}]}
+
+        client.allocate(spec("low", "train", 8))
+        _say(proc, "cycle")
+        assert client.get_workload("low").state == 3  # RUNNING
+        client.allocate(spec("high", "inference", 4))
+        _say(proc, f"at {EPOCH + 60}")
+        # low has run one minute of its ten: nothing may be preempted yet.
+        held = client.explain("high").text
+        assert "preempt_min_runtime" in held, held
+        assert "A preemption would evict" not in held, held
+        assert client.allocate(spec("high", "inference", 4),
+                               dry_run=True).state == 1  # PENDING
+        _say(proc, f"at {EPOCH + 601}")
+        due = client.explain("high").text
+        assert "A preemption would evict: low" in due, due
+        assert client.allocate(spec("high", "inference", 4),
+                               dry_run=True).state == 2  # PIPELINED
+        _say(proc, "cycle")
+        assert client.get_workload("high").state == 2  # as foretold
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(10)
