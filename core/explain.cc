@@ -146,13 +146,7 @@ absl::StatusOr<ExplainAnswer> Scheduler::DecideExplain(
   }
   const bool gang_step = w.state == WorkloadState::kPending || !w.AtMinimum();
   if (gang_step) {
-    // The next cycle, on this fork, with a watch on the workload: what it
-    // decides is what Explain says, so Explain cannot disagree with it.
-    ExplainWatch watch;
-    watch.id = w.id.value();
-    explain_watch_ = &watch;
-    RunCycle(now);
-    explain_watch_ = nullptr;
+    const ExplainWatch watch = WatchNextCycle(w, now);
     RenderGangDecision(w, watch, lines, answer);
     if (watch.expired) {
       // docs/SCHEDULING.md, "Failures": the grace ran out, whatever kept
@@ -191,17 +185,23 @@ absl::StatusOr<ExplainAnswer> Scheduler::DecideExplain(
                      "only while RUNNING; it is ",
                      ToString(w.state), "."));
   } else {
-    // Elastic growth (docs/SCHEDULING.md, "Elastic growth and shrink"): the
-    // next cycle, on this fork, with a watch on its next replica.
-    ExplainWatch watch;
-    watch.id = w.id.value();
-    explain_watch_ = &watch;
-    RunCycle(now);
-    explain_watch_ = nullptr;
-    RenderGrowth(w, watch, lines, answer);
+    // Elastic growth (docs/SCHEDULING.md, "Elastic growth and shrink").
+    RenderGrowth(w, WatchNextCycle(w, now), lines, answer);
   }
   answer.text = absl::StrJoin(lines, "\n");
   return answer;
+}
+
+Scheduler::ExplainWatch Scheduler::WatchNextCycle(const Workload& w,
+                                                  absl::Time now) {
+  // What the cycle decides is what Explain says, so Explain cannot
+  // disagree with it.
+  ExplainWatch watch;
+  watch.id = w.id.value();
+  explain_watch_ = &watch;
+  RunCycle(now);
+  explain_watch_ = nullptr;
+  return watch;
 }
 
 void Scheduler::RenderGrowth(const Workload& before, const ExplainWatch& watch,

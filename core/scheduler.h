@@ -887,6 +887,8 @@ class Scheduler {
     bool growth_skipped = false;
   };
   ExplainWatch* explain_watch_ = nullptr;  // a fork's, during Explain only
+  // Runs the next cycle on this fork with a watch on `w`.
+  ExplainWatch WatchNextCycle(const Workload& w, absl::Time now);
   // The lines and fields Explain gives for a gang minimum, from `watch`
   // (after this fork's cycle) and `before` (the workload before it).
   // The same for the next elastic replica (ExplainWatch::growth).
