@@ -96,7 +96,7 @@ void Scheduler::GrowElastic(absl::Time now) {
       if (const Workload& w = *leaf.entries.begin()->w; watching(w)) {
         GangDecision skipped;
         skipped.plan = leaf.plan;
-        skipped.placement = no_room_placements[*leaf.shape];
+        skipped.placement = no_room_placements.at(*leaf.shape);
         watch->growth_checks = QueueChecks(w, TotalOf(skipped.plan.request));
         watch->growth = std::move(skipped);
         watch->growth_skipped = true;

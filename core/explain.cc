@@ -5,6 +5,7 @@
 // fair-share checks up its queue path, the nodes rejected by reason,
 // consolidation, and what a preemption would evict, each as the cycle tried
 // them.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -216,8 +217,19 @@ void Scheduler::RenderGrowth(const Workload& before, const ExplainWatch& watch,
       lines.push_back("The next cycle does not grow it: it is gone after it.");
       return;
     }
+    // The evictions the cycle made (not those already under way).
+    auto made_before = [&](const Eviction& e) {
+      return std::any_of(before.evictions.begin(), before.evictions.end(),
+                         [&](const Eviction& b) {
+                           return b.reason == e.reason &&
+                                  b.preemptor == e.preemptor &&
+                                  b.noticed == e.noticed &&
+                                  b.slots.size() == e.slots.size();
+                         });
+    };
     std::vector<std::string> taken;
     for (const Eviction& e : after->evictions) {
+      if (made_before(e)) continue;
       taken.push_back(absl::StrCat(
           Pods(static_cast<int64_t>(e.slots.size())), " by ",
           ToString(e.reason),

@@ -19,14 +19,12 @@ Workload& Workloads::Create(const std::string& name) {
   w.id = id;
   w.spec.id = name;
   ids_.Set(name, id);
-  ++edits_;
-  if (recording_) AddChanged(name);
+  Recorded(name);
   return w;
 }
 
 void Workloads::Remove(Workload& w) {
-  ++edits_;
-  if (recording_) AddChanged(w.spec.id);  // gone: the store deletes it
+  Recorded(w.spec.id);  // gone: the store deletes it
   ids_.Erase(w.spec.id);
   const uint32_t id = w.id.value();
   table_.Mut(id).reset();

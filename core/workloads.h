@@ -62,8 +62,7 @@ class Workloads {
   Workload& Edit(WorkloadId id) { return Edit(id.value()); }
   // The same for a workload already taken with Own or Edit.
   Workload& Edit(Workload& w) {
-    ++edits_;
-    if (recording_) AddChanged(w.spec.id);
+    Recorded(w.spec.id);
     if (w.state != WorkloadState::kReleased) MarkToVisit(w);
     return w;
   }
@@ -161,6 +160,12 @@ class Workloads {
   void ClearRetired() { retired_.clear(); }
 
  private:
+  // An edit of the workload named `name`: counted, and named for the store
+  // unless restoring.
+  void Recorded(const std::string& name) {
+    ++edits_;
+    if (recording_) AddChanged(name);
+  }
   void AddChanged(const std::string& name) {
     // A gang's pods bind one after another, each an edit of the same
     // workload: the last name is not looked up again (names leave the set
