@@ -12,6 +12,7 @@
 // stored") fails here at once. Every few batches the run restarts: a new
 // Scheduler is restored from the mirror, must equal the old one, and goes
 // on in its place.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -1365,16 +1366,40 @@ class RandomRun {
   int growth_bound_ = 0, growth_refused_ = 0, growth_no_room_ = 0;
 };
 
+// The seeds a property test walks: its usual number of sequences from seed
+// 1, unless the environment says otherwise. PROP_SEQUENCES=N runs N (by
+// hand); PROP_SCALE=F runs F times the usual number; PROP_FIRST_SEED=S
+// starts at S. ctest's sanitized run takes a third of each test's
+// sequences, on seeds the Release run does not walk (tests/CMakeLists.txt).
+struct Seeds {
+  uint32_t first = 1;
+  int count = 0;
+  uint32_t end() const { return first + static_cast<uint32_t>(count); }
+};
+
+Seeds SeedsFor(int usual) {
+  Seeds seeds;
+  seeds.count = usual;
+  if (const char* n = getenv("PROP_SEQUENCES")) {
+    seeds.count = atoi(n);
+  } else if (const char* f = getenv("PROP_SCALE")) {
+    seeds.count = std::max(1, static_cast<int>(usual * atof(f)));
+  }
+  if (const char* first = getenv("PROP_FIRST_SEED"))
+    seeds.first = static_cast<uint32_t>(atoi(first));
+  return seeds;
+}
+
 // For any request in any state the random operations reach, a dry run
 // answers exactly what the committed request then answers (bindings,
 // nominations, evictions, state, pending reason, scale hints; the revision
 // aside), with and without what-if changes, and commits nothing.
 TEST(PropertyTest, ADryRunAnswersWhatTheCommittedRequestDoes) {
-  const int kSequences =
-      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 600;
+  const Seeds seeds = SeedsFor(600);
+  const int kSequences = seeds.count;
   constexpr int kSteps = 40;
   int compared = 0;
-  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+  for (uint32_t seed = seeds.first; seed < seeds.end(); ++seed) {
     RandomRun run(seed);
     run.AddFirstNodes();
     for (int step = 0; step < kSteps; ++step) {
@@ -1397,13 +1422,13 @@ TEST(PropertyTest, ADryRunAnswersWhatTheCommittedRequestDoes) {
 // evicts, or which reason it gives, the cycle then does (checked on the
 // decision, not on text).
 TEST(PropertyTest, ExplainSaysWhatTheNextCycleDecides) {
-  const int kSequences =
-      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 600;
+  const Seeds seeds = SeedsFor(600);
+  const int kSequences = seeds.count;
   constexpr int kSteps = 40;
   std::map<GangAction, int> seen;
   int stale = 0;
   int growth_bound = 0, growth_refused = 0, growth_no_room = 0;
-  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+  for (uint32_t seed = seeds.first; seed < seeds.end(); ++seed) {
     RandomRun run(seed);
     run.AddFirstNodes();
     for (int step = 0; step < kSteps; ++step) {
@@ -1442,12 +1467,12 @@ TEST(PropertyTest, ExplainSaysWhatTheNextCycleDecides) {
 // "Event-driven cycles"): in any state the random operations reach, a
 // cycle run before then records no event and changes no workload.
 TEST(PropertyTest, ACycleBeforeItIsDueChangesNothing) {
-  const int kSequences =
-      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 600;
+  const Seeds seeds = SeedsFor(600);
+  const int kSequences = seeds.count;
   constexpr int kSteps = 40;
   int checked = 0;
   int timed = 0;
-  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+  for (uint32_t seed = seeds.first; seed < seeds.end(); ++seed) {
     RandomRun run(seed);
     run.AddFirstNodes();
     for (int step = 0; step < kSteps; ++step) {
@@ -1464,11 +1489,11 @@ TEST(PropertyTest, ACycleBeforeItIsDueChangesNothing) {
 }
 
 TEST(PropertyTest, AForkDecidesAsTheStateWasWhenItWasMade) {
-  const int kSequences =
-      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) / 2 : 300;
+  const Seeds seeds = SeedsFor(300);
+  const int kSequences = seeds.count;
   constexpr int kSteps = 30;
   int forked = 0;
-  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+  for (uint32_t seed = seeds.first; seed < seeds.end(); ++seed) {
     RandomRun run(seed + 50000);
     run.AddFirstNodes();
     for (int step = 0; step < kSteps; ++step) {
@@ -1517,9 +1542,8 @@ void DecideTheSame(uint32_t seed, RandomRun& fast, RandomRun& full) {
 // core/domain_cache.h: gang searches that walk the kept domain orders
 // decide as those that list every domain of a level.
 TEST(PropertyTest, KeptDomainOrdersDecideAsListingThem) {
-  const int kSequences =
-      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 600;
-  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+  const Seeds seeds = SeedsFor(600);
+  for (uint32_t seed = seeds.first; seed < seeds.end(); ++seed) {
     RandomRun kept(seed),
         listed(seed, /*walk_every_active=*/false, /*cache_domains=*/false);
     DecideTheSame(seed, kept, listed);
@@ -1535,10 +1559,10 @@ TEST(PropertyTest, KeptDomainOrdersDecideAsListingThem) {
 // in random leaves on too few nodes, releases in between: the events (who
 // was bound where, in which order, who waits why) must be the same.
 TEST(PropertyTest, TheFairShareTournamentPicksAsPlayingEveryChild) {
-  const int kSequences =
-      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 300;
+  const Seeds seeds = SeedsFor(300);
+  const int kSequences = seeds.count;
   int64_t bound = 0;
-  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+  for (uint32_t seed = seeds.first; seed < seeds.end(); ++seed) {
     std::mt19937 rng(seed);
     auto pick = [&](int n) {
       return static_cast<int>(
@@ -1626,9 +1650,8 @@ TEST(PropertyTest, TheFairShareTournamentPicksAsPlayingEveryChild) {
 }
 
 TEST(PropertyTest, SkippingSettledWorkloadsDecidesTheSame) {
-  const int kSequences =
-      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 600;
-  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(kSequences); ++seed) {
+  const Seeds seeds = SeedsFor(600);
+  for (uint32_t seed = seeds.first; seed < seeds.end(); ++seed) {
     RandomRun fast(seed), full(seed, /*walk_every_active=*/true);
     DecideTheSame(seed, fast, full);
     if (::testing::Test::HasFatalFailure()) return;
@@ -1636,17 +1659,12 @@ TEST(PropertyTest, SkippingSettledWorkloadsDecidesTheSame) {
 }
 
 TEST(PropertyTest, RandomSequencesKeepEveryInvariant) {
-  // PROP_SEQUENCES=N runs more (or fewer) sequences by hand; PROP_FIRST_SEED
-  // starts them elsewhere (ctest's sanitized run takes the 3,000 in two
-  // halves, side by side).
-  const int kSequences =
-      getenv("PROP_SEQUENCES") ? atoi(getenv("PROP_SEQUENCES")) : 3000;
-  const uint32_t first_seed =
-      getenv("PROP_FIRST_SEED") ? atoi(getenv("PROP_FIRST_SEED")) : 1;
+  // (ctest's sanitized run takes its third in two halves, side by side.)
+  const Seeds seeds = SeedsFor(3000);
+  const int kSequences = seeds.count;
   constexpr int kSteps = 40;
   int moved = 0;
-  for (uint32_t seed = first_seed;
-       seed < first_seed + static_cast<uint32_t>(kSequences); ++seed) {
+  for (uint32_t seed = seeds.first; seed < seeds.end(); ++seed) {
     if (getenv("PROP_TRACE")) fprintf(stderr, "seed %u\n", seed);
     RandomRun run(seed);
     run.AddFirstNodes();
