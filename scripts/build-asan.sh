@@ -18,7 +18,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DGANGSCHED_BUILD_FUZZ=ON -DGANGSCHED_BUILD_BENCH=OFF \
+  -DGANGSCHED_BUILD_FUZZ=ON -DGANGSCHED_BUILD_BENCH=OFF -DGANGSCHED_UNITY=ON \
   -DGANGSCHED_WERROR="${GANGSCHED_WERROR:-OFF}" \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null

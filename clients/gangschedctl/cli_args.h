@@ -54,6 +54,12 @@ struct FlagSpec {
   std::string help = "";
 };
 
+// --request-id, the idempotency key of the commands that change state.
+inline const FlagSpec kRequestIdFlag = {.name = "request-id",
+                                        .takes_value = true,
+                                        .value_name = "ID",
+                                        .help = "idempotency key"};
+
 // The flags and positional arguments of one command invocation.
 class ParsedArgs {
  public:

@@ -16,10 +16,6 @@ namespace {
 
 namespace v1 = ::gangsched::v1;
 
-const FlagSpec kRequestIdFlag = {.name = "request-id",
-                                 .takes_value = true,
-                                 .value_name = "ID",
-                                 .help = "idempotency key"};
 const FlagSpec kReasonFlag = {.name = "reason",
                               .takes_value = true,
                               .value_name = "TEXT",

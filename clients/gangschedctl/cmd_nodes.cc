@@ -20,10 +20,6 @@ namespace {
 
 namespace v1 = ::gangsched::v1;
 
-const FlagSpec kRequestIdFlag = {.name = "request-id",
-                                 .takes_value = true,
-                                 .value_name = "ID",
-                                 .help = "idempotency key"};
 const FlagSpec kPrintRequestFlag = {
     .name = "print-request",
     .hidden = true,
