@@ -263,8 +263,13 @@ Scheduler::GangDecision Scheduler::DecideGangMinimum(
   if (trace != nullptr)
     trace->placed_before = cached != memo.shape_failures.end();
   if (cached == memo.shape_failures.end()) {
-    GangPlacement placement = TryPlaceGang(cluster_.nodes(), resources_,
-                                           plan().request, CycleIndexed(memo));
+    PlacerOptions first = CycleIndexed(memo);
+    if (!lost && options_.keep_reasons) {
+      memo.reasons.Follow(cluster_);
+      first.kept_reasons = &memo.reasons.For(shape);
+    }
+    GangPlacement placement =
+        TryPlaceGang(cluster_.nodes(), resources_, plan().request, first);
     if (placement.result == PlaceResult::kPlaced) {
       plan();
       d.action = GangAction::kBind;

@@ -903,12 +903,12 @@ class Attempt {
           if (options_.reasons) {
             absl::StrAppend(&out->message, " (", DescribeRejections(), ")");
             out->rejections = RejectionCounts();
-            out->filtered = std::any_of(rejections_.begin(), rejections_.end(),
-                                        [](const auto& r) {
-                                          return r.first.reason == kTaint ||
-                                                 r.first.reason == kAffinity ||
-                                                 r.first.reason == kSelector;
-                                        });
+            out->filtered =
+                counted_ ? counted_filtered_
+                         : std::any_of(rejections_.begin(), rejections_.end(),
+                                       [](const auto& r) {
+                                         return FilterReason(r.first.reason);
+                                       });
           }
           out->nodes.resize(replica_begin);  // all of a replica or none
           out->devices.resize(replica_begin);
@@ -979,6 +979,30 @@ class Attempt {
     return std::max<int64_t>(n, 0);
   }
 
+  // The text of a taint or affinity reason (before Reject turns it into
+  // a detail).
+  std::string DetailText(const Rejection& why) const {
+    const PlacementGroup& group = request_.groups[why.group];
+    return why.reason == kTaint
+               ? absl::StrCat("with taint ", TaintText(*why.taint),
+                              " that group ", group.name, " does not tolerate")
+               : absl::StrCat(
+                     "outside the node affinity of group ", group.name, " (",
+                     AffinityText(group.filter.affinity->required), ")");
+  }
+
+  // The text RejectionCounts gives a reason (before Reject).
+  std::string TextOf(const Rejection& why) const {
+    if (why.reason == kTaint || why.reason == kAffinity) return DetailText(why);
+    std::string text = why.reason;
+    if (why.reason == kInsufficient) text += resources_.Name(why.resource);
+    return text;
+  }
+
+  static bool FilterReason(const char* reason) {
+    return reason == kTaint || reason == kAffinity || reason == kSelector;
+  }
+
   void Reject(Rejection why) {
     if (why.reason == kOutside) return;
     if (why.reason == kTaint || why.reason == kAffinity) {
@@ -990,17 +1014,8 @@ class Attempt {
       };
       auto it = std::find_if(details_.begin(), details_.end(), same);
       if (it == details_.end()) {
-        const PlacementGroup& group = request_.groups[why.group];
         it = details_.insert(
-            it,
-            {why.reason, why.group, why.taint,
-             why.reason == kTaint
-                 ? absl::StrCat("with taint ", TaintText(*why.taint),
-                                " that group ", group.name,
-                                " does not tolerate")
-                 : absl::StrCat(
-                       "outside the node affinity of group ", group.name, " (",
-                       AffinityText(group.filter.affinity->required), ")")});
+            it, {why.reason, why.group, why.taint, DetailText(why)});
       }
       why.detail = static_cast<uint32_t>(it - details_.begin()) + 1;
       why.taint = nullptr;
@@ -1017,6 +1032,7 @@ class Attempt {
 
   // (reason, nodes), by reason.
   std::vector<std::pair<std::string, int32_t>> RejectionCounts() const {
+    if (counted_) return *counted_;
     std::map<std::string, int32_t> by_text;
     for (const auto& [why, count] : rejections_) {
       std::string text = why.reason;
@@ -1387,9 +1403,95 @@ class Attempt {
     return *kept->by_score.begin();
   }
 
+  // Counts why each node turns the group's next pod away from the kept
+  // reasons (core/kept_reasons.h) instead of walking every node, after the
+  // index found no node for it: the nodes whose room changed since are
+  // read again, and those this attempt booked on are read as they are now.
+  // False, leaving it to the walk, where a node's reason is not its own
+  // alone (domains, strict pack or spread, freed room, avoided nodes) or a
+  // node would take the pod.
+  bool CountKept(uint32_t g) {
+    KeptReasons::Shape* shape = options_.kept_reasons;
+    if (shape == nullptr || options_.freed != nullptr ||
+        options_.avoid != nullptr || options_.ignore_usage ||
+        options_.ignore_reserved || domain_ || group_domain_[g] ||
+        segment_domain_[g]) {
+      return false;
+    }
+    const PlacementGroup& group = request_.groups[g];
+    const StrategyRules& rules = RulesOf(group.placement.strategy);
+    if (rules.one_pod_per_node || rules.one_node) return false;
+    if (shape->groups.size() <= g) shape->groups.resize(g + 1);
+    KeptReasons::Group& kept = shape->groups[g];
+    auto booked = [&](uint32_t id) {
+      return extra_.Contains(id) || devices_.Contains(id) ||
+             booked_pods_.Contains(id);
+    };
+    auto reason = [&](uint32_t id) -> int32_t {
+      const Node& node = nodes_[id];
+      if (!node.live) return KeptReasons::kNotCounted;
+      const std::optional<Rejection> why =
+          Check(id, node, FreeOn(id, node), g, left_[g]);
+      if (!why) return KeptReasons::kFits;
+      if (why->reason == kOutside) return KeptReasons::kNotCounted;
+      return shape->TextId(TextOf(*why), FilterReason(why->reason));
+    };
+    // A group's texts name it: another name (same shape) counts again.
+    if (!kept.counted || kept.of.size() != nodes_.size() ||
+        kept.name != group.name) {
+      kept = {};
+      kept.counted = true;
+      kept.name = group.name;
+      kept.of.assign(nodes_.size(), KeptReasons::kNotCounted);
+      for (uint32_t id = 0; id < nodes_.size(); ++id)
+        kept.Set(id, booked(id) ? KeptReasons::kStale : reason(id));
+    } else {
+      std::vector<uint32_t> stale;
+      stale.swap(kept.stale);
+      for (uint32_t id : stale) {
+        if (booked(id)) {
+          kept.stale.push_back(id);  // still kStale
+        } else {
+          kept.Set(id, reason(id));
+        }
+      }
+    }
+    // Nodes the index did not give yet would take the pod: the walk says.
+    if (kept.fits > 0) return false;
+    std::vector<int32_t> count = kept.count;
+    bool fits = false;
+    auto recount = [&](uint32_t id) {
+      const int32_t was = kept.of[id];
+      if (was >= 0) --count[static_cast<size_t>(was)];
+      const int32_t now = reason(id);
+      if (now == KeptReasons::kFits) fits = true;
+      if (now < 0) return;
+      if (count.size() <= static_cast<size_t>(now)) count.resize(now + 1, 0);
+      ++count[static_cast<size_t>(now)];
+    };
+    extra_.ForEach([&](uint32_t id, const ResourceVector&) { recount(id); });
+    devices_.ForEach([&](uint32_t id, const DeviceDelta&) {
+      if (!extra_.Contains(id)) recount(id);
+    });
+    booked_pods_.ForEach([&](uint32_t id, const int64_t&) {
+      if (!extra_.Contains(id) && !devices_.Contains(id)) recount(id);
+    });
+    if (fits) return false;
+    std::map<std::string, int32_t> by_text;
+    counted_filtered_ = false;
+    for (size_t t = 0; t < count.size(); ++t) {
+      if (count[t] <= 0) continue;
+      by_text[shape->texts[t]] += count[t];
+      if (shape->filter[t]) counted_filtered_ = true;
+    }
+    counted_.emplace(by_text.begin(), by_text.end());
+    return true;
+  }
+
   std::optional<NodeId> PickNode(uint32_t group_index, int64_t pods_left) {
     const PlacementGroup& group = request_.groups[group_index];
     rejections_.clear();
+    counted_.reset();
     // Selectors and topology domains are checked node by node (Check), so
     // the first node in index order that passes is still the best; they only
     // make the walk longer.
@@ -1420,6 +1522,7 @@ class Attempt {
       // attempt, so the scan below would only count the reasons (and a
       // domain being filled fills the next one first).
       if (!options_.reasons || fill_now_[group_index]) return std::nullopt;
+      if (CountKept(group_index)) return std::nullopt;
     }
     std::optional<Score> best;
     for (uint32_t i = 0; i < nodes_.size(); ++i) {
@@ -1456,6 +1559,10 @@ class Attempt {
   absl::InlinedVector<SmallIdMap<int>, 4> group_nodes_;  // per group
   // (reason, nodes) for the pod being placed: a handful of reasons.
   absl::InlinedVector<std::pair<Rejection, int32_t>, 8> rejections_;
+  // The same by text, when CountKept counted them from kept reasons, and
+  // whether any is a taint, selector or affinity.
+  std::optional<std::vector<std::pair<std::string, int32_t>>> counted_;
+  bool counted_filtered_ = false;
   // Taint and affinity reasons and their texts (Reject).
   struct Detail {
     const char* reason;

@@ -13,6 +13,7 @@
 #include "absl/container/inlined_vector.h"
 #include "core/gpu_devices.h"
 #include "core/ids.h"
+#include "core/kept_reasons.h"
 #include "core/node.h"
 #include "core/node_filter.h"
 #include "core/node_index.h"
@@ -131,6 +132,13 @@ struct PlacerOptions {
   // Nodes not to place on at all (a consolidation's moved pods leave
   // their nodes).
   const std::vector<NodeId>* avoid = nullptr;
+  // Why each node turned a group's pod away, kept across placements of
+  // requests of one shape (core/kept_reasons.h): the count for a pod that
+  // fits nowhere reads the nodes whose room changed since (and those this
+  // attempt booked on) rather than every node. Read only where a node's
+  // reason is its own: no topology domain, no strict pack or spread, no
+  // freed room, nothing avoided, usage and reservations counted.
+  KeptReasons::Shape* kept_reasons = nullptr;
   // Count why every node turned the failing pod away, for the message.
   // Off, the message names no counts, and a BINPACK pick that the index
   // (when one is given) finds nothing for fails without a scan of every

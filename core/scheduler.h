@@ -34,6 +34,7 @@
 #include "core/cow_ptr.h"
 #include "core/domain_cache.h"
 #include "core/gang_placer.h"
+#include "core/kept_reasons.h"
 #include "core/node.h"
 #include "core/queue.h"
 #include "core/queue_tree.h"
@@ -264,6 +265,11 @@ struct SchedulerOptions {
   // instead of walking the kept orders (core/domain_cache.h), to check that
   // both decide exactly the same.
   bool cache_domains = true;
+  // Tests only, when false: a gang's first placement in a cycle counts why
+  // every node turns its pod away by walking them all instead of reading
+  // the kept reasons (core/kept_reasons.h), to check that both say the
+  // same.
+  bool keep_reasons = true;
   // Tests only: the fair-share order plays every child of a queue again
   // after a pick instead of the pairs on the picked path (core/order.h,
   // Match::bracket), to check that both pick in the same order.
@@ -1116,6 +1122,10 @@ class Scheduler {
     // (ScaleHintsOf, from many threads at once) place without them. A fork
     // starts with none.
     DomainCache domains;
+    // Why each node turns each waiting shape's pods away (core/
+    // kept_reasons.h), kept across cycles like the domain orders; a fork
+    // starts with none.
+    KeptReasons reasons;
   };
   // Indexed, with the cycle's domain orders brought up to date.
   PlacerOptions CycleIndexed(CycleMemo& memo) const {

@@ -253,12 +253,13 @@ struct Mirror {
 class RandomRun {
  public:
   explicit RandomRun(uint32_t seed, bool walk_every_active = false,
-                     bool cache_domains = true)
+                     bool cache_domains = true, bool keep_reasons = true)
       : rng_(seed),
         s_(std::make_unique<Scheduler>(SchedulerOptions{
             .stale_gang_grace = absl::Seconds(30),
             .walk_every_active = walk_every_active,
             .cache_domains = cache_domains,
+            .keep_reasons = keep_reasons,
             // Every other run: usage moves weights, on a scale the run's
             // minutes of virtual time cover (refreshes, decay, the window).
             .usage = {.enabled = seed % 2 == 0,
@@ -1547,6 +1548,20 @@ TEST(PropertyTest, KeptDomainOrdersDecideAsListingThem) {
     RandomRun kept(seed),
         listed(seed, /*walk_every_active=*/false, /*cache_domains=*/false);
     DecideTheSame(seed, kept, listed);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// core/kept_reasons.h: a gang's first placement that counts why the nodes
+// turn its pod away from the reasons kept across cycles says what walking
+// every node says (the pending messages are part of the state compared).
+TEST(PropertyTest, KeptRejectionCountsSayWhatCountingSays) {
+  const Seeds seeds = SeedsFor(600);
+  for (uint32_t seed = seeds.first; seed < seeds.end(); ++seed) {
+    RandomRun kept(seed), counted(seed, /*walk_every_active=*/false,
+                                  /*cache_domains=*/true,
+                                  /*keep_reasons=*/false);
+    DecideTheSame(seed, kept, counted);
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
