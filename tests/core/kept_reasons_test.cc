@@ -65,9 +65,10 @@ TEST(KeptReasonsTest, CountsFollowTheRoomAsAWalkOfEveryNodeDoes) {
     for (int i = 0; i < count; ++i) {
       const NodeId n(static_cast<uint32_t>(i));
       ResourceVector pod;
-      pod.Set(kCpu, pick(1 + static_cast<int>(
-                             cluster.node(n).allocatable.Get(kCpu) / 1000)) *
-                        1000);
+      pod.Set(kCpu,
+              pick(1 + static_cast<int>(cluster.node(n).allocatable.Get(kCpu) /
+                                        1000)) *
+                  1000);
       pod.Set(kGpu, pick(9) * 1000);
       if (!pod.FitsIn(cluster.node(n).Free())) pod.Set(kGpu, 0);
       cluster.Reserve(n, pod);
