@@ -18,6 +18,40 @@
 #include "core/shape_key.h"
 
 namespace gangsched {
+namespace {
+
+// Whether the nodes could hold each group's pods were the room held for
+// PIPELINED gangs free, counting every node's room for that group alone
+// (allocatable less used, its pod capacity less its pods): a bound no
+// placement beats, asked before a placement that ignores the held room
+// and so scans every node for every pod.
+bool CouldFitIgnoringHeld(const NodeTable& nodes, const GangRequest& request) {
+  for (uint32_t g = 0; g < request.groups.size(); ++g) {
+    const ResourceVector& pod = request.groups[g].pod;
+    int64_t need = 0;
+    for (const PlacementReplica& replica : request.replicas) {
+      if (replica.group == g) need += replica.pods;
+    }
+    int64_t fit = 0;
+    for (const Node& n : nodes) {
+      if (!n.live || !n.schedulable) continue;
+      int64_t here = n.max_pods - n.pods_used;
+      for (size_t r = 0; r < pod.size() && here > 0; ++r) {
+        const ResourceId id(static_cast<uint32_t>(r));
+        if (pod.Get(id) <= 0) continue;
+        here = std::min(here,
+                        (n.allocatable.Get(id) - n.used.Get(id)) / pod.Get(id));
+      }
+      fit += std::max<int64_t>(here, 0);
+      if (fit >= need) break;
+    }
+    if (fit < need) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void Scheduler::RunCycle(absl::Time now) {
   const int64_t revision = revision_;
   const uint64_t edits = workloads_.edit_count();
@@ -393,9 +427,10 @@ Scheduler::GangDecision Scheduler::DecideGangMinimum(
   }
   if (any_reserved && !failure.unreserved) {
     failure.unreserved =
+        CouldFitIgnoringHeld(cluster_.nodes(), plan().request) &&
         TryPlaceGang(cluster_.nodes(), resources_, plan().request,
                      {.ignore_reserved = true, .topology = cluster_.topology()})
-            .result == PlaceResult::kPlaced;
+                .result == PlaceResult::kPlaced;
   }
   if (any_reserved && *failure.unreserved) {
     if (!failure.order) {
