@@ -300,7 +300,8 @@ Scheduler::GangDecision Scheduler::DecideGangMinimum(
     PlacerOptions first = CycleIndexed(memo);
     if (!lost && options_.keep_reasons) {
       memo.reasons.Follow(cluster_);
-      first.kept_reasons = &memo.reasons.For(shape);
+      first.kept_reasons = &memo.reasons;
+      first.kept_shape = &shape;
     }
     GangPlacement placement =
         TryPlaceGang(cluster_.nodes(), resources_, plan().request, first);

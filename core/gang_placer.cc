@@ -1408,24 +1408,44 @@ class Attempt {
   // index found no node for it: the nodes whose room changed since are
   // read again, and those this attempt booked on are read as they are now.
   // False, leaving it to the walk, where a node's reason is not its own
-  // alone (domains, strict pack or spread, freed room, avoided nodes) or a
-  // node would take the pod.
+  // alone (domains, freed room, avoided nodes) or a node would take the
+  // pod. Only BINPACK walks the index and so gets here: its rules read
+  // neither the group's nodes nor the pods left (Refuse never refuses,
+  // PodsNeeded is one), which the strict strategies' would; the check on
+  // them stays for a strategy that walks the index some day.
   bool CountKept(uint32_t g) {
-    KeptReasons::Shape* shape = options_.kept_reasons;
-    if (shape == nullptr || options_.freed != nullptr ||
-        options_.avoid != nullptr || options_.ignore_usage ||
-        options_.ignore_reserved || domain_ || group_domain_[g] ||
-        segment_domain_[g]) {
+    if (options_.kept_reasons == nullptr || options_.kept_shape == nullptr ||
+        options_.freed != nullptr || options_.avoid != nullptr ||
+        options_.ignore_usage || options_.ignore_reserved || domain_ ||
+        group_domain_[g] || segment_domain_[g]) {
       return false;
     }
     const PlacementGroup& group = request_.groups[g];
     const StrategyRules& rules = RulesOf(group.placement.strategy);
     if (rules.one_pod_per_node || rules.one_node) return false;
+    KeptReasons::Shape* shape =
+        &options_.kept_reasons->For(*options_.kept_shape);
     if (shape->groups.size() <= g) shape->groups.resize(g + 1);
     KeptReasons::Group& kept = shape->groups[g];
     auto booked = [&](uint32_t id) {
       return extra_.Contains(id) || devices_.Contains(id) ||
              booked_pods_.Contains(id);
+    };
+    // The text of each reason this count meets, built once (a count of
+    // every node meets a handful of reasons on thousands of nodes).
+    absl::InlinedVector<std::pair<Rejection, int32_t>, 8> ids;
+    auto text_id = [&](const Rejection& why) {
+      for (const auto& [seen, id] : ids) {
+        if (seen.reason == why.reason && seen.resource == why.resource &&
+            seen.group == why.group &&
+            (seen.taint == why.taint ||
+             (seen.taint != nullptr && why.taint != nullptr &&
+              *seen.taint == *why.taint)))
+          return id;
+      }
+      const int32_t id = shape->TextId(TextOf(why), FilterReason(why.reason));
+      ids.emplace_back(why, id);
+      return id;
     };
     auto reason = [&](uint32_t id) -> int32_t {
       const Node& node = nodes_[id];
@@ -1434,7 +1454,7 @@ class Attempt {
           Check(id, node, FreeOn(id, node), g, left_[g]);
       if (!why) return KeptReasons::kFits;
       if (why->reason == kOutside) return KeptReasons::kNotCounted;
-      return shape->TextId(TextOf(*why), FilterReason(why->reason));
+      return text_id(*why);
     };
     // A group's texts name it: another name (same shape) counts again.
     if (!kept.counted || kept.of.size() != nodes_.size() ||

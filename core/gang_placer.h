@@ -137,8 +137,10 @@ struct PlacerOptions {
   // fits nowhere reads the nodes whose room changed since (and those this
   // attempt booked on) rather than every node. Read only where a node's
   // reason is its own: no topology domain, no strict pack or spread, no
-  // freed room, nothing avoided, usage and reservations counted.
-  KeptReasons::Shape* kept_reasons = nullptr;
+  // freed room, nothing avoided, usage and reservations counted. Kept
+  // under `kept_shape` (the request's ShapeKey), made only when read.
+  KeptReasons* kept_reasons = nullptr;
+  const std::string* kept_shape = nullptr;
   // Count why every node turned the failing pod away, for the message.
   // Off, the message names no counts, and a BINPACK pick that the index
   // (when one is given) finds nothing for fails without a scan of every

@@ -55,7 +55,10 @@ void KeptReasons::Follow(const ClusterState& cluster) {
 }
 
 KeptReasons::Shape& KeptReasons::For(const std::string& shape) {
-  if (shapes_.size() >= kMaxShapes && !shapes_.contains(shape)) shapes_.clear();
+  // Full: one other shape makes room (not all of them: a backlog of more
+  // shapes than kept still keeps most).
+  if (shapes_.size() >= kMaxShapes && !shapes_.contains(shape))
+    shapes_.erase(shapes_.begin());
   return shapes_[shape];
 }
 

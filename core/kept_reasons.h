@@ -64,8 +64,8 @@ class KeptReasons {
   // Catches up with the nodes whose room changed in `cluster` since the
   // last call: their kept reasons are to be read again.
   void Follow(const ClusterState& cluster);
-  // The shape's kept reasons, made empty when new. Bounded: all are
-  // dropped when kMaxShapes are kept.
+  // The shape's kept reasons, made empty when new. Bounded: at kMaxShapes
+  // kept, one other is dropped to make room.
   Shape& For(const std::string& shape);
 
  private:

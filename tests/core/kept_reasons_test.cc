@@ -114,8 +114,10 @@ TEST(KeptReasonsTest, CountsFollowTheRoomAsAWalkOfEveryNodeDoes) {
       PlacerOptions walk = cluster.Indexed();
       PlacerOptions read = cluster.Indexed();
       kept.Follow(cluster);
-      KeptReasons::Shape& shape = kept.For(std::to_string(s));
-      read.kept_reasons = &shape;
+      const std::string key = std::to_string(s);
+      KeptReasons::Shape& shape = kept.For(key);
+      read.kept_reasons = &kept;
+      read.kept_shape = &key;
       const bool was_counted = !shape.groups.empty() && shape.groups[0].counted;
       const size_t stale =
           was_counted ? shape.groups[0].stale.size() : size_t{0};
