@@ -118,8 +118,13 @@ absl::StatusOr<Store::Loaded> RestoreState(const StoredState& state,
   for (const auto& a : answers) {
     if (newest[a.key] != a.seq) continue;
     CachedReply reply;
-    reply.status =
-        grpc::Status(static_cast<grpc::StatusCode>(a.code), a.message);
+    // A code gRPC does not know (a damaged row) is kept as UNKNOWN: a
+    // value outside the enum is undefined behaviour to cast.
+    const bool known = a.code >= grpc::StatusCode::OK &&
+                       a.code <= grpc::StatusCode::UNAUTHENTICATED;
+    reply.status = grpc::Status(known ? static_cast<grpc::StatusCode>(a.code)
+                                      : grpc::StatusCode::UNKNOWN,
+                                a.message);
     reply.response = a.response;
     reply.digest = a.digest;
     requests.Restore(a.key, std::move(reply), a.seq);
