@@ -37,7 +37,8 @@ NodeId ClusterState::FindId(absl::string_view name) const {
 
 NodeId ClusterState::Apply(const NodeSpec& spec, ResourceTable& resources) {
   NodeId id = FindId(spec.name);
-  if (!id.valid()) {
+  const bool existed = id.valid();
+  if (!existed) {
     if (!free_ids_.empty()) {
       id = NodeId(free_ids_.back());
       free_ids_.pop_back();
@@ -52,6 +53,17 @@ NodeId ClusterState::Apply(const NodeSpec& spec, ResourceTable& resources) {
     fresh.live = true;
   }
   Node& node = nodes_.Mut(id.value());
+  // What the spec set last time: a node re-sent unchanged (the shim
+  // re-sends its nodes) changes nothing, so what is kept while the node set
+  // stays (spec_version: whether a shape could ever fit, the domain orders,
+  // the kept rejection counts) is kept.
+  const int64_t max_pods = node.max_pods;
+  const bool declares_pods = node.declares_pods;
+  const ResourceVector allocatable_before = node.allocatable;
+  const int64_t gpu_memory = node.gpu_memory;
+  const Labels labels = node.labels;
+  const std::vector<Taint> taints = node.taints;
+  const bool schedulable = node.schedulable;
   if (node.schedulable) schedulable_allocatable_ -= node.allocatable;
   // `pods` is the node's pod capacity, not a resource pods request.
   NamedResources allocatable = spec.allocatable;
@@ -74,6 +86,13 @@ NodeId ClusterState::Apply(const NodeSpec& spec, ResourceTable& resources) {
   node.taints = spec.taints;
   node.schedulable = spec.schedulable;
   if (node.schedulable) schedulable_allocatable_ += node.allocatable;
+  if (existed && node.max_pods == max_pods &&
+      node.declares_pods == declares_pods &&
+      node.allocatable == allocatable_before && node.gpu_memory == gpu_memory &&
+      node.labels == labels && node.taints == taints &&
+      node.schedulable == schedulable) {
+    return id;
+  }
   topology_.Mut()->SetNode(node, id.value());
   Touch(id);
   ++spec_version_;

@@ -991,7 +991,8 @@ class Attempt {
                      AffinityText(group.filter.affinity->required), ")");
   }
 
-  // The text RejectionCounts gives a reason (before Reject).
+  // A reason's text in the message (a taint or affinity one before Reject
+  // turns it into a detail).
   std::string TextOf(const Rejection& why) const {
     if (why.reason == kTaint || why.reason == kAffinity) return DetailText(why);
     std::string text = why.reason;
@@ -1035,10 +1036,8 @@ class Attempt {
     if (counted_) return *counted_;
     std::map<std::string, int32_t> by_text;
     for (const auto& [why, count] : rejections_) {
-      std::string text = why.reason;
-      if (why.reason == kInsufficient) text += resources_.Name(why.resource);
-      if (why.detail > 0) text = details_[why.detail - 1].text;
-      by_text[text] += count;
+      by_text[why.detail > 0 ? details_[why.detail - 1].text : TextOf(why)] +=
+          count;
     }
     return {by_text.begin(), by_text.end()};
   }

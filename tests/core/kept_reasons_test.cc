@@ -144,5 +144,58 @@ TEST(KeptReasonsTest, CountsFollowTheRoomAsAWalkOfEveryNodeDoes) {
               failed, kept_read, stale_read);
 }
 
+// Day two: the shim re-sends its nodes. A node re-sent unchanged keeps
+// what is kept while the node set stays (here the kept counts); a node
+// whose spec did change drops it.
+TEST(KeptReasonsTest, ANodeResentUnchangedKeepsTheCounts) {
+  ResourceTable resources;
+  ClusterState cluster;
+  std::vector<NodeSpec> specs;
+  for (int i = 0; i < 4; ++i) {
+    specs.push_back(testing::GpuNode("n" + std::to_string(i), 8));
+    cluster.Apply(specs.back(), resources);
+  }
+  PlacementGroup group;
+  group.name = "worker";
+  group.pod.Set(kGpu, 8000);
+  group.pod.Set(kCpu, 1000);
+  GangRequest r;
+  r.groups.push_back(group);
+  for (int i = 0; i < 5; ++i) r.replicas.push_back({0, 1});  // 5 of 4 nodes
+  KeptReasons kept;
+  const std::string key = "shape";
+  auto place = [&] {
+    kept.Follow(cluster);
+    PlacerOptions options = cluster.Indexed();
+    options.kept_reasons = &kept;
+    options.kept_shape = &key;
+    return TryPlaceGang(cluster.nodes(), resources, r, options);
+  };
+  auto counted = [&] {
+    KeptReasons::Shape& shape = kept.For(key);
+    return !shape.groups.empty() && shape.groups[0].counted;
+  };
+  EXPECT_NE(place().result, PlaceResult::kPlaced);
+  ASSERT_TRUE(counted());
+  const uint64_t spec_version = cluster.spec_version();
+  const uint64_t room_version = cluster.room_version();
+  for (const NodeSpec& spec : specs) cluster.Apply(spec, resources);
+  EXPECT_EQ(cluster.spec_version(), spec_version);
+  EXPECT_EQ(cluster.room_version(), room_version);
+  const GangPlacement again = place();
+  EXPECT_TRUE(counted());
+  EXPECT_NE(again.message.find("4 insufficient nvidia.com/gpu"),
+            std::string::npos)
+      << again.message;
+  // A label added: the node set changed, and everything is counted again.
+  specs[0].labels.emplace_back("zone", "a");
+  cluster.Apply(specs[0], resources);
+  EXPECT_GT(cluster.spec_version(), spec_version);
+  kept.Follow(cluster);
+  EXPECT_FALSE(counted());
+  EXPECT_EQ(place().message, again.message);
+  EXPECT_TRUE(counted());
+}
+
 }  // namespace
 }  // namespace gangsched
