@@ -1652,6 +1652,69 @@ int32_t PodsOf(const GangRequest& request) {
   return pods;
 }
 
+bool PlacedByCount(const GangRequest& request) {
+  if (request.replicas.empty() || !request.topology.empty() ||
+      !request.gang.topology_key.empty()) {
+    return false;
+  }
+  const PlacementGroup& first = request.groups[request.replicas[0].group];
+  for (const PlacementReplica& replica : request.replicas) {
+    const PlacementGroup& group = request.groups[replica.group];
+    // Another group: alike only when neither filters any node.
+    if (&group != &first && (group.pod != first.pod || !group.filter.empty() ||
+                             !first.filter.empty())) {
+      return false;
+    }
+    const StrategyRules& rules = RulesOf(group.placement.strategy);
+    if (rules.one_node || rules.one_pod_per_node) return false;
+    if (!group.topology.empty() || !group.placement.topology_key.empty())
+      return false;
+  }
+  return !SharesGpu(first.pod);
+}
+
+int64_t PodsByCount(const Node& node, const PlacementGroup& group,
+                    const FreedRoom* freed) {
+  if (!node.live || !node.schedulable) return 0;
+  if ((!group.filter.empty() || !node.taints.empty()) &&
+      Judge(node, group.filter).kind != FilterVerdict::kFits) {
+    return 0;
+  }
+  const ResourceVector& pod = group.pod;
+  int64_t fit = node.FreePods() + (freed != nullptr ? freed->pods : 0);
+  for (size_t r = 0; r < pod.size() && fit > 0; ++r) {
+    const ResourceId rid(static_cast<uint32_t>(r));
+    const int64_t each = pod.Get(rid);
+    if (each <= 0) continue;
+    int64_t free = node.allocatable.Get(rid) - node.used.Get(rid) -
+                   node.reserved.Get(rid) +
+                   (freed != nullptr ? freed->resources.Get(rid) : 0);
+    // What pods asking GPU memory hold and reserve is GPU room taken
+    // (Attempt::Free::Of).
+    if (rid == kGpu)
+      free -= node.devices.memory_held + node.devices.memory_reserved;
+    fit = std::min(fit, free / each);
+  }
+  // Whole GPUs take untouched devices, leaving those kept for
+  // reservations (ChooseDevices).
+  const int64_t gpu = pod.Get(kGpu);
+  const int count = node.DeviceCount();
+  if (gpu > 0 && count > 0 && fit > 0) {
+    int untouched = count - node.devices.touched;
+    if (freed != nullptr && !freed->devices.empty()) {
+      untouched = 0;
+      for (int d = 0; d < count; ++d) {
+        const int64_t back =
+            d < static_cast<int>(freed->devices.size()) ? freed->devices[d] : 0;
+        untouched += node.devices.Held(d) - back == 0 ? 1 : 0;
+      }
+    }
+    fit = std::min<int64_t>(
+        fit, (untouched - node.devices.Reserved()) / DevicesOf(gpu));
+  }
+  return std::max<int64_t>(fit, 0);
+}
+
 GangPlacement TryPlaceGang(const NodeTable& nodes,
                            const ResourceTable& resources,
                            const GangRequest& request,

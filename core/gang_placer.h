@@ -153,6 +153,21 @@ struct PlacerOptions {
 ResourceVector TotalOf(const GangRequest& request);
 int32_t PodsOf(const GangRequest& request);
 
+// Whether the placer's answer to `request` is a count (docs/SCHEDULING.md,
+// "Taking resources back"): every pod alike (one pod shape; one group, or
+// groups without filters), no group keeps to one node or one pod a node
+// (STRICT_PACK, STRICT_SPREAD), no topology, no part of a GPU and no GPU
+// memory. Then each node takes pods one after another until PodsByCount of
+// them, whichever pods went before, and the placer places the request
+// exactly when those add up to its pods (usage and reservations counted,
+// nothing avoided).
+bool PlacedByCount(const GangRequest& request);
+// How many pods of `group` (of a PlacedByCount request) `node` takes, with
+// `freed` (may be null) treated as free: what the placer books there one
+// pod after another before the node turns the next away.
+int64_t PodsByCount(const Node& node, const PlacementGroup& group,
+                    const FreedRoom* freed);
+
 // Tries the request against the nodes as they are now.
 GangPlacement TryPlaceGang(const NodeTable& nodes,
                            const ResourceTable& resources,

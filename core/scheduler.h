@@ -270,6 +270,11 @@ struct SchedulerOptions {
   // the kept reasons (core/kept_reasons.h), to check that both say the
   // same.
   bool keep_reasons = true;
+  // Tests only, when false: a victim search asks the placer whether the
+  // preemptor fits at every step, even where a count of the pods each node
+  // takes is its answer (PlacedByCount), to check that both choose the
+  // same victims.
+  bool count_victim_fits = true;
   // Tests only: the fair-share order plays every child of a queue again
   // after a pick instead of the pairs on the picked path (core/order.h,
   // Match::bracket), to check that both pick in the same order.
@@ -921,6 +926,14 @@ class Scheduler {
   std::optional<VictimPlan> FindVictims(
       const Workload& preemptor, const PlannedRequest& plan, absl::Time now,
       VictimSearchNotes* notes = nullptr) const;
+  // FindVictims' search; `count`: a placement that is a count
+  // (PlacedByCount) is counted at each step and placed once at the end,
+  // which sets `miscounted` if the placer then says no.
+  std::optional<VictimPlan> SearchVictims(const Workload& preemptor,
+                                          const PlannedRequest& plan,
+                                          absl::Time now,
+                                          VictimSearchNotes* notes, bool count,
+                                          bool* miscounted) const;
   // Candidate units; reclaim candidates only from workloads whose units
   // could ever be Eligible for `need`. FindVictims orders them.
   std::vector<VictimUnit> VictimCandidates(const Workload& preemptor,
@@ -954,8 +967,14 @@ class Scheduler {
   // counted once however many chosen units hold it.
   class FreedByVictims {
    public:
-    FreedByVictims(const Scheduler& scheduler, const GangRequest& request)
-        : scheduler_(scheduler), request_(request) {}
+    // `count`: when the placer's answer to `request` is a count
+    // (PlacedByCount), MayFit counts what it would and is that answer.
+    FreedByVictims(const Scheduler& scheduler, const GangRequest& request,
+                   bool count = false)
+        : scheduler_(scheduler), request_(request) {
+      if (count && PlacedByCount(request))
+        counted_ = &request.groups[request.replicas[0].group];
+    }
     void Add(const VictimUnit& unit) { Change(unit, +1); }
     void Drop(const VictimUnit& unit) { Change(unit, -1); }
     // Per queue id, rolled up the tree: for the queue checks.
@@ -968,8 +987,11 @@ class Scheduler {
     // it, the nodes' free room plus the freed room holds fewer such pods
     // than it asks, counted node by node. Selectors, topology, GPU devices
     // and GPU memory shares are left out, so true only means the placer
-    // must be asked.
+    // must be asked; unless Counted().
     bool MayFit();
+    // MayFit counts pods as the placer books them (PodsByCount): it is
+    // the placer's answer.
+    bool Counted() const { return counted_ != nullptr; }
 
    private:
     void Change(const VictimUnit& unit, int sign);
@@ -987,6 +1009,8 @@ class Scheduler {
       int64_t fit = 0;    // pods of it the nodes hold, freed room included
     };
     std::optional<std::vector<Shape>> shapes_;  // built by the first MayFit
+    // The request's one group kind when Counted(), else null.
+    const PlacementGroup* counted_ = nullptr;
   };
   bool FitsWithout(const PlannedRequest& plan,
                    const std::vector<VictimUnit>& units,

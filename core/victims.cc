@@ -206,6 +206,7 @@ void Scheduler::FreedByVictims::Change(const VictimUnit& unit, int sign) {
 int64_t Scheduler::FreedByVictims::PodsOn(uint32_t node, const FreedRoom* room,
                                           size_t s) const {
   const Node& n = scheduler_.cluster_.nodes()[node];
+  if (counted_ != nullptr) return PodsByCount(n, *counted_, room);
   if (!n.live || !n.schedulable) return 0;
   const ResourceVector& pod = (*shapes_)[s].pod;
   int64_t fit = n.FreePods() + (room != nullptr ? room->pods : 0);
@@ -271,6 +272,21 @@ bool Scheduler::FitsWithout(const PlannedRequest& plan,
 std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
     const Workload& preemptor, const PlannedRequest& plan, absl::Time now,
     VictimSearchNotes* notes) const {
+  bool miscounted = false;
+  std::optional<VictimPlan> found = SearchVictims(
+      preemptor, plan, now, notes, options_.count_victim_fits, &miscounted);
+  // A count the placer then disagreed with (PlacedByCount would be wrong):
+  // the search again, asking the placer at every step.
+  if (miscounted) {
+    found = SearchVictims(preemptor, plan, now, nullptr, /*count=*/false,
+                          &miscounted);
+  }
+  return found;
+}
+
+std::optional<Scheduler::VictimPlan> Scheduler::SearchVictims(
+    const Workload& preemptor, const PlannedRequest& plan, absl::Time now,
+    VictimSearchNotes* notes, bool count, bool* miscounted) const {
   ResourceVector need = TotalOf(plan.request);
   // Room already being freed for it (it was PIPELINED, then updated) is
   // its own: counted first, never evicted twice, never dropped.
@@ -281,12 +297,15 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
   if (candidates.empty() && chosen.empty()) return std::nullopt;
   // The preemptor fits when the nodes have room without the victims and
   // every queue on its path stays within its limits without them.
-  FreedByVictims freed(*this, plan.request);
+  FreedByVictims freed(*this, plan.request, count);
   auto fits = [&](GangPlacement* placement) {
     if (!freed.MayFit()) return false;
     if (CheckQueues(preemptor, need, &freed.by_queue()).code !=
         PendingCode::kNone)
       return false;
+    // Where the count is the placer's answer, the placer places once, at
+    // the end: a found set is pruned, victim by victim, on counts alone.
+    if (freed.Counted()) return true;
     return FitsWith(plan, freed.rooms(), placement);
   };
   // Cluster-wide, a cheap bound before placing. A node whose nominated
@@ -424,7 +443,14 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
       freed.Add(chosen[i]);
     }
   }
-  fits(&result.placement);
+  if (freed.Counted()) {
+    if (!FitsWith(plan, freed.rooms(), &result.placement)) {
+      *miscounted = true;
+      return std::nullopt;
+    }
+  } else {
+    fits(&result.placement);
+  }
   result.units = std::move(chosen);
   return result;
 }

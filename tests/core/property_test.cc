@@ -253,13 +253,15 @@ struct Mirror {
 class RandomRun {
  public:
   explicit RandomRun(uint32_t seed, bool walk_every_active = false,
-                     bool cache_domains = true, bool keep_reasons = true)
+                     bool cache_domains = true, bool keep_reasons = true,
+                     bool count_victim_fits = true)
       : rng_(seed),
         s_(std::make_unique<Scheduler>(SchedulerOptions{
             .stale_gang_grace = absl::Seconds(30),
             .walk_every_active = walk_every_active,
             .cache_domains = cache_domains,
             .keep_reasons = keep_reasons,
+            .count_victim_fits = count_victim_fits,
             // Every other run: usage moves weights, on a scale the run's
             // minutes of virtual time cover (refreshes, decay, the window).
             .usage = {.enabled = seed % 2 == 0,
@@ -739,6 +741,9 @@ class RandomRun {
         } else {
           MaybeTopology(spec);
         }
+        // A gang of workers alone (a batch job): its pods all alike, which
+        // a victim search counts rather than places (PlacedByCount).
+        if (Pick(3) == 0) spec.groups.erase(spec.groups.begin());
         if (s_->Submit(spec, now_).ok()) ids_.push_back(id);
         break;
       }
@@ -1562,6 +1567,21 @@ TEST(PropertyTest, KeptRejectionCountsSayWhatCountingSays) {
                                   /*cache_domains=*/true,
                                   /*keep_reasons=*/false);
     DecideTheSame(seed, kept, counted);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// core/gang_placer.h, PlacedByCount: a victim search that prunes its
+// victims on the count of pods the nodes take, where that count is the
+// placer's answer, chooses the victims one that asks the placer at every
+// step chooses.
+TEST(PropertyTest, VictimsPrunedOnCountsAreThoseThePlacerPrunes) {
+  const Seeds seeds = SeedsFor(600);
+  for (uint32_t seed = seeds.first; seed < seeds.end(); ++seed) {
+    RandomRun counted(seed),
+        placed(seed, /*walk_every_active=*/false, /*cache_domains=*/true,
+               /*keep_reasons=*/true, /*count_victim_fits=*/false);
+    DecideTheSame(seed, counted, placed);
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
