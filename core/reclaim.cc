@@ -101,8 +101,8 @@ bool Scheduler::Eligible(
 }
 
 std::vector<uint8_t> Scheduler::ReclaimableResources(
-    const Workload& preemptor, QueueId victim_leaf,
-    const ResourceVector& need) const {
+    const Workload& preemptor, QueueId victim_leaf, const ResourceVector& need,
+    const absl::flat_hash_map<uint32_t, ResourceVector>* removed) const {
   std::vector<uint8_t> out(need.size(), 0);
   auto sides = MeetingChildren(preemptor.queue, victim_leaf);
   if (!sides) return out;
@@ -110,9 +110,15 @@ std::vector<uint8_t> Scheduler::ReclaimableResources(
   const Queue& b = queues_[sides->second.value()];
   ReclaimerSide a_side = CheckReclaimer(a, preemptor.preemptible, need);
   if (!a_side.ok) return out;
+  const ResourceVector* taken = nullptr;
+  if (removed != nullptr) {
+    auto it = removed->find(b.id.value());
+    if (it != removed->end()) taken = &it->second;
+  }
   for (size_t i = 0; i < need.size(); ++i) {
     ResourceId r(static_cast<uint32_t>(i));
-    if (need.Get(r) > 0 && VictimSideOver(b, r, 0, a_side)) out[i] = 1;
+    const int64_t gone = taken != nullptr ? taken->Get(r) : 0;
+    if (need.Get(r) > 0 && VictimSideOver(b, r, gone, a_side)) out[i] = 1;
   }
   return out;
 }

@@ -275,6 +275,11 @@ struct SchedulerOptions {
   // takes is its answer (PlacedByCount), to check that both choose the
   // same victims.
   bool count_victim_fits = true;
+  // Tests only, when false: a victim search walks every candidate of a
+  // leaf whose side has nothing left to give for the preemptor one by one,
+  // instead of passing them over at once, to check that both choose the
+  // same victims.
+  bool pass_spent_leaves = true;
   // Tests only: the fair-share order plays every child of a queue again
   // after a pick instead of the pairs on the picked path (core/order.h,
   // Match::bracket), to check that both pick in the same order.
@@ -955,12 +960,15 @@ class Scheduler {
   std::optional<std::pair<QueueId, QueueId>> MeetingChildren(QueueId a,
                                                              QueueId b) const;
   // Per resource (1 or 0): whether a unit of a workload in leaf
-  // `victim_leaf` that frees it could be reclaimed for `need` with no
-  // victim chosen yet. Choosing victims only lowers what the victim's side
-  // holds, so a unit failing this never becomes Eligible.
-  std::vector<uint8_t> ReclaimableResources(const Workload& preemptor,
-                                            QueueId victim_leaf,
-                                            const ResourceVector& need) const;
+  // `victim_leaf` that frees it could be reclaimed for `need` with the
+  // victims chosen so far gone (`removed`, as Eligible reads it; null:
+  // none yet). Choosing victims only lowers what the victim's side holds,
+  // so a unit failing this never becomes Eligible.
+  std::vector<uint8_t> ReclaimableResources(
+      const Workload& preemptor, QueueId victim_leaf,
+      const ResourceVector& need,
+      const absl::flat_hash_map<uint32_t, ResourceVector>* removed =
+          nullptr) const;
   // The room a set of victim units frees, kept up to date as units are
   // added and dropped, so that a search choosing hundreds of victims for a
   // large gang never rebuilds it from the list (victims.cc). A slot is

@@ -423,7 +423,22 @@ std::optional<Scheduler::VictimPlan> Scheduler::SearchVictims(
     VictimUnit& unit = *best->units.back();
     best->units.pop_back();
     if (!Usable(unit)) continue;
-    if (!Eligible(preemptor, unit, need, freed.by_queue())) continue;
+    if (!Eligible(preemptor, unit, need, freed.by_queue())) {
+      // When the victim's side has nothing left to give for any resource
+      // the preemptor needs, no unit of this leaf is Eligible any more
+      // (taking victims only lowers what that side holds): the leaf's
+      // other units are passed over at once rather than one by one (a
+      // search that never fits walked every candidate of a saturated
+      // cluster).
+      if (unit.reason == EvictionReason::kReclaim &&
+          options_.pass_spent_leaves) {
+        const std::vector<uint8_t> left = ReclaimableResources(
+            preemptor, unit.workload->queue, need, &freed.by_queue());
+        if (std::find(left.begin(), left.end(), 1) == left.end())
+          best->units.clear();
+      }
+      continue;
+    }
     chosen.push_back(unit);
     take(unit);
     freed.Add(unit);
