@@ -1685,7 +1685,6 @@ int64_t PodsByCount(const Node& node, const PlacementGroup& group,
   for (size_t r = 0; r < pod.size() && fit > 0; ++r) {
     const ResourceId rid(static_cast<uint32_t>(r));
     const int64_t each = pod.Get(rid);
-    if (each <= 0) continue;
     int64_t free = node.allocatable.Get(rid) - node.used.Get(rid) -
                    node.reserved.Get(rid) +
                    (freed != nullptr ? freed->resources.Get(rid) : 0);
@@ -1693,6 +1692,12 @@ int64_t PodsByCount(const Node& node, const PlacementGroup& group,
     // (Attempt::Free::Of).
     if (rid == kGpu)
       free -= node.devices.memory_held + node.devices.memory_reserved;
+    // A zero the pod names still turns away a node below zero there (room
+    // held for a pipelined gang while its victims still run), as Check does.
+    if (each <= 0) {
+      if (each > free) fit = 0;
+      continue;
+    }
     fit = std::min(fit, free / each);
   }
   // Whole GPUs take untouched devices, leaving those kept for

@@ -68,6 +68,15 @@ TEST(PlacedByCountTest, ThePlacerPlacesExactlyWhatTheCountsAddUpTo) {
       spec.schedulable = pick(12) != 0;
       cluster.Apply(spec, resources);
     }
+    // Now and then more memory held than a node has (a pipelined gang's
+    // room while its victims still run): a pod naming memory, even as a
+    // zero, finds the node full.
+    for (int i = 0; i < count; ++i) {
+      if (pick(8) != 0) continue;
+      ResourceVector held;
+      held.Set(kMemory, 600 * testing::kGi);
+      cluster.Reserve(NodeId(static_cast<uint32_t>(i)), held);
+    }
     // Pods bound (whole GPUs, parts of one, GPU memory shares, cpu only)
     // and room held for pipelined gangs.
     std::vector<BoundPod> bound;
