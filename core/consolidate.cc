@@ -131,13 +131,17 @@ bool Scheduler::FitsFreeRoomInTotal(const ResourceVector& need) const {
   return need.FitsIn(FreeRoomInTotal(cluster_.nodes()));
 }
 
-bool Scheduler::FitsFreeRoomInTotalNow(const ResourceVector& need,
-                                       CycleMemo& memo) const {
+const ResourceVector& Scheduler::FreeRoomInTotalNow(CycleMemo& memo) const {
   if (memo.free_total_version != cluster_.room_version()) {
     memo.free_total = FreeRoomInTotal(cluster_.nodes());
     memo.free_total_version = cluster_.room_version();
   }
-  return need.FitsIn(memo.free_total);
+  return memo.free_total;
+}
+
+bool Scheduler::FitsFreeRoomInTotalNow(const ResourceVector& need,
+                                       CycleMemo& memo) const {
+  return need.FitsIn(FreeRoomInTotalNow(memo));
 }
 
 std::optional<Scheduler::MovePlan> Scheduler::FindMoves(

@@ -272,7 +272,8 @@ Scheduler::GangDecision Scheduler::DecideGangMinimum(
     // so they never free non-preemptible quota.
     if (trace != nullptr) trace->limit_victims_tried = true;
     if (std::optional<VictimPlan> victims = FindVictims(
-            w, plan(), now, trace != nullptr ? &trace->notes : nullptr)) {
+            w, plan(), now, trace != nullptr ? &trace->notes : nullptr,
+            &FreeRoomInTotalNow(memo))) {
       return pipeline(*std::move(victims));
     }
   }
@@ -411,7 +412,8 @@ Scheduler::GangDecision Scheduler::DecideGangMinimum(
   if (!failure.no_victims.contains(preemptor)) {
     if (trace != nullptr) trace->victims = DecisionTrace::Victims::kNoneFound;
     if (std::optional<VictimPlan> victims = FindVictims(
-            w, plan(), now, trace != nullptr ? &trace->notes : nullptr)) {
+            w, plan(), now, trace != nullptr ? &trace->notes : nullptr,
+            &FreeRoomInTotalNow(memo))) {
       if (trace != nullptr) trace->victims = DecisionTrace::Victims::kFound;
       return pipeline(*std::move(victims));
     }

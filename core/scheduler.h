@@ -928,17 +928,21 @@ class Scheduler {
 
   // victims.cc (choice), reclaim.cc (eligibility across queues),
   // pipeline.cc (Pipeline, CompletePipelined, settling evictions).
+  // `free_total`: the schedulable nodes' free room added up
+  // (FreeRoomInTotalNow), when the caller keeps it; null: summed here.
   std::optional<VictimPlan> FindVictims(
       const Workload& preemptor, const PlannedRequest& plan, absl::Time now,
-      VictimSearchNotes* notes = nullptr) const;
+      VictimSearchNotes* notes = nullptr,
+      const ResourceVector* free_total = nullptr) const;
   // FindVictims' search; `count`: a placement that is a count
   // (PlacedByCount) is counted at each step and placed once at the end,
   // which sets `miscounted` if the placer then says no.
   std::optional<VictimPlan> SearchVictims(const Workload& preemptor,
                                           const PlannedRequest& plan,
                                           absl::Time now,
-                                          VictimSearchNotes* notes, bool count,
-                                          bool* miscounted) const;
+                                          VictimSearchNotes* notes,
+                                          const ResourceVector* free_total,
+                                          bool count, bool* miscounted) const;
   // Candidate units; reclaim candidates only from workloads whose units
   // could ever be Eligible for `need`. FindVictims orders them.
   std::vector<VictimUnit> VictimCandidates(const Workload& preemptor,
@@ -1054,6 +1058,8 @@ class Scheduler {
   // backlog asks it for every waiting shape).
   bool FitsFreeRoomInTotalNow(const ResourceVector& need,
                               CycleMemo& memo) const;
+  // That sum, kept in `memo` while no room changes.
+  const ResourceVector& FreeRoomInTotalNow(CycleMemo& memo) const;
   // Whether `units` moved away let `plan` fit, with every moved replica
   // placed elsewhere: the plan, or nullopt.
   std::optional<MovePlan> TryMoves(const PlannedRequest& plan,

@@ -4,6 +4,7 @@
 // once its min runtime is over), the order they are taken in, the minimal
 // set, and the evictions announced for it.
 #include <algorithm>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -271,22 +272,24 @@ bool Scheduler::FitsWithout(const PlannedRequest& plan,
 
 std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
     const Workload& preemptor, const PlannedRequest& plan, absl::Time now,
-    VictimSearchNotes* notes) const {
+    VictimSearchNotes* notes, const ResourceVector* free_total) const {
   bool miscounted = false;
-  std::optional<VictimPlan> found = SearchVictims(
-      preemptor, plan, now, notes, options_.count_victim_fits, &miscounted);
+  std::optional<VictimPlan> found =
+      SearchVictims(preemptor, plan, now, notes, free_total,
+                    options_.count_victim_fits, &miscounted);
   // A count the placer then disagreed with (PlacedByCount would be wrong):
   // the search again, asking the placer at every step.
   if (miscounted) {
-    found = SearchVictims(preemptor, plan, now, nullptr, /*count=*/false,
-                          &miscounted);
+    found = SearchVictims(preemptor, plan, now, nullptr, free_total,
+                          /*count=*/false, &miscounted);
   }
   return found;
 }
 
 std::optional<Scheduler::VictimPlan> Scheduler::SearchVictims(
     const Workload& preemptor, const PlannedRequest& plan, absl::Time now,
-    VictimSearchNotes* notes, bool count, bool* miscounted) const {
+    VictimSearchNotes* notes, const ResourceVector* free_total, bool count,
+    bool* miscounted) const {
   ResourceVector need = TotalOf(plan.request);
   // Room already being freed for it (it was PIPELINED, then updated) is
   // its own: counted first, never evicted twice, never dropped.
@@ -312,8 +315,12 @@ std::optional<Scheduler::VictimPlan> Scheduler::SearchVictims(
   // room victims still hold reads below 0: it has nothing to give, and
   // must not take from what the others have.
   ResourceVector free;
-  for (const Node& n : cluster_.nodes()) {
-    if (n.live && n.schedulable) free += n.Free().AtLeastZero();
+  if (free_total != nullptr) {
+    free = *free_total;
+  } else {
+    for (const Node& n : cluster_.nodes()) {
+      if (n.live && n.schedulable) free += n.Free().AtLeastZero();
+    }
   }
   // What the chosen victims take from each leaf, for its dominant share.
   absl::flat_hash_map<uint32_t, ResourceVector> taken;
@@ -370,16 +377,31 @@ std::optional<Scheduler::VictimPlan> Scheduler::SearchVictims(
     if (added) leaves.push_back({leaf, {}, share_without_taken(leaf)});
     leaves[it->second].units.push_back(&unit);
   }
+  // Sorted on keys read once per unit (not twice per comparison from the
+  // workloads), the listing order breaking ties as a stable sort does.
+  struct SortKey {
+    bool whole_gang;
+    int32_t priority;
+    uint64_t newer;  // ~submit_seq: the newest first
+    uint32_t listed;
+    VictimUnit* unit;
+    bool operator<(const SortKey& o) const {
+      return std::tie(whole_gang, priority, newer, listed) <
+             std::tie(o.whole_gang, o.priority, o.newer, o.listed);
+    }
+  };
+  std::vector<SortKey> keys;
   for (LeafCandidates& l : leaves) {
-    std::stable_sort(l.units.begin(), l.units.end(),
-                     [](const VictimUnit* a, const VictimUnit* b) {
-                       if (a->whole_gang != b->whole_gang)
-                         return b->whole_gang;  // elastic first
-                       if (a->workload->priority != b->workload->priority)
-                         return a->workload->priority < b->workload->priority;
-                       return a->workload->submit_seq > b->workload->submit_seq;
-                     });
-    std::reverse(l.units.begin(), l.units.end());
+    keys.clear();
+    for (uint32_t i = 0; i < l.units.size(); ++i) {
+      const Workload& w = *l.units[i]->workload;
+      keys.push_back({l.units[i]->whole_gang, w.priority,
+                      ~static_cast<uint64_t>(w.submit_seq), i, l.units[i]});
+    }
+    std::sort(keys.begin(), keys.end());
+    // Popped from the back: the first in order last.
+    for (size_t i = 0; i < keys.size(); ++i)
+      l.units[keys.size() - 1 - i] = keys[i].unit;
   }
   // The next victim: elastic before gangs, then the leaf most over its
   // fair share now, lowest priority, newest.
