@@ -35,14 +35,9 @@ bool CouldFitIgnoringHeld(const NodeTable& nodes, const GangRequest& request) {
     int64_t fit = 0;
     for (const Node& n : nodes) {
       if (!n.live || !n.schedulable) continue;
-      int64_t here = n.max_pods - n.pods_used;
-      for (size_t r = 0; r < pod.size() && here > 0; ++r) {
-        const ResourceId id(static_cast<uint32_t>(r));
-        if (pod.Get(id) <= 0) continue;
-        here = std::min(here,
-                        (n.allocatable.Get(id) - n.used.Get(id)) / pod.Get(id));
-      }
-      fit += std::max<int64_t>(here, 0);
+      fit += PodsInRoom(pod, n.max_pods - n.pods_used, [&](ResourceId r) {
+        return n.allocatable.Get(r) - n.used.Get(r);
+      });
       if (fit >= need) break;
     }
     if (fit < need) return false;
@@ -273,7 +268,7 @@ Scheduler::GangDecision Scheduler::DecideGangMinimum(
     if (trace != nullptr) trace->limit_victims_tried = true;
     if (std::optional<VictimPlan> victims = FindVictims(
             w, plan(), now, trace != nullptr ? &trace->notes : nullptr,
-            &FreeRoomInTotalNow(memo))) {
+            FreeRoomInTotalNow(memo))) {
       return pipeline(*std::move(victims));
     }
   }
@@ -413,7 +408,7 @@ Scheduler::GangDecision Scheduler::DecideGangMinimum(
     if (trace != nullptr) trace->victims = DecisionTrace::Victims::kNoneFound;
     if (std::optional<VictimPlan> victims = FindVictims(
             w, plan(), now, trace != nullptr ? &trace->notes : nullptr,
-            &FreeRoomInTotalNow(memo))) {
+            FreeRoomInTotalNow(memo))) {
       if (trace != nullptr) trace->victims = DecisionTrace::Victims::kFound;
       return pipeline(*std::move(victims));
     }

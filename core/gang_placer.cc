@@ -1681,25 +1681,18 @@ int64_t PodsByCount(const Node& node, const PlacementGroup& group,
     return 0;
   }
   const ResourceVector& pod = group.pod;
-  int64_t fit = node.FreePods() + (freed != nullptr ? freed->pods : 0);
-  for (size_t r = 0; r < pod.size() && fit > 0; ++r) {
-    const ResourceId rid(static_cast<uint32_t>(r));
-    const int64_t each = pod.Get(rid);
-    int64_t free = node.allocatable.Get(rid) - node.used.Get(rid) -
-                   node.reserved.Get(rid) +
-                   (freed != nullptr ? freed->resources.Get(rid) : 0);
-    // What pods asking GPU memory hold and reserve is GPU room taken
-    // (Attempt::Free::Of).
-    if (rid == kGpu)
-      free -= node.devices.memory_held + node.devices.memory_reserved;
-    // A zero the pod names still turns away a node below zero there (room
-    // held for a pipelined gang while its victims still run), as Check does.
-    if (each <= 0) {
-      if (each > free) fit = 0;
-      continue;
-    }
-    fit = std::min(fit, free / each);
-  }
+  int64_t fit = PodsInRoom(
+      pod, node.FreePods() + (freed != nullptr ? freed->pods : 0),
+      [&](ResourceId r) {
+        int64_t free = node.allocatable.Get(r) - node.used.Get(r) -
+                       node.reserved.Get(r) +
+                       (freed != nullptr ? freed->resources.Get(r) : 0);
+        // What pods asking GPU memory hold and reserve is GPU room taken
+        // (Attempt::Free::Of).
+        if (r == kGpu)
+          free -= node.devices.memory_held + node.devices.memory_reserved;
+        return free;
+      });
   // Whole GPUs take untouched devices, leaving those kept for
   // reservations (ChooseDevices).
   const int64_t gpu = pod.Get(kGpu);

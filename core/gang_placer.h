@@ -6,6 +6,7 @@
 // a failed gang leaves nothing behind; the caller commits a success.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -162,6 +163,26 @@ int32_t PodsOf(const GangRequest& request);
 // exactly when those add up to its pods (usage and reservations counted,
 // nothing avoided).
 bool PlacedByCount(const GangRequest& request);
+// How many pods of `pod` fit `pods` free pod slots and the room
+// `free_of(resource)`, each pod taking its amounts: the count a node's
+// Check makes, where a resource the pod names even at zero turns away
+// room below zero there (room held for a pipelined gang while its victims
+// still run). Never below zero.
+template <typename FreeOf>
+int64_t PodsInRoom(const ResourceVector& pod, int64_t pods, FreeOf&& free_of) {
+  int64_t fit = pods;
+  for (size_t r = 0; r < pod.size() && fit > 0; ++r) {
+    const ResourceId rid(static_cast<uint32_t>(r));
+    const int64_t each = pod.Get(rid);
+    const int64_t free = free_of(rid);
+    if (each <= 0) {
+      if (each > free) fit = 0;
+    } else {
+      fit = std::min(fit, free / each);
+    }
+  }
+  return std::max<int64_t>(fit, 0);
+}
 // How many pods of `group` (of a PlacedByCount request) `node` takes, with
 // `freed` (may be null) treated as free: what the placer books there one
 // pod after another before the node turns the next away.

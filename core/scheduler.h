@@ -928,12 +928,13 @@ class Scheduler {
 
   // victims.cc (choice), reclaim.cc (eligibility across queues),
   // pipeline.cc (Pipeline, CompletePipelined, settling evictions).
-  // `free_total`: the schedulable nodes' free room added up
-  // (FreeRoomInTotalNow), when the caller keeps it; null: summed here.
-  std::optional<VictimPlan> FindVictims(
-      const Workload& preemptor, const PlannedRequest& plan, absl::Time now,
-      VictimSearchNotes* notes = nullptr,
-      const ResourceVector* free_total = nullptr) const;
+  // `free_total`: the schedulable nodes' free room added up, as the
+  // cycle keeps it (FreeRoomInTotalNow).
+  std::optional<VictimPlan> FindVictims(const Workload& preemptor,
+                                        const PlannedRequest& plan,
+                                        absl::Time now,
+                                        VictimSearchNotes* notes,
+                                        const ResourceVector& free_total) const;
   // FindVictims' search; `count`: a placement that is a count
   // (PlacedByCount) is counted at each step and placed once at the end,
   // which sets `miscounted` if the placer then says no.
@@ -941,7 +942,7 @@ class Scheduler {
                                           const PlannedRequest& plan,
                                           absl::Time now,
                                           VictimSearchNotes* notes,
-                                          const ResourceVector* free_total,
+                                          const ResourceVector& free_total,
                                           bool count, bool* miscounted) const;
   // Candidate units; reclaim candidates only from workloads whose units
   // could ever be Eligible for `need`. FindVictims orders them.

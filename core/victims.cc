@@ -209,18 +209,12 @@ int64_t Scheduler::FreedByVictims::PodsOn(uint32_t node, const FreedRoom* room,
   const Node& n = scheduler_.cluster_.nodes()[node];
   if (counted_ != nullptr) return PodsByCount(n, *counted_, room);
   if (!n.live || !n.schedulable) return 0;
-  const ResourceVector& pod = (*shapes_)[s].pod;
-  int64_t fit = n.FreePods() + (room != nullptr ? room->pods : 0);
-  for (size_t r = 0; r < pod.size() && fit > 0; ++r) {
-    ResourceId rid(static_cast<uint32_t>(r));
-    int64_t each = pod.Get(rid);
-    if (each <= 0) continue;
-    int64_t free = n.allocatable.Get(rid) - n.used.Get(rid) -
-                   n.reserved.Get(rid) +
-                   (room != nullptr ? room->resources.Get(rid) : 0);
-    fit = std::min(fit, free / each);
-  }
-  return std::max<int64_t>(fit, 0);
+  return PodsInRoom(
+      (*shapes_)[s].pod, n.FreePods() + (room != nullptr ? room->pods : 0),
+      [&](ResourceId r) {
+        return n.allocatable.Get(r) - n.used.Get(r) - n.reserved.Get(r) +
+               (room != nullptr ? room->resources.Get(r) : 0);
+      });
 }
 
 bool Scheduler::FreedByVictims::MayFit() {
@@ -272,7 +266,7 @@ bool Scheduler::FitsWithout(const PlannedRequest& plan,
 
 std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
     const Workload& preemptor, const PlannedRequest& plan, absl::Time now,
-    VictimSearchNotes* notes, const ResourceVector* free_total) const {
+    VictimSearchNotes* notes, const ResourceVector& free_total) const {
   bool miscounted = false;
   std::optional<VictimPlan> found =
       SearchVictims(preemptor, plan, now, notes, free_total,
@@ -288,7 +282,7 @@ std::optional<Scheduler::VictimPlan> Scheduler::FindVictims(
 
 std::optional<Scheduler::VictimPlan> Scheduler::SearchVictims(
     const Workload& preemptor, const PlannedRequest& plan, absl::Time now,
-    VictimSearchNotes* notes, const ResourceVector* free_total, bool count,
+    VictimSearchNotes* notes, const ResourceVector& free_total, bool count,
     bool* miscounted) const {
   ResourceVector need = TotalOf(plan.request);
   // Room already being freed for it (it was PIPELINED, then updated) is
@@ -314,14 +308,7 @@ std::optional<Scheduler::VictimPlan> Scheduler::SearchVictims(
   // Cluster-wide, a cheap bound before placing. A node whose nominated
   // room victims still hold reads below 0: it has nothing to give, and
   // must not take from what the others have.
-  ResourceVector free;
-  if (free_total != nullptr) {
-    free = *free_total;
-  } else {
-    for (const Node& n : cluster_.nodes()) {
-      if (n.live && n.schedulable) free += n.Free().AtLeastZero();
-    }
-  }
+  ResourceVector free = free_total;
   // What the chosen victims take from each leaf, for its dominant share.
   absl::flat_hash_map<uint32_t, ResourceVector> taken;
   auto take = [&](const VictimUnit& unit) {
